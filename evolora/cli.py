@@ -1,0 +1,157 @@
+"""The ``evolora`` command line (typer).
+
+    evolora evolve tasks/gsm.yaml [--out DIR] [--set a.b=value ...] [--seed N]
+    evolora evolve --resume RUN_DIR [--set run.steps=20]
+    evolora operators [--kind mutation]
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from evolora.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
+console = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as error:
+        _fail(f"cannot write to output directory {out}: {error.strerror}; choose another with --out")
+
+
+def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[int],
+             out: Optional[Path], resume: Optional[Path]) -> tuple[Config, Path]:
+    try:
+        if resume is not None:
+            stored = resume / "config.yaml"
+            if not stored.exists():
+                _fail(f"{resume} is not a run directory (no config.yaml); give the --out directory of an earlier run")
+            data = apply_overrides(yaml.safe_load(stored.read_text()), overrides)
+            if seed is not None:
+                data["run"]["seed"] = seed
+            return config_from_dict(data), resume
+        if config_path is None:
+            _fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
+        config = load_config(config_path, overrides, seed=seed)
+    except ConfigError as error:
+        _fail(str(error))
+    if out is None:
+        out = Path("runs") / f"{config_path.stem}-{datetime.now():%Y%m%d-%H%M%S}"
+    if (out / "metrics.jsonl").exists():
+        _fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
+    return config, out
+
+
+@app.command()
+def evolve(
+    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config, e.g. tasks/gsm.yaml."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<config>-<time>)."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set evolution.gamma=0.5"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (overrides run.seed)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory from its last checkpoint."),
+    no_eval: bool = typer.Option(False, "--no-eval", help="Skip the held-out evaluation at the end."),
+) -> None:
+    """Run PopuLoRA self-play: teachers propose, students solve, adapters learn and evolve."""
+    config, out = _prepare(config_path, overrides, seed, out, resume)
+    _check_writable(out)
+    from evolora.model import ModelNotFoundError, check_model_available
+
+    try:
+        check_model_available(config.model.name)
+    except ModelNotFoundError as error:
+        _fail(str(error))
+
+    from evolora.callbacks import Checkpointer, JsonlLogger, ProgressBar
+    from evolora.io import truncate_jsonl
+    from evolora.run import Run
+
+    began = time.perf_counter()
+    console.print(f"evolora: {config.population.teachers} teachers + {config.population.students} students on "
+                  f"{config.model.name}, task {config.task.name}, {config.run.steps} steps -> {out}")
+    run = Run(config, out)
+    if resume is not None:
+        if run.load_checkpoint():
+            console.print(f"resumed at step {run.step}")
+        for name, key in (("metrics.jsonl", "metrics"), ("matches.jsonl", "matches")):
+            truncate_jsonl(out / name, run.log_counts[key])  # drop records written after the checkpoint
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    callbacks = [JsonlLogger(), Checkpointer(config.run.checkpoint_every, config.run.steps)]
+    try:
+        with ProgressBar(config.run.steps, start=run.step) as progress:
+            run.train(callbacks + [progress])
+    except KeyboardInterrupt:
+        console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
+        raise typer.Exit(130)
+    console.print("evaluating and writing final adapters ...")
+    summary = run.finish(evaluate=not no_eval)
+    _print_summary(summary)
+    console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_summary(summary: dict) -> None:
+    table = Table(title=f"population after {summary['steps']} steps")
+    for column in ("id", "role", "μ ± σ", "μ−3σ", "Elo", "W/L/D", "born", "held-out"):
+        table.add_column(column)
+    for row in summary["individuals"]:
+        held = row.get("held_out")
+        table.add_row(
+            row["id"], row["role"], f"{row['mu']:.1f} ± {row['sigma']:.1f}", f"{row['conservative']:.1f}",
+            f"{row['elo']:.0f}", f"{row['wins']}/{row['losses']}/{row['draws']}",
+            f"{row['operator']}@{row['born_step']}", f"{held['accuracy']:.1%}" if held else "-",
+        )
+    base = summary["held_out"].get("base")
+    if base:
+        table.caption = f"base model held-out accuracy: {base['accuracy']:.1%} ({base['correct']}/{base['total']})"
+    Console().print(table)
+
+
+@app.command()
+def operators(kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation.")) -> None:
+    """List every registered operator with its kind, parameters and defaults."""
+    from evolora.operators import REGISTRY
+
+    table = Table(title="evolora operators")
+    for column in ("kind", "name", "parameters (default, allowed)", "description"):
+        table.add_column(column, overflow="fold")
+    try:
+        rows = REGISTRY.describe(kind)
+    except ValueError as error:
+        _fail(str(error))
+    for row in rows:
+        table.add_row(*row)
+    Console(width=160).print(table)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

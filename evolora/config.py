@@ -1,0 +1,290 @@
+"""Run configuration: YAML -> validated, frozen pydantic models.
+
+Every key is checked when the config loads, before any model loads: unknown keys, wrong
+types, impossible values and unknown operator names or parameters raise
+:class:`ConfigError` with the key path and what is allowed. One model per concern
+(model, LoRA, population, task, self-play, learner, evolution, evaluation, run).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """A config is malformed; the message names the key and what to change."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Section):
+    name: str = "smollm2-135m-instruct"
+    """Embedded name (``smollm2-135m-instruct``), a Hugging Face id, a local directory, or ``tiny-random``."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Dtype of the frozen base weights; adapters always train in float32."""
+    num_threads: int | None = Field(default=None, ge=1)
+    """torch intra-op threads; None keeps torch's default."""
+
+
+class LoRAConfig(_Section):
+    rank: int = Field(default=8, ge=1, le=1024)
+    """LoRA rank r of every adapter (A: (r, d_in), B: (d_out, r))."""
+    alpha: float = Field(default=16.0, gt=0)
+    """LoRA alpha; ΔW = (alpha / rank) · B A."""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    """Names of the linear modules that carry adapters."""
+    init_b_std: float = Field(default=1e-3, ge=0)
+    """Std of the Gaussian init of B (PEFT's B = 0 would make every individual identical)."""
+
+    @field_validator("target_modules")
+    @classmethod
+    def _non_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("give at least one target module, e.g. [q_proj, v_proj]")
+        return value
+
+
+class PopulationConfig(_Section):
+    teachers: int = Field(default=2, ge=1, le=64)
+    """Number of teacher individuals (paper: 4)."""
+    students: int = Field(default=2, ge=1, le=64)
+    """Number of student individuals (paper: 4)."""
+
+
+class TaskConfig(_Section):
+    name: str = "gsm"
+    """A registered task name (see ``evolora.tasks``)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the task's constructor (e.g. ``eval_path``, ``train_path``)."""
+
+
+class MatchmakingConfig(_Section):
+    weighting: Literal["variance", "hard", "uniform"] = "variance"
+    """PFSP weighting f(p): p(1 − p), (1 − p)^k, or 1 (paper §2 step 1)."""
+    k: float = Field(default=2.0, gt=0)
+    """Exponent of the ``hard`` weighting."""
+    scheme: Literal["per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin"] = (
+        "per_teacher_without_replacement"
+    )
+    """How pairs are drawn each step."""
+
+
+class RewardConfig(_Section):
+    invalid: float = -1.0
+    """Teacher reward for an invalid or malformed proposal."""
+    trivial: float = 0.0
+    """Teacher reward when the student solve rate is 0 or 1 (AZR paper 0, AZR code −0.5)."""
+    correct: float = 1.0
+    """Student reward for a correct answer."""
+    wrong: float = -0.5
+    """Student reward for a well-formed wrong answer."""
+    format: float = -1.0
+    """Student reward when no final answer can be parsed."""
+
+
+class SelfPlayConfig(_Section):
+    proposals_per_teacher: int = Field(default=2, ge=1)
+    """Problems each teacher proposes per step."""
+    samples_per_problem: int = Field(default=4, ge=1)
+    """Student attempts n per valid problem (AZR: 8)."""
+    teacher_max_new_tokens: int = Field(default=160, ge=1)
+    student_max_new_tokens: int = Field(default=128, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    generation_batch_size: int = Field(default=16, ge=1)
+    """Rows per ``generate`` call (all adapters mixed in one batch)."""
+    matchmaking: MatchmakingConfig = MatchmakingConfig()
+    rewards: RewardConfig = RewardConfig()
+
+
+class LearnerConfig(_Section):
+    algorithm: Literal["grpo", "reinforce_pp"] = "grpo"
+    """Advantage estimator: group-centred and std-normalised (GRPO) or group-centred then batch-normalised (REINFORCE++)."""
+    lr: float = Field(default=5e-5, gt=0, le=1)
+    """AdamW learning rate of each adapter."""
+    clip_eps: float = Field(default=0.2, gt=0, lt=1)
+    """PPO ratio clip ε."""
+    kl_coef: float = Field(default=0.0, ge=0)
+    """Weight of the k3 KL estimate to the base model (adapter disabled); 0 turns it off (paper)."""
+    epochs: int = Field(default=1, ge=1)
+    """Gradient passes over each step's samples."""
+    micro_batch: int = Field(default=4, ge=1)
+    """Sequences per forward/backward."""
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+
+
+class OperatorChoice(_Section):
+    name: str
+    """A registered operator name, or ``package.module:function`` for a user function."""
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvolutionConfig(_Section):
+    every: int = Field(default=10, ge=1)
+    """Evolve every k RL steps (paper reconstruction: 10)."""
+    gamma: float = Field(default=0.25, ge=0, le=1)
+    """Fraction of each role replaced per evolution (bottom by μ − 3σ)."""
+    elitism: int = Field(default=1, ge=0)
+    """Top individuals per role never replaced."""
+    crossover_rate: float = Field(default=0.5, ge=0, le=1)
+    """Probability a child comes from crossover (else from mutation)."""
+    parent_pool: Literal["role", "survivors"] = "role"
+    """Parents are selected from the whole role (before replacement) or from the survivors only."""
+    mutate_after_crossover: bool = False
+    """Also mutate crossover children."""
+    selection: OperatorChoice = OperatorChoice(name="tournament")
+    crossover: OperatorChoice = OperatorChoice(name="svd_merge")
+    mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
+
+
+class EvalConfig(_Section):
+    enabled: bool = True
+    limit: int = Field(default=16, ge=0)
+    """Held-out problems evaluated (greedy) per individual; 0 disables."""
+    max_new_tokens: int = Field(default=192, ge=1)
+    batch_size: int = Field(default=16, ge=1)
+    base: bool = True
+    """Also evaluate the bare base model as a reference."""
+
+
+class RunConfig(_Section):
+    steps: int = Field(default=6, ge=0)
+    """RL steps (self-play games + updates)."""
+    seed: int = 0
+    checkpoint_every: int = Field(default=1, ge=1)
+    """Write a resumable checkpoint every N steps."""
+
+
+class Config(_Section):
+    """The whole run configuration (one YAML file, e.g. ``tasks/gsm.yaml``)."""
+
+    run: RunConfig = RunConfig()
+    model: ModelConfig = ModelConfig()
+    lora: LoRAConfig = LoRAConfig()
+    population: PopulationConfig = PopulationConfig()
+    task: TaskConfig = TaskConfig()
+    selfplay: SelfPlayConfig = SelfPlayConfig()
+    learner: LearnerConfig = LearnerConfig()
+    evolution: EvolutionConfig = EvolutionConfig()
+    eval: EvalConfig = EvalConfig()
+
+    @model_validator(mode="after")
+    def _check_cross_fields(self) -> Config:
+        for role in ("teachers", "students"):
+            size = getattr(self.population, role)
+            if self.evolution.elitism >= size and self.evolution.gamma > 0:
+                # Nothing could ever be replaced: a silent no-op evolution is a config bug.
+                raise ValueError(
+                    f"evolution.elitism={self.evolution.elitism} protects every one of the {size} {role}; "
+                    f"set evolution.elitism below population.{role} or evolution.gamma to 0"
+                )
+        return self
+
+
+def _format_validation_error(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key; check the spelling against the documented keys"
+        elif item["type"] == "literal_error":
+            message = f"{message}"
+        lines.append(f"  {where}: {message} (got {item.get('input')!r})")
+    return "invalid config:\n" + "\n".join(lines)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse one ``--set a.b.c=value`` override; the value is read as YAML.
+
+    Raises:
+        ConfigError: when ``=`` or the key is missing.
+    """
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects KEY=VALUE such as evolution.gamma=0.5, got {text!r}")
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Return a copy of ``data`` with each ``a.b=value`` override applied."""
+    data = copy.deepcopy(data)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {text}: {part!r} is a value, not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def config_from_dict(data: dict) -> Config:
+    """Validate a plain dict into a :class:`Config`, including operator names and parameters.
+
+    Raises:
+        ConfigError: unknown keys, wrong types, impossible values, unknown operators or tasks.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"a config must be a mapping of sections (run, model, ...), got {type(data).__name__}")
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_format_validation_error(error)) from None
+    _check_operators(config)
+    _check_task(config)
+    return config
+
+
+def _check_operators(config: Config) -> None:
+    from evolora.evolution import resolve_operators
+
+    try:
+        resolve_operators(config.evolution)
+    except (ValueError, TypeError, ImportError) as error:
+        raise ConfigError(f"invalid config:\n  evolution: {error}") from None
+
+
+def _check_task(config: Config) -> None:
+    from evolora.tasks import check_task
+
+    try:
+        check_task(config.task.name, config.task.params)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        raise ConfigError(f"invalid config:\n  task: {error}") from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: int | None = None) -> Config:
+    """Read a YAML config, apply ``--set`` overrides and the seed, and validate it.
+
+    Raises:
+        ConfigError: unreadable file, malformed YAML or any invalid value (message names the key).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as tasks/gsm.yaml") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML: {error}") from None
+    data = apply_overrides(data, overrides or [])
+    if seed is not None:
+        data.setdefault("run", {})["seed"] = seed
+    return config_from_dict(data)
+
+
+def dump_config(config: Config) -> str:
+    """The resolved config as YAML text (what the run directory stores)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

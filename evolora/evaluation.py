@@ -1,0 +1,62 @@
+"""Held-out evaluation: greedy accuracy of adapters (and the bare base) on a task's test set.
+
+Every (adapter, problem) pair goes into one mixed-adapter batch stream, so evaluating
+P adapters costs about one pass of P × N rows, not P model reloads.
+Source: PopuLoRA (arXiv 2605.16727) §4 (greedy pass@1 of every member vs the base).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evolora.rollout import BASE, chat_prompt, generate
+from evolora.tasks.base import HeldOutItem, Task
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Accuracy of one adapter: ``correct`` of ``total`` problems (accuracy in [0, 1])."""
+
+    adapter: str
+    correct: int
+    total: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else float("nan")
+
+
+def evaluate(
+    model,
+    tokenizer,
+    task: Task,
+    items: list[HeldOutItem],
+    adapters: list[str],
+    *,
+    max_new_tokens: int,
+    batch_size: int = 16,
+) -> dict[str, EvalResult]:
+    """Greedy accuracy of each adapter on ``items``.
+
+    Args:
+        model: the PEFT model holding the adapters; ``"__base__"`` in ``adapters`` means the base.
+        items: held-out problems with numeric answers.
+        adapters: adapter slot names to evaluate.
+        max_new_tokens: generation cap per answer.
+
+    Returns:
+        {adapter name: EvalResult}.
+    """
+    prompts = [chat_prompt(tokenizer, task.solve_prompt(item.question)) for item in items]
+    rows = [(adapter, i) for adapter in adapters for i in range(len(items))]
+    completions = generate(
+        model, tokenizer, [prompts[i] for _, i in rows], [a for a, _ in rows],
+        max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size,
+    )
+    correct = dict.fromkeys(adapters, 0)
+    for (adapter, i), completion in zip(rows, completions):
+        correct[adapter] += task.grade(completion.text, items[i].answer).label == "correct"
+    return {adapter: EvalResult(adapter, correct[adapter], len(items)) for adapter in adapters}
+
+
+__all__ = ["BASE", "EvalResult", "evaluate"]

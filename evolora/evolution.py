@@ -1,0 +1,134 @@
+"""The evolutionary outer loop: replace the weakest of each role by children made in LoRA weight space.
+
+    for role in (teacher, student):
+        fitness  = μ − 3σ of each member                      # conservative rating
+        losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation
+        for each loser:
+            parents = selection(role or survivors)            # e.g. tournament within the role
+            child   = crossover(parents) w.p. crossover_rate, else mutation(parent)
+            loser's slot ← child; fresh rating, fresh optimizer; lineage recorded
+
+Operators come from the registry by the names in the config (``evolution.selection``,
+``evolution.crossover``, ``evolution.mutation``), so a user's own function plugs in.
+Source: PopuLoRA (arXiv 2605.16727) §2 step 7 and §3; PBT (arXiv 1711.09846).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from evolora.config import EvolutionConfig
+from evolora.operators import REGISTRY, OperatorSpec
+from evolora.population import ROLES, Individual, Population
+
+
+@dataclass(frozen=True)
+class Operators:
+    """The three operators of a run with their validated parameters."""
+
+    selection: tuple[OperatorSpec, dict]
+    crossover: tuple[OperatorSpec, dict]
+    mutation: tuple[OperatorSpec, dict]
+
+
+def resolve_operators(config: EvolutionConfig) -> Operators:
+    """Look up and validate the configured operators (called when the config loads).
+
+    Raises:
+        ValueError: an unknown operator or parameter, or a value out of range (the message lists
+            what is allowed).
+    """
+    resolved = {}
+    for kind in ("selection", "crossover", "mutation"):
+        choice = getattr(config, kind)
+        params = REGISTRY.validate(kind, choice.name, choice.params)
+        resolved[kind] = (REGISTRY.get(kind, choice.name), params)
+    return Operators(**resolved)
+
+
+@dataclass(frozen=True)
+class Birth:
+    """One replacement: ``child`` took ``replaced``'s slot at ``step`` (a lineage record)."""
+
+    step: int
+    role: str
+    replaced: str
+    child: str
+    parents: tuple[str, ...]
+    operator: str
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "role": self.role, "replaced": self.replaced, "child": self.child,
+                "parents": list(self.parents), "operator": self.operator}
+
+
+def num_replaced(size: int, gamma: float, elitism: int) -> int:
+    """How many members of a role of ``size`` are replaced: ⌈γ·size⌉, at most size − elitism."""
+    if gamma <= 0:
+        return 0
+    return max(0, min(math.ceil(gamma * size - 1e-9), size - elitism))
+
+
+def evolve(bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,
+           generator: torch.Generator, operators: Operators | None = None) -> list[Birth]:
+    """Replace the bottom γ of each role by children of the survivors, in place.
+
+    Args:
+        bank: the :class:`evolora.population.AdapterBank`; children's factors are written into
+            the replaced individuals' slots.
+        population: updated in place (replaced individuals swapped for children).
+        fitness: {individual id: fitness}, higher is better (the loop passes μ − 3σ).
+        config: γ, elitism, crossover rate and operator choices.
+        step: current RL step (recorded as the children's birth step).
+        generator: drives selection, the crossover/mutation coin and the operators.
+
+    Returns:
+        The births, in order. The caller gives each child a fresh rating and optimizer.
+    """
+    operators = operators or resolve_operators(config)
+    births = []
+    for role in ROLES:
+        members = population.role(role)
+        # Ties in fitness break by position, so older slots survive first (deterministic).
+        order = sorted(range(len(members)), key=lambda i: (-fitness[members[i].id], i))
+        count = num_replaced(len(members), config.gamma, config.elitism)
+        losers = [members[i] for i in order[len(members) - count:]]
+        pool = members if config.parent_pool == "role" else [members[i] for i in order[: len(members) - count]]
+        pool_fitness = torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64)
+        # Make every child from the pre-evolution pool before any slot is overwritten.
+        children = [_make_child(bank, pool, pool_fitness, config, operators, generator) for _ in losers]
+        for loser, (child, parents, name) in zip(losers, children):
+            bank.set_factors(loser.slot, child)
+            newborn = population.new_individual(role, loser.slot, parents=tuple(p.id for p in parents),
+                                                operator=name, born_step=step)
+            population.replace(loser, newborn)
+            births.append(Birth(step, role, loser.id, newborn.id, newborn.parents, name))
+    return births
+
+
+def _make_child(bank, pool: list[Individual], fitness: torch.Tensor, config: EvolutionConfig,
+                operators: Operators, generator: torch.Generator):
+    select, select_params = operators.selection
+    use_crossover = len(pool) >= 2 and torch.rand((), generator=generator).item() < config.crossover_rate
+    if use_crossover:
+        index = select.fn(fitness, 2, generator=generator, **select_params).tolist()
+        if index[0] == index[1]:  # a crossover needs two distinct parents: take the best other one
+            others = [i for i in range(len(pool)) if i != index[0]]
+            index[1] = max(others, key=lambda i: (fitness[i].item(), -i))
+        parents = [pool[i] for i in index]
+        spec, params = operators.crossover
+        child = spec.fn([bank.get_factors(p.slot) for p in parents], [fitness[i].item() for i in index],
+                        generator=generator, **params)
+        name = spec.name
+        if config.mutate_after_crossover:
+            mutation, mutation_params = operators.mutation
+            child = mutation.fn(child, generator=generator, **mutation_params)
+            name = f"{name}+{mutation.name}"
+        return child, parents, name
+    index = select.fn(fitness, 1, generator=generator, **select_params).tolist()
+    parent = pool[index[0]]
+    spec, params = operators.mutation
+    return spec.fn(bank.get_factors(parent.slot), generator=generator, **params), [parent], spec.name

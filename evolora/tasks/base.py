@@ -1,0 +1,115 @@
+"""The task interface: a verifiable game between a teacher and a student.
+
+A task is pure data handling plus a verifier: it builds chat prompts, parses what the
+models wrote, asks the sandbox whether a proposal is valid (and what its ground truth
+is), and grades answers. It never touches a model. Roles are data, not subclasses.
+
+Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-4; Absolute Zero Reasoner (arXiv 2505.03335).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+Message = dict[str, str]
+"""One chat message: {"role": "system" | "user" | "assistant", "content": str}."""
+
+GradeLabel = Literal["correct", "wrong", "format"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A teacher's parsed proposal.
+
+    Attributes:
+        problem: the problem statement shown to the student.
+        program: the source the verifier runs to get the ground truth ("" when the task
+            needs none).
+        raw: the teacher's full completion text.
+    """
+
+    problem: str
+    program: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verifier's decision on one proposal.
+
+    Attributes:
+        valid: True when the proposal parses, runs, is deterministic and yields an answer.
+        answer: the ground truth (a float for numeric tasks); None when invalid.
+        reason: "ok" or a short machine-readable cause ("parse", "timeout", "banned",
+            "error", "nondeterministic", "not_numeric", "memory", "output_limit").
+        seconds: wall-clock seconds the verifier spent, >= 0.
+    """
+
+    valid: bool
+    answer: float | None
+    reason: str
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Grade:
+    """A graded student answer.
+
+    Attributes:
+        label: "correct", "wrong" (well formed but not equal) or "format" (no final answer).
+        predicted: the parsed final answer, or None on a format error.
+    """
+
+    label: GradeLabel
+    predicted: float | None
+
+
+@dataclass(frozen=True)
+class HeldOutItem:
+    """One held-out evaluation problem: a question and its numeric answer."""
+
+    question: str
+    answer: float
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the self-play loop needs from a task.
+
+    Implementations: :class:`evolora.tasks.gsm.GSMTask`. Register new ones with
+    :func:`evolora.tasks.register_task`.
+    """
+
+    name: str
+
+    def proposal_prompt(self, rng: random.Random) -> list[Message]:
+        """The teacher's chat prompt, with reference examples drawn with ``rng``."""
+
+    def parse_proposal(self, text: str) -> Proposal | None:
+        """Parse a teacher completion; None when it is malformed."""
+
+    def verify(self, proposals: list[Proposal]) -> list[Verdict]:
+        """Run the verifier on each proposal (sandboxed, possibly in parallel)."""
+
+    def solve_prompt(self, problem: str) -> list[Message]:
+        """The student's chat prompt for one problem."""
+
+    def grade(self, completion: str, answer: float) -> Grade:
+        """Grade a student completion against the ground truth."""
+
+    def held_out(self, limit: int, rng: random.Random) -> list[HeldOutItem] | None:
+        """Up to ``limit`` held-out problems, or None when no data is available."""
+
+
+@dataclass
+class TaskRegistry:
+    """Maps task names used in YAML (``task.name``) to factories ``f(**params) -> Task``."""
+
+    factories: dict = field(default_factory=dict)
+
+    def register(self, name: str, factory) -> None:
+        if name in self.factories:
+            raise ValueError(f"task {name!r} is already registered; choose another name")
+        self.factories[name] = factory

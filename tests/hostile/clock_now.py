@@ -1,0 +1,3 @@
+# expect: banned
+import datetime
+print(datetime.datetime.now())

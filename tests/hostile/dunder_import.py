@@ -1,0 +1,2 @@
+# expect: banned
+__import__('os').system('echo pwned')

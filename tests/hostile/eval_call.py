@@ -1,0 +1,2 @@
+# expect: banned
+eval('1')

@@ -1,0 +1,2 @@
+# expect: banned
+print('{0.__class__.__mro__}'.format(1))

@@ -1,0 +1,3 @@
+# expect: banned
+from operator import attrgetter
+print(attrgetter('real')(1))

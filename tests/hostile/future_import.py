@@ -1,0 +1,3 @@
+# expect: banned
+from __future__ import annotations
+print(1)

@@ -1,0 +1,2 @@
+# expect: banned
+getattr(__builtins__, 'open')('/tmp/pwned', 'w')

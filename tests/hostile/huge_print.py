@@ -1,0 +1,2 @@
+# expect: output_limit
+print('x' * 10 ** 7)

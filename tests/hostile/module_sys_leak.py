@@ -1,0 +1,3 @@
+# expect: banned
+import statistics
+statistics.sys.modules['os'].system('echo pwned')

@@ -1,0 +1,3 @@
+# expect: output_limit
+while True:
+    print(12345678901234567890, end='')

@@ -1,0 +1,3 @@
+# expect: banned
+import random
+print(random.random())

@@ -88,7 +88,7 @@ def peft_merge(parents: list[Adapter], weights: list[float], rank: int, repeats:
     with torch.no_grad():
         for module_name, module in model.named_modules():
             if hasattr(module, "lora_A") and "p0" in getattr(module, "lora_A", {}):
-                key = module_name.split("model.", 1)[1] if module_name.startswith("base_model.model.") else module_name
+                key = module_name.removeprefix("base_model.model.")
                 for adapter_name, parent in zip(("p0", "p1"), parents):
                     a, b = parent[key]
                     module.lora_A[adapter_name].weight.copy_(a)
@@ -101,7 +101,7 @@ def peft_merge(parents: list[Adapter], weights: list[float], rank: int, repeats:
     merged = {}
     for module_name, module in model.named_modules():
         if hasattr(module, "lora_A") and "merged0" in getattr(module, "lora_A", {}):
-            key = module_name.split("model.", 1)[1]
+            key = module_name.removeprefix("base_model.model.")
             merged[key] = module.get_delta_weight("merged0").detach()
     return statistics.median(times), merged
 
@@ -112,14 +112,16 @@ def main() -> None:
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per operator (median reported)")
     parser.add_argument("--skip-peft", action="store_true", help="skip the PEFT comparison")
+    parser.add_argument("--skip-operators", action="store_true", help="only run the merge comparison")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     parents = [smollm2_adapter(1, args.rank), smollm2_adapter(2, args.rank)]
     print(f"# SmolLM2-135M shapes, rank {args.rank}, {len(parents[0])} modules, {args.threads} CPU threads, "
           f"torch {torch.__version__}")
-    print(f"{'kind':<10} {'operator':<18} {'s/child':>9}  target <0.1 s")
-    for kind, name, seconds in operator_table(parents, args.repeats):
-        print(f"{kind:<10} {name:<18} {seconds:9.4f}  {'ok' if seconds < 0.1 else 'MISS'}")
+    if not args.skip_operators:
+        print(f"{'kind':<10} {'operator':<18} {'s/child':>9}  target <0.1 s")
+        for kind, name, seconds in operator_table(parents, args.repeats):
+            print(f"{kind:<10} {name:<18} {seconds:9.4f}  {'ok' if seconds < 0.1 else 'MISS'}")
     if args.skip_peft:
         return
     weights = [0.5, 0.5]

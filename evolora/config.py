@@ -77,8 +77,10 @@ class MatchmakingConfig(_Section):
 
 
 class RewardConfig(_Section):
-    invalid: float = -1.0
-    """Teacher reward for an invalid or malformed proposal."""
+    malformed: float = -1.0
+    """Teacher reward for a proposal that does not parse (format error)."""
+    invalid: float = -0.5
+    """Teacher reward for a proposal that parses but fails verification (AZR code: −0.5; paper: −1)."""
     trivial: float = 0.0
     """Teacher reward when the student solve rate is 0 or 1 (AZR paper 0, AZR code −0.5)."""
     correct: float = 1.0

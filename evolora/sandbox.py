@@ -25,6 +25,7 @@ Source: design notes §7; Absolute Zero Reasoner (arXiv 2505.03335) executor che
 from __future__ import annotations
 
 import ast
+import logging
 import math
 import os
 import selectors
@@ -68,14 +69,27 @@ BANNED_NAMES = frozenset({
 })
 """Builtin names a program may neither use nor find in its ``__builtins__``."""
 
-BANNED_ATTRIBUTES = BANNED_MODULES | BANNED_NAMES | frozenset({
-    "bltns", "stdlib_re", "attrgetter", "methodcaller", "now", "today", "utcnow",
-    "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "f_globals",
-    "f_locals", "f_builtins", "f_back", "tb_frame", "co_code", "func_globals",
+BANNED_ATTRIBUTES = frozenset({
+    # modules reachable as attributes of allowed modules (statistics.sys, enum.bltns,
+    # dataclasses.inspect, json.codecs, typing.types, collections.abc.sys, ...)
+    "sys", "os", "builtins", "bltns", "inspect", "random", "types", "warnings", "codecs",
+    "io", "importlib", "machinery", "ast", "dis", "linecache", "tokenize", "contextlib",
+    "copyreg", "stdlib_re", "subprocess", "socket", "shutil", "ctypes", "gc", "resource",
+    "signal", "threading", "multiprocessing", "pickle", "marshal",
+    # getattr in disguise, clocks, frame and code internals
+    "attrgetter", "methodcaller", "now", "today", "utcnow", "gi_frame", "gi_code",
+    "cr_frame", "cr_code", "ag_frame", "ag_code", "f_globals", "f_locals", "f_builtins",
+    "f_back", "tb_frame", "co_code",
 })
-"""Attribute names refused on any object: ways back to banned modules, getattr-like
-helpers (``operator.attrgetter``), clocks (``datetime.now``) and frame internals."""
+"""Attribute names refused on any object (and as ``from m import name``): ways back to
+banned modules, getattr-like helpers, clocks (``datetime.now``) and frame internals.
+``re.compile`` and ``datetime.time`` stay allowed."""
 
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+"""What ``ast.parse`` raises on bad source: ValueError for null bytes or surrogates,
+RecursionError/MemoryError for pathological nesting (``"-" * 10**6 + "1"``)."""
+MAX_SOURCE_CHARS = 100_000
+"""Longer sources are refused with status "error" before parsing."""
 _ALLOWED_DUNDER_ATTRIBUTES = frozenset({"__init__"})  # only as ``super().__init__``
 _HARMLESS_DUNDER_STRINGS = frozenset({"__main__", "__name__", "__init__"})
 
@@ -102,7 +116,7 @@ def check_source(source: str, *, allow_input: bool = False) -> str | None:
     """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return None
     main_guards = _main_guard_names(tree)
     banned_names = BANNED_NAMES - {"input"} if allow_input else BANNED_NAMES
@@ -251,12 +265,43 @@ del _r, _b, _k, _v, _f, _mem, _cpu, _files
 exec(_code, _g)
 """
 
+_log = logging.getLogger(__name__)
 _NOBODY = 65534
 _drop_privileges = hasattr(os, "geteuid") and os.geteuid() == 0
 _drop_lock = threading.Lock()
 _ERROR_CAP = 64 * 1024
-PYTHON = getattr(sys, "_base_executable", None) or sys.executable
-"""The interpreter that runs programs (the base interpreter: site-packages are not used)."""
+
+
+def _world_executable(path: str) -> bool:
+    """True when every directory on the path is world-searchable and the file world-executable."""
+    path = os.path.realpath(path)
+    parts = path.split(os.sep)
+    try:
+        for i in range(2, len(parts)):
+            if not os.stat(os.sep.join(parts[:i])).st_mode & 0o001:
+                return False
+        return bool(os.stat(path).st_mode & 0o005 == 0o005)
+    except OSError:
+        return False
+
+
+def _pick_interpreter() -> str:
+    """The base interpreter (site-packages are not used); when running as root and it is
+    hidden from ``nobody`` (e.g. under /root/.pyenv), the same X.Y version in /usr/bin or
+    /usr/local/bin if there is one, so programs can run unprivileged."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    if not _drop_privileges or _world_executable(base):
+        return base
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for folder in ("/usr/local/bin", "/usr/bin"):
+        candidate = os.path.join(folder, version)
+        if os.path.isfile(candidate) and _world_executable(candidate):
+            return candidate
+    return base
+
+
+PYTHON = _pick_interpreter()
+"""The interpreter that runs programs (see ``_pick_interpreter``)."""
 
 
 def _child_env() -> dict[str, str]:
@@ -305,7 +350,10 @@ def _classify(returncode: int | None, stderr: str) -> tuple[Status, str]:
         return "ok", last
     if returncode is not None and returncode < 0:
         sig = -returncode
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
         if sig in (signal.SIGXCPU, signal.SIGKILL):
             return "timeout", f"killed by {name} (CPU time limit)"
         if "MemoryError" in stderr or "Cannot allocate memory" in stderr:
@@ -350,8 +398,21 @@ def run_program(
             f"memory_mb={memory_mb!r} (>= 32), output_limit={output_limit!r} (>= 1)")
     start = time.perf_counter()
     try:
+        return _run(source, timeout_s, memory_mb, output_limit, stdin, start)
+    except Exception as exc:  # a bug or an OS failure here must not stop a training run
+        _log.warning("sandbox: internal failure running a program", exc_info=True)
+        return SandboxResult("error", "", f"sandbox internal error: {type(exc).__name__}: {exc}",
+                             time.perf_counter() - start)
+
+
+def _run(source: str, timeout_s: float, memory_mb: int, output_limit: int,
+         stdin: str | None, start: float) -> SandboxResult:
+    if len(source) > MAX_SOURCE_CHARS:
+        return SandboxResult("error", "", f"source longer than {MAX_SOURCE_CHARS} characters", 0.0)
+    try:
         ast.parse(source)
-    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
+        source.encode("utf-8")
+    except _UNPARSABLE as exc:
         return SandboxResult("error", "", f"{type(exc).__name__}: {exc}"[:500], 0.0)
     reason = check_source(source, allow_input=stdin is not None)
     if reason is not None:

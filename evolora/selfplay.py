@@ -27,15 +27,19 @@ from evolora.rollout import Completion, RolloutStats, chat_prompt, generate
 from evolora.tasks.base import Task
 
 
-def teacher_reward(solve_rate: float | None, rewards: RewardConfig) -> float:
-    """Teacher reward for one proposal.
+def teacher_reward(solve_rate: float | None, rewards: RewardConfig, *, parsed: bool = True) -> float:
+    """Teacher reward for one proposal (AZR-style composite).
 
     Args:
         solve_rate: the matched student's solve rate ŝ ∈ [0, 1] on it; None when invalid.
+        parsed: False when the proposal did not even parse (a format error).
 
     Returns:
-        ``rewards.invalid`` when invalid; 1 − ŝ when 0 < ŝ < 1; ``rewards.trivial`` when ŝ ∈ {0, 1}.
+        ``rewards.malformed`` when unparsable; ``rewards.invalid`` when it parses but fails
+        verification; 1 − ŝ when 0 < ŝ < 1; ``rewards.trivial`` when ŝ ∈ {0, 1}.
     """
+    if not parsed:
+        return rewards.malformed
     if solve_rate is None:
         return rewards.invalid
     if solve_rate <= 0.0 or solve_rate >= 1.0:
@@ -120,12 +124,14 @@ def play_step(
     slot_of = {m.id: m.slot for m in teachers + students}
 
     began = time.perf_counter()
+    prefix = getattr(task, "proposal_prefix", "")
+    prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
     owners, rivals, prompts = [], [], []
     for teacher in teachers:
         for j in range(config.proposals_per_teacher):  # proposal j goes to the teacher's j-th opponent, cyclically
             owners.append(teacher.id)
             rivals.append(opponents[teacher.id][j % len(opponents[teacher.id])])
-            prompts.append(chat_prompt(tokenizer, task.proposal_prompt(rng)))
+            prompts.append(chat_prompt(tokenizer, task.proposal_prompt(rng)) + prefix_ids)
     proposals_out = generate(
         bank.model, tokenizer, prompts, [slot_of[o] for o in owners],
         max_new_tokens=config.teacher_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
@@ -134,13 +140,13 @@ def play_step(
     seconds["rollout_teacher"] = time.perf_counter() - began
 
     began = time.perf_counter()
-    parsed = [task.parse_proposal(c.text) for c in proposals_out]
+    parsed = [task.parse_proposal(prefix + c.text) for c in proposals_out]
     verdicts = task.verify(parsed)
     seconds["verify"] = time.perf_counter() - began
 
     games = [
         GameRecord(
-            teacher=owner, student=rival, proposal_text=completion.text,
+            teacher=owner, student=rival, proposal_text=prefix + completion.text,
             problem=proposal.problem if proposal else None, program=proposal.program if proposal else None,
             valid=verdict.valid, reason=verdict.reason, answer=verdict.answer,
         )
@@ -174,7 +180,8 @@ def play_step(
     for game, completion in zip(games, proposals_out):
         if game.valid:
             game.solve_rate = sum(label == "correct" for label in game.grades) / len(game.grades)
-        game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, config.rewards)
+        game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, config.rewards,
+                                             parsed=game.problem is not None)
         samples[game.teacher].append(_sample(completion, game.teacher_reward, group=f"teacher:{game.teacher}"))
 
     pair_solve_rates: dict[tuple[str, str], float | None] = {}

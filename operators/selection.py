@@ -57,9 +57,11 @@ def _draw(count: int, high: int, generator: torch.Generator) -> Tensor:
 
 @register("selection", k=Param(3, low=1, high=1_000_000, doc="tournament size (clipped to P)"))
 def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int = 3) -> Tensor:
-    """Tournament selection: each of ``num`` tournaments draws min(k, P) distinct contestants
-    uniformly and returns the fittest (ties: lower index). Tournaments are independent, so an
-    individual can win several. k ≥ P always returns the best.
+    """Tournament selection: the fittest of min(k, P) distinct random contestants, ``num`` times.
+
+    Contestants are drawn uniformly without replacement within a tournament; ties go to the lower
+    index. Tournaments are independent, so an individual can win several. k ≥ P always returns
+    the best.
 
     Shapes:
         fitness: (P,) → (num,) long indices in [0, P).
@@ -146,7 +148,8 @@ def fitness_proportional(fitness: Tensor, num: int, *, generator: torch.Generato
 
 @register("selection", pressure=Param(1.5, low=1.0, high=2.0, doc="expected copies of the best, s"))
 def rank(fitness: Tensor, num: int, *, generator: torch.Generator, pressure: float = 1.5) -> Tensor:
-    """Linear ranking selection with pressure s ∈ [1, 2]:
+    """Linear ranking selection with pressure s ∈ [1, 2], with replacement.
+
     P(i) = (2 − s)/P + 2(s − 1)(P − 1 − ρ_i) / (P(P − 1)), ρ_i = 0 for the best (tied: mean rank).
 
     s = 1 is uniform; s = 2 gives the worst probability 0 and the best 2/P.

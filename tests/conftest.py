@@ -15,6 +15,7 @@ class ToyTask:
     answer is its length mod 10; a student is correct when its last number equals it."""
 
     name = "toy"
+    proposal_prefix = ""
 
     def proposal_prompt(self, rng: random.Random):
         return [{"role": "user", "content": f"propose {rng.randint(0, 9)}"}]

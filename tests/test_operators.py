@@ -367,3 +367,23 @@ def test_pbt_truncation(size, gamma, elitism, count):
 def test_pbt_truncation_ties_by_index():
     replace, _ = pbt_truncation(torch.zeros(4), generator=gen(), gamma=0.5, elitism=1)
     assert replace.tolist() == [3, 2]
+
+
+def test_dare_factor_space():
+    parents = [make_adapter(1), make_adapter(2)]
+    exact = svd_merge(parents, [0.0, 1.0], generator=gen())
+    no_drop = call_crossover_params("dare", parents, [0.0, 1.0], p=0.0, space="factors")
+    assert all(rel(delta(no_drop)[n], delta(exact)[n]) < 1e-10 for n in exact)
+    child = call_crossover_params("dare", parents, [0.0, 1.0], p=0.3, space="factors")
+    check_child(child, parents[0])
+    assert same(child, call_crossover_params("dare", parents, [0.0, 1.0], p=0.3, space="factors"))
+
+
+def test_ties_trims_to_density():
+    big = {"m": (40, 24)}
+    parents = [make_adapter(1, shapes=big), make_adapter(1, shapes=big)]  # identical: sign election is a no-op
+    child = call_crossover_params("ties", parents, [0.0, 1.0], density=0.25)
+    kept = delta(parents[0])["m"]
+    threshold = kept.abs().flatten().kthvalue(kept.numel() - math.ceil(0.25 * kept.numel()) + 1).values
+    trimmed = kept * (kept.abs() >= threshold)
+    assert rel(delta(child)["m"], dense_best_rank(trimmed, RANK)) < 1e-2  # randomized SVD of a full-rank matrix

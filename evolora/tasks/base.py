@@ -83,6 +83,10 @@ class Task(Protocol):
     """
 
     name: str
+    proposal_prefix: str
+    """Text the teacher's answer is forced to start with (e.g. ``"Problem:"``); "" for none.
+    It is appended after the chat template's assistant header and prepended to the
+    completion before parsing, which keeps a small model on the expected format."""
 
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
         """The teacher's chat prompt, with reference examples drawn with ``rng``."""

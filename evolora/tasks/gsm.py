@@ -50,6 +50,8 @@ MAX_EXAMPLE_CHARS = 250
 class GSMTask:
     """Grade-school math with program-verified answers (task name "gsm").
 
+    The teacher's answer is forced to begin with ``"Problem:"`` (:attr:`proposal_prefix`).
+
     Args:
         train_path: GSM8K train jsonl ({"question", "answer"}, answer ending "#### N").
             When given, each teacher example comes from it with probability
@@ -76,6 +78,9 @@ class GSMTask:
     """
 
     name = "gsm"
+
+    name = "gsm"
+    proposal_prefix = "Problem:"
 
     def __init__(
         self,

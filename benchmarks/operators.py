@@ -47,13 +47,17 @@ def median_seconds(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+VARIANTS = {"dare[space=factors]": ("dare", {"space": "factors"})}  # non-default settings worth timing
+
+
 def operator_table(parents: list[Adapter], repeats: int) -> list[tuple[str, str, float]]:
     rows = []
-    for name in REGISTRY.names("crossover"):
+    crossovers = {name: (name, {}) for name in REGISTRY.names("crossover")} | VARIANTS
+    for label, (name, params) in crossovers.items():
         fn = REGISTRY.get("crossover", name).fn
-        rows.append(("crossover", name, median_seconds(lambda: fn(parents, [0.2, 0.7],
-                                                                  generator=torch.Generator().manual_seed(0)),
-                                                       repeats)))
+        rows.append(("crossover", label, median_seconds(lambda: fn(parents, [0.2, 0.7], **params,
+                                                                   generator=torch.Generator().manual_seed(0)),
+                                                        repeats)))
     for name in REGISTRY.names("mutation"):
         fn = REGISTRY.get("mutation", name).fn
         rows.append(("mutation", name, median_seconds(lambda: fn(parents[0], generator=torch.Generator().manual_seed(0)),
@@ -119,9 +123,9 @@ def main() -> None:
     print(f"# SmolLM2-135M shapes, rank {args.rank}, {len(parents[0])} modules, {args.threads} CPU threads, "
           f"torch {torch.__version__}")
     if not args.skip_operators:
-        print(f"{'kind':<10} {'operator':<18} {'s/child':>9}  target <0.1 s")
+        print(f"{'kind':<10} {'operator':<20} {'s/child':>9}  target <0.1 s")
         for kind, name, seconds in operator_table(parents, args.repeats):
-            print(f"{kind:<10} {name:<18} {seconds:9.4f}  {'ok' if seconds < 0.1 else 'MISS'}")
+            print(f"{kind:<10} {name:<20} {seconds:9.4f}  {'ok' if seconds < 0.1 else 'MISS'}")
     if args.skip_peft:
         return
     weights = [0.5, 0.5]

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import time
@@ -117,13 +116,14 @@ def _raise_interrupt(signum, frame) -> None:
 
 def _print_summary(summary: dict) -> None:
     table = Table(title=f"population after {summary['steps']} steps")
-    for column in ("id", "role", "μ ± σ", "μ−3σ", "Elo", "W/L/D", "born", "held-out"):
+    for column in ("id", "role", "μ ± σ", "μ−3σ", "Elo", "W/L/D", "solve/valid", "born", "held-out"):
         table.add_column(column)
     for row in summary["individuals"]:
         held = row.get("held_out")
         table.add_row(
             row["id"], row["role"], f"{row['mu']:.1f} ± {row['sigma']:.1f}", f"{row['conservative']:.1f}",
             f"{row['elo']:.0f}", f"{row['wins']}/{row['losses']}/{row['draws']}",
+            f"{row['solve_or_valid_rate']:.0%}" if row["solve_or_valid_rate"] is not None else "-",
             f"{row['operator']}@{row['born_step']}", f"{held['accuracy']:.1%}" if held else "-",
         )
     base = summary["held_out"].get("base")

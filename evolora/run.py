@@ -11,6 +11,7 @@ replays exactly what the uninterrupted run would have done.
 from __future__ import annotations
 
 import random
+import resource
 import time
 from pathlib import Path
 from typing import Callable
@@ -77,6 +78,7 @@ class Run:
         self.lineage: list[dict] = [dict(m.to_dict(), step=0) for m in self.population.members]
         self.step = 0
         self.log_counts = {"metrics": 0, "matches": 0}
+        self.tally: dict[str, dict[str, int]] = {}  # id -> games played: attempts/correct or proposals/valid
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
@@ -105,6 +107,7 @@ class Run:
             )
         seconds["train"] = time.perf_counter() - t0
 
+        self._count(outcome.games)
         outcomes = {f"{t}|{s}": self.ratings.record_match(s, t, rate)
                     for (t, s), rate in outcome.pair_solve_rates.items()}
 
@@ -125,6 +128,15 @@ class Run:
         self.step = step
         record = self._record(step, outcome, updates, outcomes, births, seconds)
         return record, outcome.games
+
+    def _count(self, games: list[GameRecord]) -> None:
+        for game in games:
+            teacher = self.tally.setdefault(game.teacher, {"proposals": 0, "valid": 0})
+            teacher["proposals"] += 1
+            teacher["valid"] += game.valid
+            student = self.tally.setdefault(game.student, {"attempts": 0, "correct": 0})
+            student["attempts"] += len(game.grades)
+            student["correct"] += sum(label == "correct" for label in game.grades)
 
     def _record(self, step, outcome, updates, outcomes, births, seconds) -> dict:
         games = outcome.games
@@ -153,6 +165,7 @@ class Run:
             "tokens": outcome.rollout.tokens,
             "tokens_per_second": outcome.rollout.tokens_per_second,
             "seconds": seconds,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
 
     def train(self, callbacks: list[Callback] = (), steps: int | None = None) -> None:
@@ -167,7 +180,7 @@ class Run:
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
         return {"population": self.population.state_dict(), "ratings": self.ratings.state_dict(),
-                "lineage": self.lineage, "log_counts": dict(self.log_counts)}
+                "lineage": self.lineage, "log_counts": dict(self.log_counts), "tally": self.tally}
 
     def save_checkpoint(self) -> Path:
         """Write a resumable checkpoint of the current step."""
@@ -187,6 +200,7 @@ class Run:
         self.ratings = Ratings.from_state_dict(state["ratings"])
         self.lineage = state["lineage"]
         self.log_counts = dict(state["log_counts"])
+        self.tally = state["tally"]
         self.optimizers = {}
         for member in self.population.members:
             self.optimizers[member.id] = self._new_optimizer(member.slot)
@@ -220,7 +234,11 @@ class Run:
         individuals = []
         for row in self.ratings.table([m.id for m in self.population.members]):
             member = self.population.by_id(row["id"])
-            individuals.append({**row, "role": member.role, "parents": list(member.parents),
+            tally = self.tally.get(member.id, {})
+            rate = (tally.get("correct", 0) / tally["attempts"] if tally.get("attempts")
+                    else tally.get("valid", 0) / tally["proposals"] if tally.get("proposals") else None)
+            individuals.append({**row, "role": member.role, "parents": list(member.parents), "games": tally,
+                                "solve_or_valid_rate": rate,
                                 "operator": member.operator, "born_step": member.born_step,
                                 "held_out": held_out.get(member.id)})
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,

@@ -11,6 +11,16 @@ import torch
 from evolora.operators import KINDS, REGISTRY, Param, Registry
 
 
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny tensors: one thread is fastest and avoids OpenMP stalls when other jobs share the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+
 def test_every_kind_has_the_required_operators():
     required = {
         "crossover": {"svd_merge", "layer_swap", "svd_splice", "dare", "ties", "extrapolate", "slerp", "clone",

@@ -11,6 +11,16 @@ from evolora.operators import (REGISTRY, best_rank_r, check_parents, frobenius_i
                                midpoint, pbt_truncation, randomized_refactor, refactor, svd_factors, svd_merge,
                                tournament, truncation, weighted_sum_lowrank)
 
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny tensors: one thread is fastest and avoids OpenMP stalls when other jobs share the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 SHAPES = {"q": (40, 24), "k": (40, 12), "v": (40, 12), "up": (40, 56)}  # name: (d_in, d_out)
 RANK = 4
 CROSSOVERS = REGISTRY.names("crossover")
@@ -66,7 +76,7 @@ def check_child(child, parent):
 
 # ---------- every operator: shapes, dtype, rank, purity, reproducibility ----------
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])
 @pytest.mark.parametrize("name", CROSSOVERS)
 def test_crossover_contract(name, dtype):
     parents = [make_adapter(1, dtype=dtype), make_adapter(2, dtype=dtype)]
@@ -81,7 +91,7 @@ def test_crossover_contract(name, dtype):
         assert all(child[n][i].data_ptr() != p[n][i].data_ptr() for p in parents for i in (0, 1))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])
 @pytest.mark.parametrize("name", MUTATIONS)
 def test_mutation_contract(name, dtype):
     parent = make_adapter(3, dtype=dtype)

@@ -48,23 +48,16 @@ def make_task(name: str, **params) -> Task:
 
 
 def check_task(name: str, params: dict) -> None:
-    """Check a task name and its parameter names without building it (config validation).
+    """Check a task name and its parameters by building it once (config validation, no model).
 
     Raises:
-        ValueError: unknown task or parameter (the message lists what is accepted).
+        ValueError: unknown task, unknown parameter or a value the task rejects.
+        FileNotFoundError: a data path the task needs does not exist.
     """
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
-    try:
-        signature = inspect.signature(TASKS[name])
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
-        return
-    accepted = [n for n, p in signature.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        raise ValueError(f"task {name!r} does not accept parameter(s) {unknown}; accepted: {accepted}")
+    task = make_task(name, **params)
+    close = getattr(task, "close", None)
+    if callable(close):
+        close()
 
 
 register_task("gsm", GSMTask)

@@ -107,6 +107,11 @@ class GSMTask:
             raise ValueError(
                 f"gsm task: need timeout_s > 0 (got {timeout_s}), memory_mb >= 32 (got {memory_mb}), "
                 f"output_limit >= 1 (got {output_limit}), tolerance >= 0 (got {tolerance})")
+        for key, path in (("eval_path", eval_path), ("train_path", train_path)):
+            if path is not None and not Path(path).is_file():
+                raise FileNotFoundError(
+                    f"gsm task: {key} {path!r} is not a file; give a GSM8K .jsonl path "
+                    f"(--set task.params.{key}=PATH) or null")
         self.train_path = train_path
         self.eval_path = eval_path
         self.num_examples = num_examples
@@ -223,7 +228,7 @@ class GSMTask:
             else:
                 self._eval = _load_gsm8k_from_hub()
                 if self._eval is None:
-                    warnings.warn("gsm task: no held-out data (set task.eval_path to a GSM8K "
+                    warnings.warn("gsm task: no held-out data (set task.params.eval_path to a GSM8K "
                                   "test.jsonl, or install `datasets` with network access)",
                                   stacklevel=2)
                     return None

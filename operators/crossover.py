@@ -5,8 +5,9 @@ Fitness: higher is better. Pairwise operators use the fittest parent as "better"
 fit as "worse" (ties: lowest index is better). Every child is new tensors in the parents' dtype.
 
 Factor space (exact, O((d_in + d_out)·r²) per module): svd_merge, midpoint, extrapolate, slerp,
-svd_splice, layer_swap, clone. Dense ΔW per module (O(d_out·d_in)), then a randomized rank-r
-refactorisation: dare, ties.
+svd_splice, layer_swap, clone, dare(space="factors"). Dense ΔW per module (O(d_out·d_in), about
+2-3 s per child for SmolLM2-135M on one CPU core), then a randomized rank-r refactorisation:
+dare (default space="delta"), ties.
 
 References:
     PopuLoRA, arXiv 2605.16727, §3; DARE (Yu et al.), arXiv 2311.03099; TIES (Yadav et al.),

@@ -121,6 +121,8 @@ class LearnerConfig(_Section):
     """Sequences per forward/backward."""
     max_grad_norm: float = Field(default=1.0, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
+    on_nonfinite: Literal["rollback", "cull"] = "rollback"
+    """When an adapter's factors hold NaN/Inf: restore its last finite factors, or replace it by a mutated copy of its role's best."""
 
 
 class OperatorChoice(_Section):

@@ -79,6 +79,7 @@ class Run:
         self.step = 0
         self.log_counts = {"metrics": 0, "matches": 0}
         self.tally: dict[str, dict[str, int]] = {}  # id -> games played: attempts/correct or proposals/valid
+        self._good = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}  # last finite factors
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
@@ -91,6 +92,7 @@ class Run:
         step = self.step + 1
         began = time.perf_counter()
         rng, np_rng, generator = step_generators(self.config.run.seed, step)
+        faults = self._repair_faults("before_step", generator)
         teachers, students = self.population.role("teacher"), self.population.role("student")
         outcome = play_step(self.bank, self.tokenizer, self.task, teachers, students, self.ratings,
                             self.config.selfplay, rng=rng, np_rng=np_rng)
@@ -106,6 +108,8 @@ class Run:
                 epochs=learner.epochs, micro_batch=learner.micro_batch, max_grad_norm=learner.max_grad_norm,
             )
         seconds["train"] = time.perf_counter() - t0
+        faults += [{"id": i, "where": "update", "action": "skipped"} for i, u in updates.items() if not u.finite]
+        faults += self._repair_faults("after_update", generator)
 
         self._count(outcome.games)
         outcomes = {f"{t}|{s}": self.ratings.record_match(s, t, rate)
@@ -127,7 +131,45 @@ class Run:
         seconds["total"] = time.perf_counter() - began
         self.step = step
         record = self._record(step, outcome, updates, outcomes, births, seconds)
+        record["faults"] = faults
+        self._good = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}
         return record, outcome.games
+
+    def _repair_faults(self, where: str, generator: torch.Generator) -> list[dict]:
+        """Find individuals whose factors hold NaN/Inf and roll them back or cull them.
+
+        ``learner.on_nonfinite = "rollback"`` restores the last finite factors (from the end
+        of the previous step) with a fresh optimizer; ``"cull"`` replaces the individual by a
+        mutated copy of the best finite member of its role, with a fresh rating.
+        """
+        events = []
+        for member in list(self.population.members):
+            factors = self.bank.get_factors(member.slot)
+            if all(torch.isfinite(a).all() and torch.isfinite(b).all() for a, b in factors.values()):
+                continue
+            action = self.config.learner.on_nonfinite
+            if action == "rollback":
+                self.bank.set_factors(member.slot, self._good[member.slot])
+                self.optimizers[member.id] = self._new_optimizer(member.slot)
+                events.append({"id": member.id, "where": where, "action": "rollback"})
+            else:
+                events.append({"id": member.id, "where": where, "action": "cull", **self._cull(member, generator)})
+        return events
+
+    def _cull(self, member, generator: torch.Generator) -> dict:
+        peers = [m for m in self.population.role(member.role) if m is not member]
+        donor = max(peers, key=lambda m: self.ratings.conservative(m.id)) if peers else member
+        spec, params = self.operators.mutation
+        self.bank.set_factors(member.slot, spec.fn(self._good[donor.slot], generator=generator, **params))
+        child = self.population.new_individual(member.role, member.slot, parents=(donor.id,),
+                                               operator=spec.name, born_step=self.step + 1)
+        self.population.replace(member, child)
+        self.ratings.remove(member.id)
+        self.ratings.add(child.id)
+        self.optimizers.pop(member.id)
+        self.optimizers[child.id] = self._new_optimizer(member.slot)
+        self.lineage.append(dict(child.to_dict(), step=self.step + 1))
+        return {"child": child.id, "donor": donor.id}
 
     def _count(self, games: list[GameRecord]) -> None:
         for game in games:
@@ -196,6 +238,7 @@ class Run:
         factors, optimizer_states, state = load_checkpoint(path)
         for slot, adapter in factors.items():
             self.bank.set_factors(slot, adapter)
+        self._good = factors
         self.population = Population.from_state_dict(state["population"])
         self.ratings = Ratings.from_state_dict(state["ratings"])
         self.lineage = state["lineage"]

@@ -81,3 +81,55 @@ def test_resume_reproduces_uninterrupted_run(tiny_config, toy_task, tmp_path):
     for slot in full.bank.slots:
         fa, fb = full.bank.get_factors(slot), resumed.bank.get_factors(slot)
         assert all(torch.allclose(fa[k][1], fb[k][1]) for k in fa)
+
+
+def _poison_after_step(step_to_poison: int):
+    def callback(run, record, games):
+        if run.step == step_to_poison:
+            slot = run.population.role("student")[0].slot
+            layer = next(iter(run.bank.layers.values()))
+            with torch.no_grad():
+                layer.lora_B[slot].weight[0, 0] = float("nan")
+    return callback
+
+
+def test_nan_in_factors_is_rolled_back_and_the_run_completes(tiny_config, toy_task, tmp_path):
+    records = []
+    run = _run(tiny_config, toy_task, tmp_path,
+               callbacks=[_poison_after_step(2), lambda run, record, games: records.append(record)])
+    assert run.step == 4
+    assert [f["action"] for f in records[2]["faults"]] == ["rollback"]  # repaired at the start of step 3
+    assert records[3]["faults"] == []
+    for slot in run.bank.slots:
+        assert all(torch.isfinite(a).all() and torch.isfinite(b).all() for a, b in run.bank.get_factors(slot).values())
+
+
+def test_nan_rollback_restores_last_finite_factors(tiny_config, toy_task, tmp_path):
+    model, tokenizer = load_base("tiny-random")
+    run = Run(tiny_config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
+    run.train([], steps=1)
+    victim = run.population.role("teacher")[0]
+    good = run.bank.get_factors(victim.slot)
+    layer = next(iter(run.bank.layers.values()))
+    with torch.no_grad():
+        layer.lora_A[victim.slot].weight.fill_(float("inf"))
+    events = run._repair_faults("before_step", torch.Generator().manual_seed(0))
+    assert events == [{"id": victim.id, "where": "before_step", "action": "rollback"}]
+    restored = run.bank.get_factors(victim.slot)
+    assert all(torch.equal(restored[k][0], good[k][0]) for k in good)
+
+
+def test_nan_cull_replaces_the_individual(tiny_config, toy_task, tmp_path):
+    config = tiny_config.model_copy(update={"learner": tiny_config.learner.model_copy(update={"on_nonfinite": "cull"})})
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
+    run.train([], steps=1)
+    victim = run.population.role("student")[1]
+    layer = next(iter(run.bank.layers.values()))
+    with torch.no_grad():
+        layer.lora_B[victim.slot].weight[0, 0] = float("nan")
+    record, _ = run.run_step()
+    (event,) = record["faults"]
+    assert event["action"] == "cull" and event["id"] == victim.id
+    assert victim.id not in {m.id for m in run.population.members}
+    assert event["child"] in {m.id for m in run.population.members}

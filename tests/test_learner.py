@@ -1,0 +1,102 @@
+"""The RL learner: advantages on fixed inputs, padding-invariant log-probs, and an update that moves."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from evolora.learner import Sample, compute_advantages, completion_logprobs, make_optimizer, policy_update
+from evolora.population import AdapterBank
+
+
+def test_grpo_advantages_centre_and_scale_per_group():
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0, -1.0, 0.5])
+    groups = ["a", "a", "a", "b", "b", "c"]
+    adv = compute_advantages(rewards, groups, "grpo")
+    # group a: mean 2/3, std sqrt(2/9); group b: mean 0, std 1; group c: constant -> 0
+    std_a = math.sqrt(2 / 9)
+    expected = [(1 - 2 / 3) / std_a, (0 - 2 / 3) / std_a, (1 - 2 / 3) / std_a, 1.0, -1.0, 0.0]
+    assert torch.allclose(adv, torch.tensor(expected), atol=1e-4)
+
+
+def test_reinforce_pp_advantages_are_batch_normalised():
+    rewards = torch.tensor([1.0, 0.0, 3.0, 1.0])
+    adv = compute_advantages(rewards, ["a", "a", "b", "b"], "reinforce_pp")
+    centred = torch.tensor([0.5, -0.5, 1.0, -1.0])
+    expected = (centred - centred.mean()) / centred.std(unbiased=False)
+    assert torch.allclose(adv, expected, atol=1e-5)
+    assert abs(adv.mean().item()) < 1e-6
+
+
+def test_bad_advantage_input_raises():
+    with pytest.raises(ValueError, match="len\\(groups\\)"):
+        compute_advantages(torch.zeros(3), ["a"], "grpo")
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        compute_advantages(torch.zeros(1), ["a"], "ppo")
+
+
+@pytest.fixture
+def bank(tiny):
+    model, _ = tiny
+    bank = AdapterBank(model, ["A0", "A1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj"))
+    generator = torch.Generator().manual_seed(0)
+    for slot in bank.slots:
+        bank.init_factors(slot, generator, b_std=0.1)
+    return bank
+
+
+def _samples():
+    return [
+        Sample(prompt_ids=(5, 6, 7, 8, 9), completion_ids=(10, 11, 2), reward=1.0, group="g"),
+        Sample(prompt_ids=(12, 13), completion_ids=(14, 15, 16, 17, 2), reward=0.0, group="g"),
+        Sample(prompt_ids=(20,), completion_ids=(21,), reward=0.5, group="h"),
+    ]
+
+
+def test_batched_logprobs_equal_one_at_a_time(bank):
+    bank.activate("A0")
+    samples = _samples()
+    with torch.no_grad():
+        batched, mask = completion_logprobs(bank.model, samples)
+        for row, sample in enumerate(samples):
+            alone, _ = completion_logprobs(bank.model, [sample])
+            n = len(sample.completion_ids)
+            assert mask[row].sum().item() == n
+            assert torch.allclose(batched[row, :n], alone[0, :n], atol=1e-5)
+
+
+def test_logprobs_differ_between_adapters(bank):
+    samples = _samples()
+    with torch.no_grad():
+        bank.activate("A0")
+        a0, _ = completion_logprobs(bank.model, samples)
+        bank.activate("A1")
+        a1, _ = completion_logprobs(bank.model, samples)
+    assert not torch.allclose(a0, a1)
+
+
+def test_update_raises_logprob_of_the_rewarded_sample_and_touches_only_its_adapter(bank):
+    samples = _samples()[:2]  # same group: +1 vs 0 -> positive advantage for the first
+    other_before = bank.get_factors("A1")
+    bank.activate("A0")
+    with torch.no_grad():
+        before, _ = completion_logprobs(bank.model, samples)
+    optimizer = make_optimizer(bank.parameters("A0"), lr=1e-2, weight_decay=0.0)
+    result = policy_update(bank, "A0", optimizer, samples, micro_batch=1)
+    assert result.finite and result.samples == 2 and result.tokens == 8
+    bank.activate("A0")
+    with torch.no_grad():
+        after, _ = completion_logprobs(bank.model, samples)
+    assert after[0, :3].sum() > before[0, :3].sum()
+    assert after[1, :5].sum() < before[1, :5].sum()
+    other_after = bank.get_factors("A1")
+    assert all(torch.equal(other_before[k][0], other_after[k][0]) for k in other_before)
+
+
+def test_constant_rewards_train_nothing(bank):
+    samples = [Sample((5, 6), (7, 2), 1.0, "g"), Sample((5, 6), (8, 2), 1.0, "g")]
+    optimizer = make_optimizer(bank.parameters("A0"), lr=1e-2, weight_decay=0.0)
+    result = policy_update(bank, "A0", optimizer, samples)
+    assert result.samples == 0 and math.isnan(result.loss)

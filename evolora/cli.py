@@ -155,3 +155,45 @@ def main() -> None:  # pragma: no cover - console entry
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+@app.command()
+def sandbox(
+    program: Path = typer.Argument(..., metavar="FILE.py", help="Python program to run in the verifier sandbox."),
+    timeout: float = typer.Option(2.0, "--timeout", help="Wall-clock limit in seconds (> 0)."),
+    memory: int = typer.Option(256, "--memory", help="Address-space limit in MiB (>= 32)."),
+    input_json: Optional[str] = typer.Option(
+        None, "--input", metavar="JSON",
+        help="Standard input as a JSON value: a string is fed as is, anything else as its JSON text."),
+) -> None:
+    """Run one program in the verifier sandbox and print {status, output, seconds, error} as JSON.
+
+    Exits 0 whatever the program did (status: ok, error, timeout, memory, banned,
+    output_limit); 2 only for a usage error.
+    """
+    import json
+
+    from evolora.sandbox import run_program
+
+    if not timeout > 0 or memory < 32:
+        _fail(f"--timeout must be > 0 and --memory >= 32 (MiB), got --timeout {timeout:g} --memory {memory}")
+    stdin = None
+    if input_json is not None:
+        try:
+            value = json.loads(input_json)
+        except json.JSONDecodeError as error:
+            _fail(f"--input is not valid JSON ({error.msg}); quote a string as --input '\"text\"'")
+        stdin = value if isinstance(value, str) else json.dumps(value)
+    try:
+        raw = program.read_bytes()
+    except OSError as error:
+        _fail(f"cannot read {program}: {error.strerror}; give the path of a Python file")
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as error:  # the program's fault, not a usage error
+        result = {"status": "error", "output": "", "seconds": 0.0, "error": f"source is not UTF-8: {error.reason}"}
+    else:
+        outcome = run_program(source, timeout_s=timeout, memory_mb=memory, stdin=stdin)
+        result = {"status": outcome.status, "output": outcome.output, "seconds": round(outcome.seconds, 4),
+                  "error": outcome.error}
+    typer.echo(json.dumps(result))

@@ -102,6 +102,8 @@ class SelfPlayConfig(_Section):
     top_p: float = Field(default=1.0, gt=0, le=1)
     generation_batch_size: int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
+    routing: Literal["routed", "peft"] = "routed"
+    """How a batch mixing adapters is generated: evolora's routed LoRA (batched matmuls) or PEFT's ``adapter_names``."""
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
 

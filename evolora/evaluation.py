@@ -35,6 +35,7 @@ def evaluate(
     *,
     max_new_tokens: int,
     batch_size: int = 16,
+    bank=None,
 ) -> dict[str, EvalResult]:
     """Greedy accuracy of each adapter on ``items``.
 
@@ -43,6 +44,7 @@ def evaluate(
         items: held-out problems with numeric answers.
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
+        bank: route rows with :func:`evolora.routed.routed` when given (else PEFT's mixed batches).
 
     Returns:
         {adapter name: EvalResult}.
@@ -51,7 +53,7 @@ def evaluate(
     rows = [(adapter, i) for adapter in adapters for i in range(len(items))]
     completions = generate(
         model, tokenizer, [prompts[i] for _, i in rows], [a for a, _ in rows],
-        max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size,
+        max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=bank,
     )
     correct = dict.fromkeys(adapters, 0)
     for (adapter, i), completion in zip(rows, completions):

@@ -22,6 +22,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from evolora.routed import BASE, routed
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -131,6 +133,18 @@ def policy_update(
     slot: str,
     optimizer: torch.optim.Optimizer,
     samples: list[Sample],
+    **settings,
+) -> UpdateResult:
+    """One GRPO / REINFORCE++ update of adapter ``slot`` on its own samples.
+
+    The one-adapter form of :func:`policy_update_many` (same settings, same math).
+    """
+    return policy_update_many(bank, {slot: (optimizer, samples)}, **settings)[slot]
+
+
+def policy_update_many(
+    bank,
+    jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]],
     *,
     algorithm: Literal["grpo", "reinforce_pp"] = "grpo",
     clip_eps: float = 0.2,
@@ -138,83 +152,97 @@ def policy_update(
     epochs: int = 1,
     micro_batch: int = 4,
     max_grad_norm: float = 1.0,
-) -> UpdateResult:
-    """One GRPO / REINFORCE++ update of adapter ``slot`` on its own samples.
+) -> dict[str, UpdateResult]:
+    """Update many adapters at once: rows of different adapters share micro-batches.
+
+    Each adapter's loss is its own token-mean surrogate, so the summed loss gives every
+    adapter exactly the gradient of a separate update; rows are routed through their own
+    adapter by :func:`evolora.routed.routed` (two batched matmuls per layer), so P adapters
+    cost one forward/backward instead of P.
 
     Args:
         bank: the :class:`evolora.population.AdapterBank`.
-        slot: the adapter to train; the others stay frozen.
-        optimizer: this adapter's optimizer (over ``bank.parameters(slot)``).
-        samples: the adapter's samples of this step with rewards and groups.
+        jobs: {slot: (its optimizer over ``bank.parameters(slot)``, its samples)}.
         algorithm, clip_eps, kl_coef, epochs, micro_batch, max_grad_norm: see
-            :class:`evolora.config.LearnerConfig`.
+            :class:`evolora.config.LearnerConfig`; ``micro_batch`` counts rows of any adapter.
 
     Returns:
-        An :class:`UpdateResult`. Non-finite losses or gradients skip the optimizer step.
+        {slot: :class:`UpdateResult`}. An adapter whose loss or gradient is non-finite is
+        not stepped (``finite=False``); the others are.
     """
-    if not samples:
-        return UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0)
-    advantages = compute_advantages(torch.tensor([s.reward for s in samples]), [s.group for s in samples], algorithm)
-    keep = [i for i in range(len(samples)) if advantages[i] != 0 or kl_coef > 0]
-    if not keep:
-        return UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0)
-    chosen = [samples[i] for i in keep]
-    advantages = advantages[keep]
-    chunks = [list(range(i, min(i + micro_batch, len(chosen)))) for i in range(0, len(chosen), micro_batch)]
-    total_tokens = sum(len(s.completion_ids) for s in chosen)
+    rows: list[tuple[str, Sample, float]] = []
+    tokens: dict[str, int] = {}
+    for slot, (_, samples) in jobs.items():
+        if not samples:
+            continue
+        advantages = compute_advantages(torch.tensor([s.reward for s in samples]), [s.group for s in samples],
+                                        algorithm)
+        for sample, advantage in zip(samples, advantages.tolist()):
+            if advantage != 0 or kl_coef > 0:
+                rows.append((slot, sample, advantage))
+                tokens[slot] = tokens.get(slot, 0) + len(sample.completion_ids)
+    results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0) for slot in jobs}
+    if not rows:
+        return results
+    chunks = [rows[i : i + micro_batch] for i in range(0, len(rows), micro_batch)]
     model = bank.model
-    bank.activate(slot)
-    old_logp = _reference_logps(model, chosen, chunks) if epochs > 1 else None
-    ref_logp = _reference_logps(model, chosen, chunks, disable_adapter=True) if kl_coef > 0 else None
-    params = bank.parameters(slot)
-    loss_value, grad_norm, finite = math.nan, 0.0, True
+    old_logp = [_no_grad_logps(bank, chunk) for chunk in chunks] if epochs > 1 else None
+    ref_logp = [_no_grad_logps(bank, chunk, base=True) for chunk in chunks] if kl_coef > 0 else None
+    params = {slot: bank.parameters(slot) for slot in tokens}
+    for group in params.values():
+        for param in group:
+            param.requires_grad_(True)
+    finite = dict.fromkeys(tokens, True)
+    losses: dict[str, float] = {}
+    norms: dict[str, float] = {}
     model.train()
     try:
         for _ in range(epochs):
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum = 0.0
-            for c, rows in enumerate(chunks):
-                batch = [chosen[i] for i in rows]
-                logp, mask = completion_logprobs(model, batch)
+            for slot in tokens:
+                jobs[slot][0].zero_grad(set_to_none=True)
+            epoch_loss = dict.fromkeys(tokens, 0.0)
+            for c, chunk in enumerate(chunks):
+                names = [slot for slot, _, _ in chunk]
+                with routed(bank, names, train=True):
+                    logp, mask = completion_logprobs(model, [sample for _, sample, _ in chunk])
                 old = old_logp[c] if old_logp is not None else logp.detach()
                 ratio = torch.exp(logp - old)
-                adv = advantages[rows].unsqueeze(1)
+                adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
                 per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
                 if ref_logp is not None:
                     delta = ref_logp[c] - logp
                     per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
-                loss = (per_token * mask).sum() / total_tokens
-                if not torch.isfinite(loss):
-                    finite = False
-                    break
-                loss.backward()
-                loss_sum += loss.item()
-            if finite:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
-                finite = math.isfinite(grad_norm)
-            if not finite:
-                optimizer.zero_grad(set_to_none=True)
-                break
-            optimizer.step()
-            loss_value = loss_sum
+                weight = torch.tensor([1.0 / tokens[slot] for slot in names]).unsqueeze(1)
+                per_row = (per_token * mask * weight).sum(dim=1)  # each row's share of its adapter's mean
+                for slot, value in zip(names, per_row.tolist()):
+                    epoch_loss[slot] += value
+                    finite[slot] &= math.isfinite(value)
+                per_row.sum().backward()
+            for slot, group in params.items():
+                norm = float(torch.nn.utils.clip_grad_norm_(group, max_grad_norm))
+                norms[slot] = norm
+                finite[slot] &= math.isfinite(norm)
+                if finite[slot]:
+                    jobs[slot][0].step()
+                    losses[slot] = epoch_loss[slot]
+                jobs[slot][0].zero_grad(set_to_none=True)
     finally:
         model.eval()
-        for param in params:
-            param.requires_grad_(False)
-    return UpdateResult(loss=loss_value, grad_norm=grad_norm, samples=len(chosen), tokens=total_tokens, finite=finite)
+        for group in params.values():
+            for param in group:
+                param.requires_grad_(False)
+    for slot in tokens:
+        results[slot] = UpdateResult(loss=losses.get(slot, math.nan), grad_norm=norms.get(slot, 0.0),
+                                     samples=sum(1 for s, _, _ in rows if s == slot), tokens=tokens[slot],
+                                     finite=finite[slot])
+    return results
 
 
 @torch.no_grad()
-def _reference_logps(model, samples, chunks, disable_adapter: bool = False) -> list[torch.Tensor]:
-    out = []
-    for rows in chunks:
-        batch = [samples[i] for i in rows]
-        if disable_adapter:
-            with model.disable_adapter():
-                out.append(completion_logprobs(model, batch)[0])
-        else:
-            out.append(completion_logprobs(model, batch)[0])
-    return out
+def _no_grad_logps(bank, chunk, base: bool = False) -> torch.Tensor:
+    names = [BASE if base else slot for slot, _, _ in chunk]
+    with routed(bank, names):
+        return completion_logprobs(bank.model, [sample for _, sample, _ in chunk])[0]
 
 
 def make_optimizer(params: list[torch.nn.Parameter], *, lr: float, weight_decay: float) -> torch.optim.Optimizer:

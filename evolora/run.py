@@ -24,7 +24,7 @@ from evolora.config import Config, dump_config
 from evolora.evaluation import BASE, evaluate
 from evolora.evolution import evolve, resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
-from evolora.learner import make_optimizer, policy_update
+from evolora.learner import make_optimizer, policy_update_many
 from evolora.population import AdapterBank, Population
 from evolora.ratings import Ratings
 from evolora.selfplay import GameRecord, play_step
@@ -100,13 +100,12 @@ class Run:
 
         t0 = time.perf_counter()
         learner = self.config.learner
-        updates = {}
-        for member in self.population.members:
-            updates[member.id] = policy_update(
-                self.bank, member.slot, self.optimizers[member.id], outcome.samples[member.id],
-                algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
-                epochs=learner.epochs, micro_batch=learner.micro_batch, max_grad_norm=learner.max_grad_norm,
-            )
+        jobs = {m.slot: (self.optimizers[m.id], outcome.samples[m.id]) for m in self.population.members}
+        by_slot = policy_update_many(
+            self.bank, jobs, algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
+            epochs=learner.epochs, micro_batch=learner.micro_batch, max_grad_norm=learner.max_grad_norm,
+        )
+        updates = {m.id: by_slot[m.slot] for m in self.population.members}
         seconds["train"] = time.perf_counter() - t0
         faults += [{"id": i, "where": "update", "action": "skipped"} for i, u in updates.items() if not u.finite]
         faults += self._repair_faults("after_update", generator)
@@ -264,7 +263,8 @@ class Run:
         if cfg.base:
             names[BASE] = "base"
         results = evaluate(self.bank.model, self.tokenizer, self.task, items, list(names),
-                           max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
+                           max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+                           bank=self.bank if self.config.selfplay.routing == "routed" else None)
         return {names[slot]: {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
                 for slot, r in results.items()}
 

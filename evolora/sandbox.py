@@ -24,6 +24,7 @@ Source: design notes §7; Absolute Zero Reasoner (arXiv 2505.03335) executor che
 
 from __future__ import annotations
 
+import _string
 import ast
 import logging
 import math
@@ -32,6 +33,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import string
 import tempfile
 import threading
 import time
@@ -80,6 +82,11 @@ BANNED_ATTRIBUTES = frozenset({
     "attrgetter", "methodcaller", "now", "today", "utcnow", "gi_frame", "gi_code",
     "cr_frame", "cr_code", "ag_frame", "ag_code", "f_globals", "f_locals", "f_builtins",
     "f_back", "tb_frame", "co_code",
+    # helpers that evaluate strings with the real builtins: typing.get_type_hints (and
+    # functools.singledispatch, which calls it) evaluate string annotations with ``{}`` as
+    # globals; string.Formatter resolves attribute paths like str.format does
+    "get_type_hints", "ForwardRef", "singledispatch", "singledispatchmethod", "Formatter",
+    "vformat", "get_field", "format_map",
 })
 """Attribute names refused on any object (and as ``from m import name``): ways back to
 banned modules, getattr-like helpers, clocks (``datetime.now``) and frame internals.
@@ -90,6 +97,7 @@ _UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
 RecursionError/MemoryError for pathological nesting (``"-" * 10**6 + "1"``)."""
 MAX_SOURCE_CHARS = 100_000
 """Longer sources are refused with status "error" before parsing."""
+_FORMATTER = string.Formatter()
 _ALLOWED_DUNDER_ATTRIBUTES = frozenset({"__init__"})  # only as ``super().__init__``
 _HARMLESS_DUNDER_STRINGS = frozenset({"__main__", "__name__", "__init__"})
 
@@ -175,20 +183,61 @@ def _check_node(node: ast.AST, main_guards: set[int], banned_names: frozenset[st
         if _is_dunder(attr):
             if not (attr in _ALLOWED_DUNDER_ATTRIBUTES and _is_super_call(node.value)):
                 return f"dunder attribute {attr!r} is not allowed"
-        elif attr.startswith("_"):
-            return f"private attribute {attr!r} is not allowed"
-        elif attr in BANNED_ATTRIBUTES:
-            return f"attribute {attr!r} is not allowed"
+        elif (reason := _check_attribute_name(attr)) is not None:
+            return reason
+        elif attr == "format" and not (isinstance(node.value, ast.Constant)
+                                       and isinstance(node.value.value, str)):
+            # str.format follows attribute paths ("{0.x.y}"); only literal templates,
+            # whose fields are checked below, may be formatted
+            return "str.format is only allowed on a string literal"
+    elif isinstance(node, ast.MatchClass):
+        # ``case object(__class__=c)`` reads attributes without an ast.Attribute node
+        for attr in node.kwd_attrs:
+            if (reason := _check_attribute_name(attr)) is not None:
+                return f"match pattern: {reason}"
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
         if "__" in node.value and any(_is_dunder(w) and w not in _HARMLESS_DUNDER_STRINGS
                                       for w in _words(node.value)):
             return "string constants naming dunder attributes are not allowed"
+        if "{" in node.value and (reason := _check_format_fields(node.value)) is not None:
+            return reason
     elif isinstance(node, (ast.Global, ast.Nonlocal)):
         if any(_is_dunder(n) for n in node.names):
             return "dunder globals are not allowed"
     elif isinstance(node, ast.alias):
         if node.asname and _is_dunder(node.asname):
             return f"dunder alias {node.asname!r} is not allowed"
+    return None
+
+
+def _check_attribute_name(attr: str) -> str | None:
+    if _is_dunder(attr):
+        return f"dunder attribute {attr!r} is not allowed"
+    if attr.startswith("_"):
+        return f"private attribute {attr!r} is not allowed"
+    if attr in BANNED_ATTRIBUTES:
+        return f"attribute {attr!r} is not allowed"
+    return None
+
+
+def _check_format_fields(template: str, depth: int = 0) -> str | None:
+    """Refuse format templates whose fields read refused attributes ("{0.sys.modules}")."""
+    try:
+        parsed = list(_FORMATTER.parse(template))
+    except ValueError:  # not a valid template: str.format would raise too
+        return None
+    for _, field, spec, _ in parsed:
+        if field:
+            try:
+                _, rest = _string.formatter_field_name_split(field)
+                parts = list(rest)
+            except ValueError:
+                continue
+            for is_attribute, name in parts:
+                if is_attribute and (reason := _check_attribute_name(name)) is not None:
+                    return f"format field {field!r}: {reason}"
+        if spec and depth < 2 and (reason := _check_format_fields(spec, depth + 1)) is not None:
+            return reason
     return None
 
 
@@ -238,10 +287,16 @@ class SandboxResult:
 # --------------------------------------------------------------------------- child side
 
 _BOOT = r"""
-import resource as _r, sys as _s, builtins as _b
+import resource as _r, sys as _s, builtins as _b, os as _os
 _mem, _cpu, _files = (int(v) for v in _s.argv[1:4])
 _allowed = frozenset(_s.argv[4].split(","))
 _banned = frozenset(_s.argv[5].split(","))
+try:  # no network: a fresh user + network namespace has only a downed loopback
+    import ctypes as _c
+    _c.CDLL(None, use_errno=True).unshare(0x10000000 | 0x40000000)  # CLONE_NEWUSER|CLONE_NEWNET
+    del _c
+except Exception:
+    pass
 for _k, _v in ((_r.RLIMIT_CPU, _cpu), (_r.RLIMIT_FSIZE, 0), (_r.RLIMIT_CORE, 0),
                (_r.RLIMIT_NOFILE, _files), (_r.RLIMIT_NPROC, 0), (_r.RLIMIT_AS, _mem)):
     try:
@@ -250,7 +305,8 @@ for _k, _v in ((_r.RLIMIT_CPU, _cpu), (_r.RLIMIT_FSIZE, 0), (_r.RLIMIT_CORE, 0),
         pass
 with open("prog.py", encoding="utf-8") as _f:
     _code = compile(_f.read(), "prog.py", "exec", dont_inherit=True)
-_g = {"__name__": "__main__"}
+_m = type(_s)("__main__")  # the program's own module: typing & co. find it, not this one
+_g = _m.__dict__
 _real_import = _b.__import__
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
     if globals is _g:
@@ -261,9 +317,53 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
 _safe = {k: v for k, v in vars(_b).items() if k not in _banned}
 _safe["__import__"] = _guarded_import
 _g["__builtins__"] = _safe
+_s.modules["__main__"] = _m
+# Last line of defence if a program gets hold of the real builtins or a banned module:
+# an audit hook (irremovable) refuses file writes, reads outside the standard library,
+# processes, signals, sockets, ctypes, and compiling strings outside namedtuple/dataclasses.
+_lib = _os.path.dirname(_os.__file__) + _os.sep
+_wflags = _os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC | _os.O_APPEND
+_deny = ("os.", "subprocess.", "socket.", "ctypes.", "shutil.", "gc.", "resource.", "mmap.",
+         "pty.", "fcntl.", "syslog.", "sqlite3.", "urllib.", "http.", "ftplib.", "smtplib.",
+         "telnetlib.", "webbrowser.", "pickle.", "tempfile.", "glob.", "_thread.",
+         "signal.", "sys.settrace", "sys.setprofile", "sys._current_frames", "code.__new__",
+         "function.__new__", "builtins.breakpoint", "sys.remote_exec", "_posixsubprocess.")
+_busy = []
+_realpath, _fsdecode = _os.path.realpath, _os.fsdecode
+_getframe = _s._getframe
+def _audit(event, args):
+    if _busy:
+        return
+    _busy.append(1)
+    try:
+        if event == "open":
+            path, mode, flags = args
+            writing = (any(ch in mode for ch in "wax+") if isinstance(mode, str)
+                       else bool((flags or 0) & _wflags))
+            if (not writing and isinstance(path, (str, bytes))
+                    and _realpath(_fsdecode(path)).startswith(_lib)):
+                return
+            raise PermissionError("sandbox: open(%r) is not allowed" % (path,))
+        if event in ("os.listdir", "os.scandir"):
+            if isinstance(args[0], (str, bytes)) and (_realpath(_fsdecode(args[0])) + "/").startswith(_lib):
+                return
+        elif event == "compile":
+            caller = _getframe(1).f_globals.get("__name__")
+            if caller in ("collections", "dataclasses"):
+                return
+            raise PermissionError("sandbox: compiling strings is not allowed")
+        if event.startswith(_deny):
+            raise PermissionError("sandbox: %s is not allowed" % event)
+    finally:
+        _busy.pop()
+_s.addaudithook(_audit)
 del _r, _b, _k, _v, _f, _mem, _cpu, _files
 exec(_code, _g)
 """
+
+_LAZY_IMPORTS = frozenset({"_strptime"})
+"""Modules that allowed modules import on first use from C (``datetime.strptime``), with
+the program's globals: the runtime import guard lets them through, the AST check does not."""
 
 _log = logging.getLogger(__name__)
 _NOBODY = 65534
@@ -323,8 +423,11 @@ def _spawn(args: list[str], cwd: str, stdin) -> subprocess.Popen:
         try:
             os.chown(cwd, _NOBODY, _NOBODY)
             return subprocess.Popen(args, user=_NOBODY, group=_NOBODY, extra_groups=[], **common)
-        except OSError:  # interpreter not readable by nobody, or no CAP_SETUID
+        except OSError as exc:  # interpreter or workdir hidden from nobody, or no CAP_SETUID
             with _drop_lock:
+                if _drop_privileges:
+                    _log.warning("sandbox: cannot run programs as nobody (%s); running them as the "
+                                 "calling user. Point TMPDIR at a world-searchable directory.", exc)
                 _drop_privileges = False
             os.chown(cwd, os.getuid(), os.getgid())
     return subprocess.Popen(args, **common)
@@ -362,7 +465,7 @@ def _classify(returncode: int | None, stderr: str) -> tuple[Status, str]:
     if last.startswith("MemoryError") or "Cannot allocate memory" in stderr or (
             "MemoryError" in stderr and "Traceback" not in stderr):
         return "memory", last
-    if "sandbox: import of module" in last:
+    if "sandbox: import of module" in last or ("sandbox: " in last and "is not allowed" in last):
         return "banned", last
     return "error", last or f"exit status {returncode}"
 
@@ -428,7 +531,7 @@ def _run(source: str, timeout_s: float, memory_mb: int, output_limit: int,
             stdin_handle = open(os.path.join(workdir, "stdin.txt"), "rb")
         os.chmod(os.path.join(workdir, "prog.py"), 0o644)
         args = [PYTHON, "-S", "-s", "-B", "-P", "-c", _BOOT, str(memory_mb * 1024 * 1024),
-                str(math.ceil(timeout_s) + 1), "64", ",".join(sorted(ALLOWED_MODULES)),
+                str(math.ceil(timeout_s) + 1), "64", ",".join(sorted(ALLOWED_MODULES | _LAZY_IMPORTS)),
                 ",".join(sorted(BANNED_NAMES - ({"input"} if stdin is not None else set())))]
         try:
             proc = _spawn(args, workdir, stdin_handle)

@@ -114,6 +114,7 @@ def play_step(
     seconds: dict[str, float] = {}
     stats = RolloutStats()
     mm = config.matchmaking
+    router = bank if config.routing == "routed" else None
     pairs = pfsp_pairs(
         [t.id for t in teachers], [s.id for s in students], ratings,
         weighting=mm.weighting, k=mm.k, scheme=mm.scheme, rng=np_rng,
@@ -135,7 +136,7 @@ def play_step(
     proposals_out = generate(
         bank.model, tokenizer, prompts, [slot_of[o] for o in owners],
         max_new_tokens=config.teacher_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        batch_size=config.generation_batch_size, stats=stats,
+        batch_size=config.generation_batch_size, stats=stats, bank=router,
     )
     seconds["rollout_teacher"] = time.perf_counter() - began
 
@@ -164,7 +165,7 @@ def play_step(
     attempts = generate(
         bank.model, tokenizer, solve_prompts, [slot_of[games[g].student] for g in solve_rows],
         max_new_tokens=config.student_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        batch_size=config.generation_batch_size, stats=stats,
+        batch_size=config.generation_batch_size, stats=stats, bank=router,
     ) if solve_prompts else []
     seconds["rollout_student"] = time.perf_counter() - began
 

@@ -1,0 +1,2 @@
+# expect: banned
+code = compile('print(1)', 'x', 'exec')

@@ -1,0 +1,3 @@
+# expect: banned
+import os
+print(dict(os.environ))

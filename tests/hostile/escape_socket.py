@@ -1,0 +1,6 @@
+# expect: banned
+# runtime: banned
+g = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0].__init__.__globals__
+B = g['__builtins__']
+s = B['__import__']('socket')
+s.create_connection(('1.1.1.1', 80), timeout=1)

@@ -1,0 +1,2 @@
+# expect: banned
+exec('imp' + 'ort os')

@@ -1,0 +1,2 @@
+# expect: ok
+print('{"status": "ok", "output": "42", "seconds": 0}')

@@ -1,0 +1,7 @@
+# expect: timeout
+try:
+    while True:
+        pass
+finally:
+    while True:
+        pass

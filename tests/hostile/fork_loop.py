@@ -1,0 +1,4 @@
+# expect: banned
+import os
+while True:
+    os.fork()

@@ -1,0 +1,3 @@
+# expect: banned
+import statistics
+print('{0.sys.modules}'.format(statistics))

@@ -1,0 +1,2 @@
+# expect: banned
+getattr(__builtins__, 'ev' + 'al')('1')

@@ -1,0 +1,2 @@
+# expect: banned
+globals()['__builtins__']['open']('/tmp/evolora-pwned', 'w')

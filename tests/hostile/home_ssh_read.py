@@ -1,0 +1,3 @@
+# expect: banned
+import os
+print(open(os.path.expanduser('~/.ssh/id_rsa')).read())

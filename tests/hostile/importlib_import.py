@@ -1,0 +1,3 @@
+# expect: banned
+import importlib
+importlib.import_module('os').system('echo pwned')

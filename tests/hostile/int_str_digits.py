@@ -1,0 +1,2 @@
+# expect: error
+print(10 ** 100000)

@@ -1,0 +1,3 @@
+# expect: banned
+import os, signal
+os.kill(os.getppid(), signal.SIGKILL)

@@ -1,0 +1,2 @@
+# expect: banned
+print((lambda: 0).__globals__)

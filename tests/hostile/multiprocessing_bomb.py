@@ -1,0 +1,4 @@
+# expect: banned
+import multiprocessing
+while True:
+    multiprocessing.Process(target=print).start()

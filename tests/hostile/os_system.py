@@ -1,0 +1,3 @@
+# expect: banned
+import os
+os.system('echo pwned > /tmp/evolora-pwned')

@@ -1,0 +1,3 @@
+# expect: banned
+import sys
+sys.modules['evolora'] = None

@@ -1,0 +1,3 @@
+# expect: banned
+import pathlib
+pathlib.Path('/tmp/evolora-pwned').write_text('pwned')

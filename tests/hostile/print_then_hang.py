@@ -1,0 +1,4 @@
+# expect: timeout
+print('partial answer')
+while True:
+    pass

@@ -1,0 +1,2 @@
+# expect: banned
+print(open('/proc/self/environ', 'rb').read())

@@ -1,0 +1,3 @@
+# expect: timeout
+import re
+print(re.match('(a+)+$', 'a' * 64 + 'b'))

@@ -1,0 +1,5 @@
+# expect: banned
+import signal
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+while True:
+    pass

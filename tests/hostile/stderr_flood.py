@@ -1,0 +1,2 @@
+# expect: error
+raise ValueError('x' * 10 ** 7)

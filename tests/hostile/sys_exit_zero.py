@@ -1,0 +1,4 @@
+# expect: banned
+import sys
+print('42')
+sys.exit(0)

@@ -1,0 +1,3 @@
+# expect: banned
+import urllib.request
+print(urllib.request.urlopen('http://example.com').read())

@@ -1,0 +1,3 @@
+# expect: banned
+with open('../../sentinel.txt', 'w') as f:
+    f.write('pwned')

@@ -1,0 +1,117 @@
+"""Mixed-adapter rollouts and batched training: evolora's routed LoRA vs PEFT vs the bare base.
+
+Prints, measured side by side in one run (the machines are noisy, so read the ratios):
+  * generation tokens/s of one batch spread over P adapters: base, PEFT ``adapter_names``,
+    evolora routed — and each ratio to the base at the same batch size and lengths;
+  * one policy update of P adapters on the same samples: PEFT one adapter at a time
+    (set_adapter + forward/backward per adapter) vs evolora's routed batched update.
+
+    python benchmarks/throughput.py --model smollm2-135m-instruct --adapters 4 --batch 8 --tokens 48
+    python benchmarks/throughput.py --model tiny-random
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
+from evolora.model import load_base
+from evolora.population import AdapterBank
+from evolora.rollout import BASE, chat_prompt, generate
+
+MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def timed(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def peft_sequential_update(bank, jobs, micro_batch):
+    """The plain PEFT way: activate one adapter, forward/backward its samples, step; next adapter."""
+    for slot, (optimizer, samples) in jobs.items():
+        bank.activate(slot)
+        bank.model.train()
+        optimizer.zero_grad()
+        for i in range(0, len(samples), micro_batch):
+            chunk = samples[i:i + micro_batch]
+            logp, mask = completion_logprobs(bank.model, chunk)
+            adv = torch.tensor([s.reward for s in chunk]).unsqueeze(1)
+            (-(logp * adv * mask).sum() / mask.sum()).backward()
+        optimizer.step()
+    bank.model.eval()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--adapters", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=48, help="new tokens per row (min = max)")
+    parser.add_argument("--train-samples", type=int, default=4, help="samples per adapter in the update")
+    parser.add_argument("--completion", type=int, default=96, help="completion tokens per training sample")
+    parser.add_argument("--micro-batch", type=int, default=4, help="rows per forward/backward in both paths")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model, tokenizer = load_base(args.model, dtype=args.dtype)
+    slots = [f"A{i}" for i in range(args.adapters)]
+    bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules=MODULES)
+    generator = torch.Generator().manual_seed(0)
+    for slot in slots:
+        bank.init_factors(slot, generator, b_std=1e-3)
+    prompt = chat_prompt(tokenizer, [{"role": "user", "content": "Write a short story about a robot who counts."}])
+    prompts = [prompt] * args.batch
+    mixed = [slots[i % len(slots)] for i in range(args.batch)]
+    model.generation_config.min_new_tokens = args.tokens  # every row generates exactly --tokens
+
+    def gen(names, routed):
+        return lambda: generate(bank.model, tokenizer, prompts, names, max_new_tokens=args.tokens, greedy=True,
+                                batch_size=args.batch, bank=bank if routed else None)
+
+    gen([BASE] * args.batch, False)()  # warm-up
+    rows = {
+        "base model (adapters off)": timed(gen([BASE] * args.batch, True), args.repeats),
+        f"PEFT adapter_names, {args.adapters} adapters": timed(gen(mixed, False), args.repeats),
+        f"evolora routed, {args.adapters} adapters": timed(gen(mixed, True), args.repeats),
+    }
+    tokens = args.batch * args.tokens
+    base = rows["base model (adapters off)"]
+    print(f"\nGeneration: {args.model} ({args.dtype}), batch {args.batch}, {args.tokens} new tokens, "
+          f"{args.threads} threads, median of {args.repeats}")
+    print(f"{'path':<36}{'seconds':>9}{'tokens/s':>10}{'vs base':>9}")
+    for name, seconds in rows.items():
+        print(f"{name:<36}{seconds:>9.2f}{tokens / seconds:>10.1f}{base / seconds:>9.2f}")
+
+    samples = [Sample(tuple(prompt), tuple(5 + (j % 90) for j in range(args.completion)), float(i % 2), "g")
+               for i in range(args.train_samples)]
+
+    def jobs():
+        return {s: (make_optimizer(bank.parameters(s), lr=1e-5, weight_decay=0.0), samples) for s in slots}
+
+    update = {
+        "PEFT, one adapter at a time": timed(lambda: peft_sequential_update(bank, jobs(), args.micro_batch),
+                                                     args.repeats),
+        "evolora routed, all adapters": timed(lambda: policy_update_many(bank, jobs(), micro_batch=args.micro_batch),
+                                              args.repeats),
+    }
+    peft = update["PEFT, one adapter at a time"]
+    print(f"\nPolicy update: {args.adapters} adapters x {args.train_samples} samples x {args.completion} "
+          f"completion tokens (prompt {len(prompt)}), micro-batch {args.micro_batch}")
+    print(f"{'path':<36}{'seconds':>9}{'speed-up':>10}")
+    for name, seconds in update.items():
+        print(f"{name:<36}{seconds:>9.2f}{peft / seconds:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -76,11 +76,12 @@ def evolve(
     """Run PopuLoRA self-play: teachers propose, students solve, adapters learn and evolve."""
     config, out = _prepare(config_path, overrides, seed, out, resume)
     _check_writable(out)
-    from evolora.model import ModelNotFoundError, check_model_available
+    from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
 
     try:
         check_model_available(config.model.name)
-    except ModelNotFoundError as error:
+        check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
+    except (ModelNotFoundError, ValueError) as error:
         _fail(str(error))
 
     from evolora.callbacks import Checkpointer, JsonlLogger, ProgressBar
@@ -90,7 +91,10 @@ def evolve(
     began = time.perf_counter()
     console.print(f"evolora: {config.population.teachers} teachers + {config.population.students} students on "
                   f"{config.model.name}, task {config.task.name}, {config.run.steps} steps -> {out}")
-    run = Run(config, out)
+    try:
+        run = Run(config, out)
+    except (ModelNotFoundError, ValueError, OSError) as error:  # found only once the model is loaded
+        _fail(str(error))
     if resume is not None:
         if run.load_checkpoint():
             console.print(f"resumed at step {run.step}")
@@ -149,12 +153,6 @@ def operators(kind: Optional[str] = typer.Option(None, help="selection, replacem
     Console(width=160).print(table)
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
 
 
 @app.command()
@@ -197,3 +195,11 @@ def sandbox(
         result = {"status": outcome.status, "output": outcome.output, "seconds": round(outcome.seconds, 4),
                   "error": outcome.error}
     typer.echo(json.dumps(result))
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -192,6 +192,18 @@ class Config(_Section):
                     f"evolution.elitism={self.evolution.elitism} protects every one of the {size} {role}; "
                     f"set evolution.elitism below population.{role} or evolution.gamma to 0"
                 )
+        if self.evolution.crossover_rate > 0 and self.evolution.gamma > 0:
+            from evolora.operators.selection import num_replaced
+
+            for role in ("teachers", "students"):
+                size = getattr(self.population, role)
+                evo = self.evolution
+                pool = size if evo.parent_pool == "role" else size - num_replaced(size, evo.gamma, evo.elitism)
+                if pool < 2:
+                    raise ValueError(
+                        f"a crossover needs 2 parents but population.{role}={size} leaves {pool} "
+                        f"(evolution.parent_pool={self.evolution.parent_pool}); grow population.{role} "
+                        "or set evolution.crossover_rate=0")
         return self
 
 
@@ -253,12 +265,14 @@ def config_from_dict(data: dict) -> Config:
 
 
 def _check_operators(config: Config) -> None:
-    from evolora.evolution import resolve_operators
+    from evolora.operators import REGISTRY  # torch only: no model code is imported here
 
-    try:
-        resolve_operators(config.evolution)
-    except (ValueError, TypeError, ImportError) as error:
-        raise ConfigError(f"invalid config:\n  evolution: {error}") from None
+    for kind in ("selection", "crossover", "mutation"):
+        choice = getattr(config.evolution, kind)
+        try:
+            REGISTRY.validate(kind, choice.name, choice.params)
+        except (ValueError, TypeError, ImportError) as error:
+            raise ConfigError(f"invalid config:\n  evolution.{kind}: {error}") from None
 
 
 def _check_task(config: Config) -> None:

@@ -15,13 +15,13 @@ Source: PopuLoRA (arXiv 2605.16727) §2 step 7 and §3; PBT (arXiv 1711.09846).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 from evolora.config import EvolutionConfig
 from evolora.operators import REGISTRY, OperatorSpec
+from evolora.operators.selection import num_replaced
 from evolora.population import ROLES, Individual, Population
 
 
@@ -63,13 +63,6 @@ class Birth:
     def to_dict(self) -> dict:
         return {"step": self.step, "role": self.role, "replaced": self.replaced, "child": self.child,
                 "parents": list(self.parents), "operator": self.operator}
-
-
-def num_replaced(size: int, gamma: float, elitism: int) -> int:
-    """How many members of a role of ``size`` are replaced: ⌈γ·size⌉, at most size − elitism."""
-    if gamma <= 0:
-        return 0
-    return max(0, min(math.ceil(gamma * size - 1e-9), size - elitism))
 
 
 def evolve(bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -170,6 +171,7 @@ def check_model_available(name: str) -> None:
             _gguf_path(key)
         return
     if _local_dir(name) is not None:
+        _config_dict(name)  # parses config.json: a corrupt one fails here, before any load
         return
     if "/" in name:
         return
@@ -178,6 +180,73 @@ def check_model_available(name: str) -> None:
         f"Unknown model {name!r}. Use one of {known}, a local checkpoint directory, "
         "or a Hugging Face id like 'HuggingFaceTB/SmolLM2-135M-Instruct'."
     )
+
+
+LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2", "granite")
+"""``model_type`` values whose linear layers follow Llama's q/k/v/o + gate/up/down layout."""
+
+
+def _config_dict(name: str) -> dict | None:
+    """The model's ``config.json`` as a dict when it is on disk (tiny, converted, local); else None.
+
+    Raises:
+        ModelNotFoundError: ``config.json`` exists but is not valid JSON.
+    """
+    if name == TINY_MODEL_NAME:
+        from evolora.tiny import TINY_CONFIG
+
+        return dict(TINY_CONFIG)
+    key = _embedded_key(name)
+    directory = _converted_dir(key) if key is not None else _local_dir(name)
+    if directory is None or not (Path(directory) / "config.json").is_file():
+        return None
+    path = Path(directory) / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelNotFoundError(f"{path} is not a readable config.json ({error}); re-save the model "
+                                 "with save_pretrained or point model.name at another directory") from None
+
+
+def linear_shapes(config: dict) -> dict[str, tuple[int, int]] | None:
+    """(d_in, d_out) of each linear module name of a Llama-like decoder layer, from its config.
+
+    Returns None for architectures outside :data:`LLAMA_LIKE` (then only the load checks them).
+    """
+    if config.get("model_type") not in LLAMA_LIKE:
+        return None
+    hidden = config["hidden_size"]
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or hidden // heads
+    kv = config.get("num_key_value_heads") or heads
+    inter = config["intermediate_size"]
+    return {"q_proj": (hidden, heads * head_dim), "k_proj": (hidden, kv * head_dim),
+            "v_proj": (hidden, kv * head_dim), "o_proj": (heads * head_dim, hidden),
+            "gate_proj": (hidden, inter), "up_proj": (hidden, inter), "down_proj": (inter, hidden)}
+
+
+def check_lora_fits(name: str, rank: int, target_modules: tuple[str, ...]) -> None:
+    """Check, from ``config.json`` alone, that LoRA ``rank`` and ``target_modules`` fit the model.
+
+    Raises:
+        ValueError: a target module the model does not have, or a rank above a module's
+            smaller dimension (the message names the config key and the limit).
+        ModelNotFoundError: an unreadable ``config.json``.
+    """
+    config = _config_dict(name)
+    shapes = linear_shapes(config) if config else None
+    if shapes is None:
+        return
+    missing = [m for m in target_modules if m not in shapes]
+    if missing:
+        raise ValueError(f"lora.target_modules {missing} are not linear modules of {name}; "
+                         f"choose from {sorted(shapes)}")
+    for module in target_modules:
+        d_in, d_out = shapes[module]
+        if rank > min(d_in, d_out):
+            limit = min(min(shapes[m]) for m in target_modules)
+            raise ValueError(f"lora.rank={rank} exceeds the smaller dimension of {module} ({d_in} -> {d_out}) "
+                             f"in {name}; set lora.rank <= {limit}")
 
 
 def resolve_model(name: str) -> Path | str:

@@ -181,6 +181,20 @@ def rank(fitness: Tensor, num: int, *, generator: torch.Generator, pressure: flo
     return picks.cpu().to(torch.as_tensor(fitness).device)
 
 
+def num_replaced(size: int, gamma: float, elitism: int) -> int:
+    """How many of a role of ``size`` a generation replaces: ⌈γ·size⌉, at most size − elitism.
+
+    Args:
+        size: members of the role, >= 0; gamma: replaced fraction in [0, 1] (0 replaces none);
+        elitism: top members never replaced, >= 0.
+
+    References: PopuLoRA (arXiv 2605.16727) §2 step 7; PBT truncation (arXiv 1711.09846).
+    """
+    if gamma <= 0:
+        return 0
+    return max(0, min(math.ceil(gamma * size - 1e-9), size - elitism))
+
+
 @register("replacement", gamma=Param(0.25, low=0.0, high=1.0, doc="fraction of the population replaced"),
           elitism=Param(1, low=0, high=1_000_000, doc="top individuals never replaced"))
 def pbt_truncation(fitness: Tensor, *, generator: torch.Generator, gamma: float = 0.25,

@@ -1,9 +1,8 @@
 """Bad input (issue 6 §5) beyond tests/test_cli.py: each case exits non-zero within 5 s with
 a message naming the problem and the fix, and leaves nothing that breaks a later resume.
 
-Cases the product does not yet catch before the model loads are ``xfail(strict=True)``:
-each reason names the missing check and where it belongs, so the test turns green (and
-strict xfail turns red) the moment the check lands.
+Model-shape cases (rank above a module's dimension, unknown target modules, a corrupt
+config.json) are caught from config.json before any weights load.
 """
 
 from __future__ import annotations
@@ -118,11 +117,6 @@ def test_resume_of_a_folder_that_is_not_a_run(tmp_path):
     assert_refused(result, output, seconds, "not a run directory", "--out directory of an earlier run")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "missing check: a local model directory whose config.json is not valid JSON fails inside "
-    "load_base with an OSError traceback (exit 1) after the model code loads; "
-    "evolora/model.py check_model_available should parse config.json and require a weights file, "
-    "raising ModelNotFoundError naming the file"))
 def test_model_directory_with_a_corrupt_config(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
@@ -132,30 +126,18 @@ def test_model_directory_with_a_corrupt_config(tmp_path):
     assert_refused(result, output, seconds, "config.json")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "missing check: lora.rank above a module's dimension is only found by AdapterBank when the "
-    "model has loaded (ValueError traceback, exit 1); the CLI should read the model's config "
-    "(hidden/intermediate sizes) in check_model_available and compare with lora.rank before loading, "
-    "and evolve() should turn a ValueError from Run(...) into a clean exit 2"))
 def test_rank_above_a_module_dimension(tmp_path):
     result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY,
                                      "--set", "lora.rank=1024")
     assert_refused(result, output, seconds, "lora.rank", "64")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "missing check: lora.target_modules naming no module of the model is only found when the model "
-    "has loaded (traceback, exit 1); same place as the rank check"))
 def test_target_module_missing_from_the_model(tmp_path):
     result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY,
                                      "--set", "lora.target_modules=[nope_proj]")
     assert_refused(result, output, seconds, "nope_proj", "lora.target_modules")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "missing check: a role with fewer members than the crossover's parents (1 teacher, svd_merge "
-    "needs 2) with crossover_rate > 0 runs and silently falls back to mutation; "
-    "Config._check_cross_fields in evolora/config.py should refuse it"))
 def test_role_too_small_for_crossover(tmp_path):
     result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY,
                                      "--set", "population.teachers=1", "--set", "evolution.elitism=0",
@@ -187,11 +169,6 @@ def test_refused_resumes_leave_the_run_resumable(tmp_path):
     assert [r["step"] for r in read_jsonl(out / "metrics.jsonl")] == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "config validation imports peft/transformers: config._check_operators imports "
-    "evolora.evolution -> evolora.population -> peft (~6-7 s in a fresh process on a 2-core box), "
-    "so a bad task or operator setting takes > 5 s to be reported; resolve operators from the "
-    "registry without importing evolora.population (or import peft lazily there)"))
 def test_refusing_a_config_does_not_load_the_ml_stack(tmp_path):
     import subprocess
     import sys

@@ -25,8 +25,6 @@ from evolora.operators import REGISTRY
 from evolora.population import AdapterBank
 from evolora.run import Run
 
-from conftest import TINY_OVERRIDES
-
 torch.set_num_threads(1)
 
 CALLS = {"sign_flip": 0}
@@ -40,6 +38,15 @@ def sign_flip(parent, *, generator, scale: float = 1.0):
 
 USER_MUTATION = f"{__name__}:sign_flip"
 GSM_YAML = Path(__file__).resolve().parents[1] / "tasks" / "gsm.yaml"
+
+
+@pytest.fixture(autouse=True)
+def restore_registry():
+    """Operator names are global: undo this file's registrations so other tests see the built-ins only."""
+    saved = {kind: dict(specs) for kind, specs in REGISTRY._specs.items()}
+    yield
+    REGISTRY._specs.clear()
+    REGISTRY._specs.update(saved)
 
 
 @pytest.fixture(scope="module")
@@ -154,8 +161,7 @@ def test_unknown_operator_or_parameter_names_what_is_allowed():
 # -- a user-defined operator: one call (or 'module:function'), then CLI, YAML, loop and DEAP alike -----
 
 def test_user_mutation_registered_once_runs_in_deap(bank):
-    if "sign_flip" not in REGISTRY.names("mutation"):
-        REGISTRY.register("mutation", "sign_flip", sign_flip)             # the one call
+    REGISTRY.register("mutation", "sign_flip", sign_flip)                 # the one call
     population, generator = _population(bank, size=4, seed=2)
     random.seed(2)
     before = CALLS["sign_flip"]
@@ -169,8 +175,8 @@ def test_user_mutation_registered_once_runs_in_deap(bank):
         assert torch.equal(child.factors[name][1], -0.5 * b)
 
 
-def test_user_mutation_from_yaml_drives_the_evolution_loop(tmp_path, toy_task):
-    data = copy.deepcopy(TINY_OVERRIDES)
+def test_user_mutation_from_yaml_drives_the_evolution_loop(tmp_path, toy_task, tiny_config):
+    data = tiny_config.model_dump(mode="json")
     data["run"]["steps"] = 1
     data["evolution"] = {**data["evolution"], "crossover_rate": 0.0,
                          "mutation": {"name": USER_MUTATION, "params": {"scale": 2.0}}}

@@ -133,7 +133,7 @@ def _print_summary(summary: dict) -> None:
     base = summary["held_out"].get("base")
     if base:
         table.caption = f"base model held-out accuracy: {base['accuracy']:.1%} ({base['correct']}/{base['total']})"
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 140).print(table)
 
 
 @app.command()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from evolora.routed import BASE, routed
+from evolora.routed import BASE, routed  # noqa: F401  (BASE re-exported)
 
 
 @dataclass(frozen=True)

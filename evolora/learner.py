@@ -76,13 +76,14 @@ def compute_advantages(
     return advantages
 
 
-def completion_logprobs(model, samples: list[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
+def completion_logprobs(model, samples: list[Sample], *, entropy: bool = False):
     """Log-probabilities of each sample's completion tokens under ``model``'s active adapter.
 
     Rows are laid out ``[pad… prompt | completion …pad]`` so every completion starts at
     the same column; the LM head only runs on the last T_c + 1 positions.
 
-    Shapes: returns ``logp`` (B, T_c) float32 and ``mask`` (B, T_c) bool, T_c = longest completion.
+    Shapes: returns ``logp`` (B, T_c) float32 and ``mask`` (B, T_c) bool, T_c = longest completion;
+    with ``entropy=True`` also the policy's token entropy (B, T_c) in nats (no gradient).
     """
     pad_id = 0
     prompt_width = max(len(s.prompt_ids) for s in samples)
@@ -107,6 +108,10 @@ def completion_logprobs(model, samples: list[Sample]) -> tuple[torch.Tensor, tor
     ).logits[:, :-1]  # (B, T_c, V): position t predicts completion token t
     targets = input_ids[:, prompt_width:]
     logp = -F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T_c)
+    if entropy:
+        with torch.no_grad():
+            log_p = torch.log_softmax(logits.detach().float(), dim=-1)
+            return logp, mask, -(log_p.exp() * log_p).sum(-1)
     return logp, mask
 
 
@@ -119,6 +124,7 @@ class UpdateResult:
         grad_norm: gradient L2 norm before clipping of the last epoch.
         samples: samples that carried gradient; tokens: their completion tokens.
         finite: False when a loss or gradient was NaN/Inf (the step was not applied).
+        entropy: mean token entropy (nats) of the policy on its trained completions.
     """
 
     loss: float
@@ -126,6 +132,7 @@ class UpdateResult:
     samples: int
     tokens: int
     finite: bool = True
+    entropy: float = math.nan
 
 
 def policy_update(
@@ -195,6 +202,7 @@ def policy_update_many(
     finite = dict.fromkeys(tokens, True)
     losses: dict[str, float] = {}
     norms: dict[str, float] = {}
+    entropy_sum = dict.fromkeys(tokens, 0.0)
     model.train()
     try:
         for _ in range(epochs):
@@ -204,7 +212,9 @@ def policy_update_many(
             for c, chunk in enumerate(chunks):
                 names = [slot for slot, _, _ in chunk]
                 with routed(bank, names, train=True):
-                    logp, mask = completion_logprobs(model, [sample for _, sample, _ in chunk])
+                    logp, mask, entropy = completion_logprobs(model, [sample for _, sample, _ in chunk], entropy=True)
+                for slot, row_entropy in zip(names, (entropy * mask).sum(dim=1).tolist()):
+                    entropy_sum[slot] += row_entropy / epochs
                 old = old_logp[c] if old_logp is not None else logp.detach()
                 ratio = torch.exp(logp - old)
                 adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
@@ -234,7 +244,7 @@ def policy_update_many(
     for slot in tokens:
         results[slot] = UpdateResult(loss=losses.get(slot, math.nan), grad_norm=norms.get(slot, 0.0),
                                      samples=sum(1 for s, _, _ in rows if s == slot), tokens=tokens[slot],
-                                     finite=finite[slot])
+                                     finite=finite[slot], entropy=entropy_sum[slot] / tokens[slot])
     return results
 
 

@@ -24,6 +24,7 @@ from evolora.config import Config, dump_config
 from evolora.evaluation import BASE, evaluate
 from evolora.evolution import evolve, resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
+from evolora import metrics
 from evolora.learner import make_optimizer, policy_update_many
 from evolora.population import AdapterBank, Population
 from evolora.ratings import Ratings
@@ -80,6 +81,7 @@ class Run:
         self.log_counts = {"metrics": 0, "matches": 0}
         self.tally: dict[str, dict[str, int]] = {}  # id -> games played: attempts/correct or proposals/valid
         self._good = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}  # last finite factors
+        self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
@@ -94,6 +96,7 @@ class Run:
         rng, np_rng, generator = step_generators(self.config.run.seed, step)
         faults = self._repair_faults("before_step", generator)
         teachers, students = self.population.role("teacher"), self.population.role("student")
+        roles = {m.id: m.role for m in teachers + students}  # who played this step (evolution may replace them)
         outcome = play_step(self.bank, self.tokenizer, self.task, teachers, students, self.ratings,
                             self.config.selfplay, rng=rng, np_rng=np_rng)
         seconds = dict(outcome.seconds)
@@ -129,7 +132,7 @@ class Run:
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
-        record = self._record(step, outcome, updates, outcomes, births, seconds)
+        record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
         record["faults"] = faults
         self._good = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}
         return record, outcome.games
@@ -179,15 +182,15 @@ class Run:
             student["attempts"] += len(game.grades)
             student["correct"] += sum(label == "correct" for label in game.grades)
 
-    def _record(self, step, outcome, updates, outcomes, births, seconds) -> dict:
+    def _record(self, step, outcome, updates, outcomes, births, seconds, roles: dict[str, str]) -> dict:
         games = outcome.games
         valid = [g for g in games if g.valid]
         grades = [label for g in games for label in g.grades]
         reasons: dict[str, int] = {}
         for game in games:
             reasons[game.reason] = reasons.get(game.reason, 0) + 1
-        rewards = {role: [s.reward for m in self.population.members if m.role == role
-                          for s in outcome.samples.get(m.id, [])] for role in ("teacher", "student")}
+        rewards = {role: [s.reward for i, r in roles.items() if r == role for s in outcome.samples[i]]
+                   for role in ("teacher", "student")}
         return {
             "step": step,
             "validity_rate": len(valid) / len(games) if games else 0.0,
@@ -207,6 +210,22 @@ class Run:
             "tokens_per_second": outcome.rollout.tokens_per_second,
             "seconds": seconds,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            **self._science(games, outcome, updates, roles),
+        }
+
+    def _science(self, games, outcome, updates, roles: dict[str, str]) -> dict:
+        """Arms-race metrics: proposal complexity, coverage, matchups, lengths, entropy (paper §4)."""
+        self.signatures.update(metrics.signature(g.problem) for g in games if g.valid and g.problem)
+        entropy = {i: u.entropy for i, u in updates.items() if u.samples}
+        return {
+            "complexity": metrics.proposal_complexity(games, getattr(self.task, "complexity_kind", "program")),
+            "coverage": metrics.coverage(self.signatures),
+            "matchup": metrics.matchup_matrix(games),
+            "response_length": {role: metrics.response_length_stats(
+                len(s.completion_ids) for i, r in roles.items() if r == role for s in outcome.samples[i])
+                for role in ("teacher", "student")},
+            "entropy": entropy,
+            "mean_entropy": metrics.finite_mean(entropy.values()),
         }
 
     def train(self, callbacks: list[Callback] = (), steps: int | None = None) -> None:
@@ -221,7 +240,8 @@ class Run:
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
         return {"population": self.population.state_dict(), "ratings": self.ratings.state_dict(),
-                "lineage": self.lineage, "log_counts": dict(self.log_counts), "tally": self.tally}
+                "lineage": self.lineage, "log_counts": dict(self.log_counts), "tally": self.tally,
+                "signatures": sorted(self.signatures)}
 
     def save_checkpoint(self) -> Path:
         """Write a resumable checkpoint of the current step."""
@@ -243,6 +263,7 @@ class Run:
         self.lineage = state["lineage"]
         self.log_counts = dict(state["log_counts"])
         self.tally = state["tally"]
+        self.signatures = set(state["signatures"])
         self.optimizers = {}
         for member in self.population.members:
             self.optimizers[member.id] = self._new_optimizer(member.slot)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
+
+import pytest
 
 import torch
 from peft import PeftModel
@@ -133,3 +136,20 @@ def test_nan_cull_replaces_the_individual(tiny_config, toy_task, tmp_path):
     assert event["action"] == "cull" and event["id"] == victim.id
     assert victim.id not in {m.id for m in run.population.members}
     assert event["child"] in {m.id for m in run.population.members}
+
+
+def test_step_records_carry_arms_race_metrics(tiny_config, toy_task, tmp_path):
+    run = _run(tiny_config, toy_task, tmp_path, steps=2)
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    last = records[-1]
+    assert last["coverage"] >= records[0]["coverage"] >= 1  # distinct valid problems seen so far
+    games = read_jsonl(tmp_path / "matches.jsonl")
+    step2 = [g for g in games if g["step"] == 2]
+    assert set(last["matchup"]) == {g["teacher"] for g in step2}
+    for teacher, row in last["matchup"].items():
+        for student, rate in row.items():
+            grades = [x for g in step2 if g["teacher"] == teacher and g["student"] == student for x in g["grades"]]
+            assert rate == pytest.approx(sum(x == "correct" for x in grades) / len(grades))
+    trained = [i for i, n in last["trained_samples"].items() if n]
+    assert trained and all(0 < last["entropy"][i] < math.log(128) for i in trained)  # nats, vocab 128
+    assert last["response_length"]["teacher"]["count"] == 4

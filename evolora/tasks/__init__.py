@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable
 
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, TaskRegistry, Verdict
+from evolora.tasks.arith import ArithTask
 from evolora.tasks.gsm import GSMTask
 
 _REGISTRY = TaskRegistry()
@@ -61,6 +62,7 @@ def check_task(name: str, params: dict) -> None:
 
 
 register_task("gsm", GSMTask)
+register_task("arith", ArithTask)
 
-__all__ = ["TASKS", "GSMTask", "Grade", "HeldOutItem", "Message", "Proposal", "Task", "Verdict",
+__all__ = ["TASKS", "ArithTask", "GSMTask", "Grade", "HeldOutItem", "Message", "Proposal", "Task", "Verdict",
            "check_task", "make_task", "register_task"]

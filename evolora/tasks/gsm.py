@@ -81,6 +81,7 @@ class GSMTask:
 
     name = "gsm"
     proposal_prefix = "Problem:"
+    complexity_kind = "program"
 
     def __init__(
         self,

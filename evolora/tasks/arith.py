@@ -1,0 +1,437 @@
+"""The ``arith`` task: arithmetic expressions, verified exactly without ``eval``.
+
+The teacher writes one expression on a line (``Problem: (3 + 4) * 2``); the verifier
+parses it with :mod:`ast`, walks the tree itself and computes the value with exact
+rational arithmetic (:class:`fractions.Fraction`). Only numbers, ``+ - * / // % **``,
+unary signs and parentheses are accepted; everything else (names, calls, attributes,
+strings, comparisons, ...) is refused before any arithmetic happens, and limits on
+length, digits, operators, nesting, exponents and magnitude bound the work.
+
+Validity: the expression parses, passes every limit, never divides by zero, and its value
+is an integer (``integer_only=True``, the default: a student can then state the answer
+exactly; ``7 / 2 * 2`` is valid, ``1 / 3`` is not). With ``integer_only=False`` any
+finite rational value is valid and graded with ``tolerance``. The student answers with
+a number (:func:`evolora.tasks.numeric.final_number`); grading is numeric.
+
+Held-out evaluation: a fixed grid of problems by difficulty (digits per number ×
+binary operators, ``eval_per_cell`` per cell) generated from ``eval_seed``, interleaved
+so that the first k items cover the cells as evenly as possible.
+
+Source: design notes §5-6; PopuLoRA (arXiv 2605.16727) §2 steps 2-3.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+from fractions import Fraction
+
+from evolora.metrics import expression_depth, operator_count
+from evolora.metrics import max_digits as digits_in
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
+from evolora.tasks.numeric import final_number, numbers_equal
+
+TEACHER_SYSTEM = "You write arithmetic problems."
+TEACHER_INSTRUCTION = "Write one new arithmetic problem: numbers with + - * / and brackets, on one line."
+TEACHER_CLOSING = "Now write a new, different problem."
+STUDENT_INSTRUCTION = "Answer with a number."
+EXAMPLES = ("7 + 5", "9 - 4", "6 * 3", "(3 + 4) * 2", "12 - 9 + 2", "15 / 3", "8 * 7 - 6", "25 + 48",
+            "(9 - 5) * (2 + 1)", "4 * 11")
+"""Teacher few-shot examples (drawn ``num_examples`` at a time), from easy to a little harder."""
+
+_ALLOWED_CHARS = re.compile(r"[0-9.+\-*/%() \t]*")
+_HEADER = re.compile(r"problem\s*\d*\s*:", re.IGNORECASE)
+_LEAD_WORDS = re.compile(r"^(?:what\s+is|what's|compute|calculate|evaluate|find|solve)\s*:?\s*", re.IGNORECASE)
+_SYMBOLS = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "^": "**", "[": "(", "]": ")"}
+_GRID_OPERATORS = ("+", "-", "*")
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2}
+
+
+class ExpressionError(ValueError):
+    """An expression the verifier refuses; ``reason`` is the Verdict reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def evaluate_expression(
+    text: str,
+    *,
+    max_chars: int = 120,
+    max_digits: int = 6,
+    max_depth: int = 8,
+    max_ops: int = 10,
+    max_value: int = 10**12,
+    max_exponent: int = 4,
+    min_ops: int = 0,
+) -> Fraction:
+    """The exact value of an arithmetic expression, computed without ``eval``.
+
+    Grammar: number literals (integers, decimals like ``2.5``), binary ``+ - * / // % **``,
+    unary ``-``/``+``, parentheses. ``**`` needs an integer exponent in [0, max_exponent].
+
+    Args:
+        max_chars: longest accepted text (also bounds the parser's work).
+        max_digits: most digits in one number.
+        max_depth: deepest operator nesting (:func:`evolora.metrics.expression_depth`).
+        max_ops: most binary operators (:func:`evolora.metrics.operator_count`).
+        max_value: bound on the magnitude of every literal, intermediate and final value
+            (and on numerator/denominator of non-integer values).
+        max_exponent: largest exponent of ``**``.
+        min_ops: fewest binary operators (the task uses 1: a bare number is no problem).
+
+    Raises:
+        ExpressionError: with ``reason`` "parse" (empty, too long or not an expression),
+            "banned" (any character or syntax outside the grammar), "too_deep",
+            "too_many_ops", "too_few_ops", "too_many_digits", "too_large" (a value or exponent beyond
+            its bound), "zero_division".
+
+    >>> evaluate_expression("(3 + 4) * 2"), evaluate_expression("7 / 2"), evaluate_expression("-2 ** 2")
+    (Fraction(14, 1), Fraction(7, 2), Fraction(-4, 1))
+    """
+    text = text.strip()
+    if not text:
+        raise ExpressionError("parse", "empty expression")
+    if len(text) > max_chars:
+        raise ExpressionError("parse", f"expression longer than {max_chars} characters")
+    if not _ALLOWED_CHARS.fullmatch(text):
+        raise ExpressionError("banned", "only digits, '.', + - * / % ( ) and spaces are allowed")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise ExpressionError("parse", f"not an expression: {exc}") from None
+    _check_nodes(tree)
+    if expression_depth(tree) > max_depth:
+        raise ExpressionError("too_deep", f"operator nesting deeper than {max_depth}")
+    if operator_count(tree) > max_ops:
+        raise ExpressionError("too_many_ops", f"more than {max_ops} operators")
+    if operator_count(tree) < min_ops:
+        raise ExpressionError("too_few_ops", f"fewer than {min_ops} operator(s): not a problem")
+    if digits_in(text) > max_digits:
+        raise ExpressionError("too_many_digits", f"a number has more than {max_digits} digits")
+    return _value(tree.body, max_value, max_exponent)
+
+
+_BINARY = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _check_nodes(tree: ast.AST) -> None:
+    for node in ast.walk(tree):
+        ok = (isinstance(node, (ast.Expression, ast.BinOp, *_BINARY, ast.USub, ast.UAdd))
+              or (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)))
+              or (isinstance(node, ast.Constant) and type(node.value) in (int, float)))
+        if not ok:
+            raise ExpressionError("banned", f"{type(node).__name__} is not allowed in an expression")
+
+
+def _bounded(value: Fraction, max_value: int) -> Fraction:
+    if abs(value.numerator) > max_value * value.denominator or value.denominator > max_value:
+        raise ExpressionError("too_large", f"a value exceeds the bound {max_value}")
+    return value
+
+
+def _value(node: ast.AST, max_value: int, max_exponent: int) -> Fraction:
+    """Exact value of a checked tree; iterative over the tree (no recursion limit)."""
+    results: list[Fraction] = []
+    stack: list[tuple[ast.AST, bool]] = [(node, False)]
+    while stack:
+        current, expanded = stack.pop()
+        if isinstance(current, ast.Constant):
+            results.append(_bounded(Fraction(str(current.value)), max_value))
+        elif not expanded:
+            stack.append((current, True))
+            children = [current.left, current.right] if isinstance(current, ast.BinOp) else [current.operand]
+            stack.extend((child, False) for child in reversed(children))
+        elif isinstance(current, ast.UnaryOp):
+            results.append(-results.pop() if isinstance(current.op, ast.USub) else results.pop())
+        else:
+            right, left = results.pop(), results.pop()
+            results.append(_bounded(_binary(current.op, left, right, max_exponent), max_value))
+    return results[0]
+
+
+def _binary(op: ast.operator, left: Fraction, right: Fraction, max_exponent: int) -> Fraction:
+    if isinstance(op, ast.Add):
+        return left + right
+    if isinstance(op, ast.Sub):
+        return left - right
+    if isinstance(op, ast.Mult):
+        return left * right
+    if isinstance(op, ast.Pow):
+        if right.denominator != 1 or not 0 <= right <= max_exponent:
+            raise ExpressionError("too_large", f"exponents must be whole numbers in [0, {max_exponent}]")
+        return left ** int(right)
+    if right == 0:
+        raise ExpressionError("zero_division", "division by zero")
+    if isinstance(op, ast.Div):
+        return left / right
+    if isinstance(op, ast.FloorDiv):
+        return Fraction(left // right)
+    return left % right  # ast.Mod, Python semantics (sign of the divisor)
+
+
+def format_number(value: Fraction | float) -> str:
+    """An answer as a student should write it: ``14``, ``-3``, ``3.5``.
+
+    >>> format_number(Fraction(14)), format_number(Fraction(7, 2)), format_number(-3.0)
+    ('14', '3.5', '-3')
+    """
+    value = Fraction(value)
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+
+
+class ArithTask:
+    """Arithmetic expressions with exactly computed answers (task name "arith").
+
+    The teacher's answer is forced to begin with ``"Problem:"`` (:attr:`proposal_prefix`);
+    the first line after it is the expression. The problem shown to the student is the
+    normalised expression; :attr:`Proposal.program` holds the same text (what the
+    verifier evaluates).
+
+    Args:
+        num_examples: few-shot examples in the teacher prompt, in [0, 10].
+        max_chars: longest accepted expression, characters (>= 3).
+        max_digits: most digits per number (>= 1).
+        max_depth: deepest operator nesting, a number being 0 (>= 1).
+        max_ops: most binary operators (>= 1); a problem needs at least one.
+        max_value: bound on the magnitude of every value (>= 10; keep <= 2**53 so answers
+            stay exact as floats).
+        max_exponent: largest exponent of ``**`` (>= 0; 0 allows only ``x ** 0``).
+        integer_only: valid problems must have an integer value (else "not_integer").
+        eval_seed: seed of the held-out grid.
+        eval_digits: digits per number in the grid, largest (cells 1..eval_digits), in [1, 6].
+        eval_ops: binary operators per problem in the grid, largest (cells 1..eval_ops), in [1, 6].
+        eval_per_cell: problems per (digits, operators) cell (>= 1).
+        tolerance: relative and absolute tolerance when grading.
+        lenient_parse: keep the longest arithmetic span of a line that also holds words
+            (else such a line goes to the verifier as is and is refused as "banned").
+    """
+
+    name = "arith"
+    proposal_prefix = "Problem:"
+    complexity_kind = "expression"
+    """Which :func:`evolora.metrics.proposal_complexity` applies to this task's proposals."""
+
+    def __init__(
+        self,
+        *,
+        num_examples: int = 3,
+        max_chars: int = 120,
+        max_digits: int = 6,
+        max_depth: int = 8,
+        max_ops: int = 10,
+        max_value: int = 10**12,
+        max_exponent: int = 4,
+        integer_only: bool = True,
+        eval_seed: int = 0,
+        eval_digits: int = 3,
+        eval_ops: int = 3,
+        eval_per_cell: int = 10,
+        tolerance: float = 1e-6,
+        lenient_parse: bool = True,
+    ) -> None:
+        for key, value in (("num_examples", num_examples), ("max_chars", max_chars), ("max_digits", max_digits),
+                           ("max_depth", max_depth), ("max_ops", max_ops), ("max_value", max_value),
+                           ("max_exponent", max_exponent), ("eval_seed", eval_seed),
+                           ("eval_digits", eval_digits), ("eval_ops", eval_ops), ("eval_per_cell", eval_per_cell)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"arith task: {key} must be a whole number (got {value!r})")
+        checks = [
+            (0 <= num_examples <= len(EXAMPLES), f"num_examples in [0, {len(EXAMPLES)}]", num_examples),
+            (max_chars >= 3, "max_chars >= 3", max_chars),
+            (max_digits >= 1, "max_digits >= 1", max_digits),
+            (max_depth >= 1, "max_depth >= 1", max_depth),
+            (max_ops >= 1, "max_ops >= 1", max_ops),
+            (10 <= max_value <= 2**53, "10 <= max_value <= 2**53", max_value),
+            (max_exponent >= 0, "max_exponent >= 0", max_exponent),
+            (1 <= eval_digits <= 6, "eval_digits in [1, 6]", eval_digits),
+            (1 <= eval_ops <= 6, "eval_ops in [1, 6]", eval_ops),
+            (eval_per_cell >= 1, "eval_per_cell >= 1", eval_per_cell),
+            (tolerance >= 0, "tolerance >= 0", tolerance),
+        ]
+        for ok, rule, value in checks:
+            if not ok:
+                raise ValueError(f"arith task: need {rule} (got {value!r}); "
+                                 f"set it with --set task.params.<name>=VALUE")
+        for key, value in (("integer_only", integer_only), ("lenient_parse", lenient_parse)):
+            if not isinstance(value, bool):
+                raise ValueError(f"arith task: {key} must be true or false (got {value!r})")
+        self.lenient_parse = lenient_parse
+        self.num_examples = num_examples
+        self.limits = {"max_chars": max_chars, "max_digits": max_digits, "max_depth": max_depth,
+                       "max_ops": max_ops, "max_value": max_value, "max_exponent": max_exponent,
+                       "min_ops": 1}
+        self.integer_only = integer_only
+        self.eval_seed = eval_seed
+        self.eval_digits = eval_digits
+        self.eval_ops = eval_ops
+        self.eval_per_cell = eval_per_cell
+        self.tolerance = tolerance
+        self._grid: list[HeldOutItem] | None = None
+
+    # ------------------------------------------------------------------ teacher side
+    def proposal_prompt(self, rng: random.Random) -> list[Message]:
+        """System + one user message: the request, ``num_examples`` examples, a closing line."""
+        lines = [TEACHER_INSTRUCTION]
+        if self.num_examples:
+            lines += ["Examples:", *(f"Problem: {e}" for e in rng.sample(EXAMPLES, self.num_examples))]
+        lines.append(TEACHER_CLOSING)
+        return [{"role": "system", "content": TEACHER_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+
+    def parse_proposal(self, text: str) -> Proposal | None:
+        """The expression on the first non-empty line after the first "Problem:" header
+        (the whole text when there is none).
+
+        Normalises what small models write around an expression: Markdown/LaTeX
+        delimiters, "What is ... ?", a trailing "=", "= ?" or "= <answer>" (dropped, so
+        the answer never reaches the student), ×, ÷, −, ^ and square brackets. With
+        ``lenient_parse`` a line that still holds words keeps its longest arithmetic span
+        ("Given 15 / 3 = 5" → "15 / 3"). Returns None when nothing with a digit is left;
+        everything else is the verifier's call (:meth:`verify`).
+
+        >>> ArithTask().parse_proposal("Problem: What is (3 + 4) x 2 = 14?\\nProblem: 1 + 1").problem
+        '(3 + 4) * 2'
+        """
+        header = _HEADER.search(text)
+        body = text[header.end():] if header else text
+        line = next((ln for ln in body.splitlines() if ln.strip()), "")
+        expression = normalise_expression(line)
+        if self.lenient_parse and not _ALLOWED_CHARS.fullmatch(expression):
+            expression = _arithmetic_span(expression)
+        if not expression or not any(c.isdigit() for c in expression):
+            return None
+        return Proposal(problem=expression, program=expression, raw=text)
+
+    def verify(self, proposals: list[Proposal | None]) -> list[Verdict]:
+        """Evaluate each expression exactly (in-process: the grammar admits no code).
+
+        A None entry gets reason "parse". Reasons: those of :func:`evaluate_expression`,
+        "not_integer" (with ``integer_only``), "ok". ``answer`` is the value as a float.
+        """
+        return [self._verify_one(p) for p in proposals]
+
+    def _verify_one(self, proposal: Proposal | None) -> Verdict:
+        if proposal is None:
+            return Verdict(False, None, "parse", 0.0)
+        try:
+            value = evaluate_expression(proposal.program, **self.limits)
+        except ExpressionError as exc:
+            return Verdict(False, None, exc.reason, 0.0)
+        if self.integer_only and value.denominator != 1:
+            return Verdict(False, None, "not_integer", 0.0)
+        return Verdict(True, float(value), "ok", 0.0)
+
+    # ------------------------------------------------------------------ student side
+    def solve_prompt(self, problem: str) -> list[Message]:
+        """One short user message: "What is <problem>? Answer with a number." (SmolLM2-135M,
+        greedy: 0.71 on one-digit additions with this wording; 0.29 with "<problem> = ?")."""
+        return [{"role": "user", "content": f"What is {problem.strip()}? {STUDENT_INSTRUCTION}"}]
+
+    def grade(self, completion: str, answer: float) -> Grade:
+        """"correct"/"wrong" by numeric comparison of :func:`final_number`; "format" when
+        the completion holds no number."""
+        predicted = final_number(completion)
+        if predicted is None:
+            return Grade("format", None)
+        correct = numbers_equal(predicted, answer, rel=self.tolerance, abs=self.tolerance)
+        return Grade("correct" if correct else "wrong", predicted)
+
+    # ------------------------------------------------------------------ evaluation
+    def held_out(self, limit: int, rng: random.Random | None = None) -> list[HeldOutItem]:
+        """The first ``limit`` problems of the held-out grid (``rng`` is unused: the grid
+        depends on ``eval_seed`` only). See :meth:`grid`."""
+        return self.grid()[: max(limit, 0)]
+
+    def grid(self) -> list[HeldOutItem]:
+        """Every held-out problem, interleaved by difficulty.
+
+        Cells are (digits d, operators k) for d in 1..eval_digits, k in 1..eval_ops,
+        ordered by d + k then d (easiest first); each holds ``eval_per_cell`` distinct
+        problems built with + - * and parentheses from d-digit numbers. The list takes
+        problem 0 of every cell, then problem 1 of every cell, and so on.
+        """
+        if self._grid is None:
+            cells = sorted(((d, k) for d in range(1, self.eval_digits + 1) for k in range(1, self.eval_ops + 1)),
+                           key=lambda cell: (sum(cell), cell[0]))
+            columns = [self._cell(d, k) for d, k in cells]
+            self._grid = [column[i] for i in range(self.eval_per_cell) for column in columns]
+        return self._grid
+
+    def _cell(self, digits: int, ops: int) -> list[HeldOutItem]:
+        rng = random.Random(f"arith-heldout:{self.eval_seed}:{digits}:{ops}")
+        items: dict[str, HeldOutItem] = {}
+        for _ in range(200 * self.eval_per_cell):
+            if len(items) == self.eval_per_cell:
+                break
+            text = random_expression(rng, digits, ops)
+            if text not in items:
+                items[text] = HeldOutItem(text, float(evaluate_expression(text)))
+        if len(items) < self.eval_per_cell:
+            raise ValueError(f"arith task: only {len(items)} distinct problems with {digits} digit(s) and "
+                             f"{ops} operator(s); lower eval_per_cell (got {self.eval_per_cell})")
+        return list(items.values())
+
+
+def normalise_expression(line: str) -> str:
+    """Clean one line a model wrote into a candidate expression (no validity check).
+
+    >>> normalise_expression("**What is 12 × 3 − 4?** = 32")
+    '12 * 3 - 4'
+    >>> normalise_expression("$ (2+3)^2 = ? $"), normalise_expression("`6 x 7`.")
+    ('(2+3)**2', '6 * 7')
+    """
+    text = line.strip().strip("*`$ \t").strip()
+    text = text.replace("\\times", "*").replace("\\div", "/").replace("\\cdot", "*")
+    for symbol, replacement in _SYMBOLS.items():
+        text = text.replace(symbol, replacement)
+    text = re.sub(r"(?<=[\d)\s])[xX](?=[\s(\d])", "*", text)  # 6 x 7
+    text = text.split("=")[0]
+    text = _LEAD_WORDS.sub("", text.strip().strip("*`$ ").strip())
+    text = text.strip().rstrip("?.!:;,").strip().strip("*`$").strip()
+    return " ".join(text.split())
+
+
+_SPAN = re.compile(r"[0-9.+\-*/%() \t]+")
+
+
+def _arithmetic_span(text: str) -> str:
+    """The longest run of expression characters that holds a digit and an operator (else
+    the longest with a digit), trimmed of dangling operators and unbalanced parentheses.
+
+    >>> _arithmetic_span("Given the statement 15 / 3, is it 5?"), _arithmetic_span("Solve 4. now")
+    ('15 / 3', '4')
+    """
+    spans = [m.group(0).strip(" \t.") for m in _SPAN.finditer(text)]
+    spans = [s for s in spans if any(c.isdigit() for c in s)]
+    if not spans:
+        return ""
+    best = max(spans, key=lambda s: (bool(re.search(r"\d\s*[-+*/%]", s)), len(s)))
+    best = best.strip(" \t+*/%")
+    if best.count("(") != best.count(")"):
+        best = best.strip("()").strip()
+    return best
+
+
+def random_expression(rng: random.Random, digits: int, ops: int) -> str:
+    """A random expression: a random binary tree with ``ops`` operators from + - * over
+    ``digits``-digit numbers (1-digit: 1-9), printed with the parentheses it needs.
+
+    >>> random_expression(random.Random(0), 1, 2), random_expression(random.Random(1), 2, 3)
+    ('1 * 5 - 8', '82 - 42 * (73 - 67)')
+    """
+    low, high = (1, 9) if digits == 1 else (10 ** (digits - 1), 10**digits - 1)
+
+    def build(n: int) -> tuple[str, int]:  # (text, precedence); a number binds tightest (3)
+        if n == 0:
+            return str(rng.randint(low, high)), 3
+        left_ops = rng.randint(0, n - 1)
+        left, right = build(left_ops), build(n - 1 - left_ops)
+        op = rng.choice(_GRID_OPERATORS)
+        level = _PRECEDENCE[op]
+        left_text = f"({left[0]})" if left[1] < level else left[0]
+        right_text = f"({right[0]})" if right[1] < level or (right[1] == level and op == "-") else right[0]
+        return f"{left_text} {op} {right_text}", level
+
+    return build(ops)[0]

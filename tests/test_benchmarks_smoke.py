@@ -1,0 +1,35 @@
+"""Each benchmark script runs end to end on the tiny random model and prints its ratio line.
+
+These are smoke tests, not timings: sizes are tiny and the numbers are not checked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+CASES = {
+    "population_overhead": (["--tokens", "6", "--samples", "2", "--proposals", "1", "--steps", "1"],
+                            r"ratio population/single seconds per adapter-sample: \d+\.\d+x"),
+    "memory": (["--adapters", "1", "2", "--batch", "2", "--tokens", "4"],
+               r"ratio increment per adapter / \(factors \+ grads \+ Adam\): -?\d+\.\d+x"),
+    "rl_step": (["--tokens", "6", "--steps", "1"], r"ratio evolora/TRL update time per sample: \d+\.\d+x"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_benchmark_prints_ratio(name):
+    if name == "rl_step" and (importlib.util.find_spec("trl") is None or importlib.util.find_spec("datasets") is None):
+        pytest.skip("TRL is a dev-only dependency: pip install --no-deps trl; pip install datasets")
+    args, pattern = CASES[name]
+    done = subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), "--model", "tiny-random",
+                           "--threads", "1", *args], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(pattern, done.stdout), done.stdout[-3000:]

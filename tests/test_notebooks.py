@@ -4,7 +4,6 @@ overrides the parameters is injected after the parameters cell, and any failing 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest

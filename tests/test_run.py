@@ -139,7 +139,7 @@ def test_nan_cull_replaces_the_individual(tiny_config, toy_task, tmp_path):
 
 
 def test_step_records_carry_arms_race_metrics(tiny_config, toy_task, tmp_path):
-    run = _run(tiny_config, toy_task, tmp_path, steps=2)
+    _run(tiny_config, toy_task, tmp_path, steps=2)
     records = read_jsonl(tmp_path / "metrics.jsonl")
     last = records[-1]
     assert last["coverage"] >= records[0]["coverage"] >= 1  # distinct valid problems seen so far

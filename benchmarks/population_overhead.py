@@ -35,7 +35,6 @@ default) in the ratio.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
 import tempfile
@@ -45,38 +44,7 @@ import torch
 from evolora.config import config_from_dict
 from evolora.model import load_base
 from evolora.run import Run
-from evolora.tasks.base import Grade, HeldOutItem, Proposal, Verdict
-from evolora.tasks.numeric import final_number
-
-
-class AlwaysValidTask:
-    """Any non-empty proposal is a valid problem whose answer is its length mod 10."""
-
-    name = "always_valid"
-    proposal_prefix = ""
-
-    def proposal_prompt(self, rng: random.Random):
-        number = rng.randint(0, 9)
-        return [{"role": "user", "content": f"Write a one-line arithmetic question about the number {number}."}]
-
-    def parse_proposal(self, text: str):
-        return Proposal(problem=text, program="", raw=text) if text.strip() else None
-
-    def verify(self, proposals):
-        return [Verdict(True, float(len(p.problem) % 10), "ok") if p else Verdict(False, None, "parse")
-                for p in proposals]
-
-    def solve_prompt(self, problem: str):
-        return [{"role": "user", "content": problem[:200]}]
-
-    def grade(self, completion: str, answer: float) -> Grade:
-        value = final_number(completion)
-        if value is None:
-            return Grade("format", None)
-        return Grade("correct" if value == answer else "wrong", value)
-
-    def held_out(self, limit, rng):
-        return [HeldOutItem(f"q{i}", float(i % 10)) for i in range(limit)]
+from evolora.tasks.toy import ToyTask
 
 
 def build_run(args, teachers: int, students: int, proposals: int, out_dir: str) -> Run:
@@ -95,7 +63,7 @@ def build_run(args, teachers: int, students: int, proposals: int, out_dir: str) 
         "evolution": {"every": 1} if min(teachers, students) > 1 else {"every": 10**9, "gamma": 0.0},
         "eval": {"enabled": False},
     })
-    return Run(config, out_dir, model=model, tokenizer=tokenizer, task=AlwaysValidTask())
+    return Run(config, out_dir, model=model, tokenizer=tokenizer, task=ToyTask())
 
 
 def main() -> None:

@@ -1,48 +1,17 @@
-"""Shared fixtures: a tiny random model (no download) and a toy task where anything is valid."""
+"""Shared fixtures: a tiny random model (no download) and the toy task where anything is valid."""
 
 from __future__ import annotations
 
-import random
 
 import pytest
 
-from evolora.tasks.base import Grade, HeldOutItem, Proposal, Verdict
-from evolora.tasks.numeric import final_number
-
-
-class ToyTask:
-    """A game the tiny random model can play: any non-empty proposal is a valid problem whose
-    answer is its length mod 10; a student is correct when its last number equals it."""
-
-    name = "toy"
-    proposal_prefix = ""
-
-    def proposal_prompt(self, rng: random.Random):
-        return [{"role": "user", "content": f"propose {rng.randint(0, 9)}"}]
-
-    def parse_proposal(self, text: str):
-        return Proposal(problem=text, program="", raw=text) if text.strip() else None
-
-    def verify(self, proposals):
-        return [Verdict(True, float(len(p.problem) % 10), "ok") if p else Verdict(False, None, "parse")
-                for p in proposals]
-
-    def solve_prompt(self, problem: str):
-        return [{"role": "user", "content": problem[:40]}]
-
-    def grade(self, completion: str, answer: float) -> Grade:
-        value = final_number(completion)
-        if value is None:
-            return Grade("format", None)
-        return Grade("correct" if value == answer else "wrong", value)
-
-    def held_out(self, limit, rng):
-        return [HeldOutItem(f"q{i}", float(i % 10)) for i in range(limit)]
+from evolora.tasks.toy import ToyTask
 
 
 @pytest.fixture
 def toy_task():
-    return ToyTask()
+    """Any non-empty proposal is valid (answer: its length mod 10), so every phase runs."""
+    return ToyTask(max_problem_chars=40)
 
 
 @pytest.fixture

@@ -86,3 +86,13 @@ def test_operators_listing_names_every_kind():
     assert result.exit_code == 0
     for name in ("tournament", "svd_merge", "lowrank_gaussian", "pbt_truncation"):
         assert name in result.output
+
+
+def test_toy_task_runs_every_phase_from_the_cli(tmp_path):
+    out = tmp_path / "toy"
+    result, _ = invoke("evolve", "tasks/gsm.yaml", "--out", str(out), *TINY, "--set", "task.name=toy",
+                       "--set", "task.params={}")
+    assert result.exit_code == 0, result.output
+    records = read_jsonl(out / "metrics.jsonl")
+    assert all(r["validity_rate"] == 1.0 for r in records)
+    assert all(r["solve_rate"] is not None for r in records)

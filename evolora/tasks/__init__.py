@@ -13,6 +13,7 @@ from collections.abc import Callable
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, TaskRegistry, Verdict
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.gsm import GSMTask
+from evolora.tasks.toy import ToyTask
 
 _REGISTRY = TaskRegistry()
 TASKS = _REGISTRY.factories
@@ -63,6 +64,7 @@ def check_task(name: str, params: dict) -> None:
 
 register_task("gsm", GSMTask)
 register_task("arith", ArithTask)
+register_task("toy", ToyTask)
 
-__all__ = ["TASKS", "ArithTask", "GSMTask", "Grade", "HeldOutItem", "Message", "Proposal", "Task", "Verdict",
+__all__ = ["TASKS", "ArithTask", "GSMTask", "ToyTask", "Grade", "HeldOutItem", "Message", "Proposal", "Task", "Verdict",
            "check_task", "make_task", "register_task"]

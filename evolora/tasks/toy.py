@@ -1,0 +1,47 @@
+"""A toy game any model can play, for smoke runs, tests and benchmarks (task name "toy").
+
+Any non-empty proposal is a valid problem whose answer is its length mod 10; a student is
+correct when its final number equals it. Nothing is sandboxed because nothing is run.
+"""
+
+from __future__ import annotations
+
+import random
+
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
+from evolora.tasks.numeric import final_number
+
+
+class ToyTask:
+    """Always-valid proposals, numeric answers: exercises every phase of a step cheaply."""
+
+    name = "toy"
+    proposal_prefix = ""
+    complexity_kind = "expression"
+
+    def __init__(self, *, max_problem_chars: int = 200) -> None:
+        if max_problem_chars < 1:
+            raise ValueError(f"toy task: need max_problem_chars >= 1 (got {max_problem_chars})")
+        self.max_problem_chars = max_problem_chars
+
+    def proposal_prompt(self, rng: random.Random) -> list[Message]:
+        return [{"role": "user", "content": f"Write a one-line arithmetic question about the number {rng.randint(0, 9)}."}]
+
+    def parse_proposal(self, text: str) -> Proposal | None:
+        return Proposal(problem=text, program="", raw=text) if text.strip() else None
+
+    def verify(self, proposals: list[Proposal | None]) -> list[Verdict]:
+        return [Verdict(True, float(len(p.problem) % 10), "ok") if p else Verdict(False, None, "parse")
+                for p in proposals]
+
+    def solve_prompt(self, problem: str) -> list[Message]:
+        return [{"role": "user", "content": problem[: self.max_problem_chars]}]
+
+    def grade(self, completion: str, answer: float) -> Grade:
+        value = final_number(completion)
+        if value is None:
+            return Grade("format", None)
+        return Grade("correct" if value == answer else "wrong", value)
+
+    def held_out(self, limit: int, rng: random.Random) -> list[HeldOutItem]:
+        return [HeldOutItem(f"q{i}", float(i % 10)) for i in range(limit)]

@@ -14,20 +14,17 @@ This module is I/O at the edge: it never imports upward into orchestration code.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import logging
 import os
-import shutil
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import torch
 
+from evolora.gguf import convert_gguf, is_converted
 from evolora.tiny import tiny_model, tiny_tokenizer  # noqa: F401  (re-exported for tests and users)
 
 if TYPE_CHECKING:
@@ -93,10 +90,6 @@ def _embedded_key(name: str) -> str | None:
 def _converted_dir(key: str) -> Path:
     """Where the safetensors copy of embedded model ``key`` lives (may not exist yet)."""
     return cache_dir() / "models" / f"{key}-{_CACHE_FORMAT}"
-
-
-def _is_converted(directory: Path) -> bool:
-    return (directory / "config.json").is_file() and (directory / "model.safetensors").is_file()
 
 
 def _gguf_path(key: str) -> Path:
@@ -167,7 +160,7 @@ def check_model_available(name: str) -> None:
         return
     key = _embedded_key(name)
     if key is not None:
-        if not _is_converted(_converted_dir(key)):
+        if not is_converted(_converted_dir(key)):
             _gguf_path(key)
         return
     if _local_dir(name) is not None:
@@ -266,8 +259,8 @@ def resolve_model(name: str) -> Path | str:
     key = _embedded_key(name)
     if key is not None:
         destination = _converted_dir(key)
-        if not _is_converted(destination):
-            _convert_gguf(_gguf_path(key), destination)
+        if not is_converted(destination):
+            convert_gguf(_gguf_path(key), destination)
         return destination
     local = _local_dir(name)
     if local is not None:
@@ -278,70 +271,6 @@ def resolve_model(name: str) -> Path | str:
 # ---------------------------------------------------------------------------------------------
 # Conversion
 # ---------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Exclusive advisory lock on ``path`` (POSIX); a no-op where ``fcntl`` is missing."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: the atomic rename alone keeps the cache whole
-        yield
-        return
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _convert_gguf(gguf_file: Path, destination: Path) -> None:
-    """Dequantize ``gguf_file`` to fp32 and save it with its tokenizer as safetensors.
-
-    Writes into a temporary sibling directory and renames it into place, so a crash never leaves
-    a half-written cache; a lock file makes a second concurrent first run wait and reuse it.
-    """
-    from rich.console import Console
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils.quantization_config import GgufConfig
-
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(destination.parent / f".{destination.name}.lock"):
-        if _is_converted(destination):  # another process finished while we waited
-            return
-        Console(stderr=True, soft_wrap=True).print(
-            f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} "
-            "(once, ~20 s)"
-        )
-        start = time.perf_counter()
-        source, file_name = str(gguf_file.parent), gguf_file.name
-        model = AutoModelForCausalLM.from_pretrained(
-            source,
-            gguf_file=file_name,
-            quantization_config=GgufConfig(gguf_file=file_name, dequantize=True),
-            dtype=torch.float32,
-        )
-        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=file_name)
-        # save_pretrained refuses gguf-quantized models; the weights are dense fp32 by now.
-        model.hf_quantizer = None
-        model.is_quantized = False
-        model.quantization_method = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        # mkdir (not mkdtemp) so the cache gets the usual umask permissions, not 0700
-        temporary = destination.parent / f".{destination.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        temporary.mkdir()
-        try:
-            model.save_pretrained(temporary)
-            tokenizer.save_pretrained(temporary)
-            if destination.exists():  # a stale, incomplete copy from an older layout
-                shutil.rmtree(destination)
-            os.replace(temporary, destination)
-        except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
-            raise
-        logger.info("converted %s in %.1f s", gguf_file.name, time.perf_counter() - start)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -204,6 +204,6 @@ def test_failed_conversion_leaves_no_partial_cache(
     gguf.write_bytes(b"")
     destination = tmp_path / "models" / "fake"
     with pytest.raises(KeyboardInterrupt):
-        model_module._convert_gguf(gguf, destination)
+        model_module.convert_gguf(gguf, destination)
     assert not destination.exists()
     assert [p.name for p in destination.parent.iterdir()] == [".fake.lock"]

@@ -63,9 +63,21 @@ def _session_members(sid: int) -> list[int]:
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, float] | None]:
-    """Every path under ``folder`` except the sandbox's own work directories; files with size and mtime."""
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime) if p.is_file() else None
-            for p in folder.rglob("*") if "evolora-sandbox-" not in str(p)}
+    """Every path under ``folder`` except the sandbox's own work directories; files with size and mtime.
+
+    The walk never enters ``evolora-sandbox-*`` directories: concurrent runs create and delete
+    them while it runs (a race rglob would trip over).
+    """
+    found: dict[str, tuple[int, float] | None] = {}
+    for directory, subdirs, files in os.walk(folder):
+        subdirs[:] = [d for d in subdirs if not d.startswith("evolora-sandbox-")]
+        base = Path(directory)
+        for name in subdirs:
+            found[str((base / name).relative_to(folder))] = None
+        for name in files:
+            info = (base / name).stat()
+            found[str((base / name).relative_to(folder))] = (info.st_size, info.st_mtime)
+    return found
 
 
 def _run_corpus(monkeypatch, static_check: bool) -> dict[str, dict]:

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
 
 from evolora.integrations.adapters import num_floats, random_adapter
 from evolora.integrations.deap import LoRAIndividual, make_toolbox
 from evolora.operators import clone_adapter
+from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 LAYERS = 30
 SHAPES = {  # module: (d_in, d_out)
@@ -36,16 +34,6 @@ SHAPES = {  # module: (d_in, d_out)
 
 def smollm2_shapes() -> dict[str, tuple[int, int]]:
     return {f"model.layers.{i}.{m}": shape for i in range(LAYERS) for m, shape in SHAPES.items()}
-
-
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
 
 import torch
 
 from evolora.operators import REGISTRY, Adapter
+from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 LAYERS = 30
 SHAPES = {  # module: (d_in, d_out)
@@ -35,16 +35,6 @@ def smollm2_adapter(seed: int, rank: int) -> Adapter:
     return {f"model.layers.{i}.{m}": (torch.randn(rank, d_in, generator=g) / d_in ** 0.5,
                                       0.01 * torch.randn(d_out, rank, generator=g))
             for i in range(LAYERS) for m, (d_in, d_out) in SHAPES.items()}
-
-
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 VARIANTS = {"dare[space=factors]": ("dare", {"space": "factors"})}  # non-default settings worth timing

@@ -13,8 +13,6 @@ Prints, measured side by side in one run (the machines are noisy, so read the ra
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
@@ -22,17 +20,9 @@ from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_
 from evolora.model import load_base
 from evolora.population import AdapterBank
 from evolora.rollout import BASE, chat_prompt, generate
+from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-def timed(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
 
 
 def peft_sequential_update(bank, jobs, micro_batch):
@@ -81,9 +71,9 @@ def main() -> None:
 
     gen([BASE] * args.batch, False)()  # warm-up
     rows = {
-        "base model (adapters off)": timed(gen([BASE] * args.batch, True), args.repeats),
-        f"PEFT adapter_names, {args.adapters} adapters": timed(gen(mixed, False), args.repeats),
-        f"evolora routed, {args.adapters} adapters": timed(gen(mixed, True), args.repeats),
+        "base model (adapters off)": median_seconds(gen([BASE] * args.batch, True), args.repeats, warmup=False),
+        f"PEFT adapter_names, {args.adapters} adapters": median_seconds(gen(mixed, False), args.repeats, warmup=False),
+        f"evolora routed, {args.adapters} adapters": median_seconds(gen(mixed, True), args.repeats, warmup=False),
     }
     tokens = args.batch * args.tokens
     base = rows["base model (adapters off)"]
@@ -100,10 +90,10 @@ def main() -> None:
         return {s: (make_optimizer(bank.parameters(s), lr=1e-5, weight_decay=0.0), samples) for s in slots}
 
     update = {
-        "PEFT, one adapter at a time": timed(lambda: peft_sequential_update(bank, jobs(), args.micro_batch),
-                                                     args.repeats),
-        "evolora routed, all adapters": timed(lambda: policy_update_many(bank, jobs(), micro_batch=args.micro_batch),
-                                              args.repeats),
+        "PEFT, one adapter at a time": median_seconds(
+            lambda: peft_sequential_update(bank, jobs(), args.micro_batch), args.repeats, warmup=False),
+        "evolora routed, all adapters": median_seconds(
+            lambda: policy_update_many(bank, jobs(), micro_batch=args.micro_batch), args.repeats, warmup=False),
     }
     peft = update["PEFT, one adapter at a time"]
     print(f"\nPolicy update: {args.adapters} adapters x {args.train_samples} samples x {args.completion} "

@@ -8,6 +8,17 @@ import pytest
 from evolora.tasks.toy import ToyTask
 
 
+@pytest.fixture(scope="module")
+def single_thread():
+    """Tiny tensors: one thread is fastest and avoids OpenMP stalls when other jobs share the cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def toy_task():
     """Any non-empty proposal is valid (answer: its length mod 10), so every phase runs."""

@@ -11,13 +11,7 @@ import torch
 from evolora.operators import KINDS, REGISTRY, Param, Registry
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny tensors: one thread is fastest and avoids OpenMP stalls when other jobs share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 

@@ -12,13 +12,7 @@ from evolora.operators import (REGISTRY, best_rank_r, check_parents, frobenius_i
                                tournament, truncation, weighted_sum_lowrank)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny tensors: one thread is fastest and avoids OpenMP stalls when other jobs share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 SHAPES = {"q": (40, 24), "k": (40, 12), "v": (40, 12), "up": (40, 56)}  # name: (d_in, d_out)

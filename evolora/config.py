@@ -265,14 +265,12 @@ def config_from_dict(data: dict) -> Config:
 
 
 def _check_operators(config: Config) -> None:
-    from evolora.operators import REGISTRY  # torch only: no model code is imported here
+    from evolora.operator_choice import resolve_operators  # torch only: no model code is imported here
 
-    for kind in ("selection", "crossover", "mutation"):
-        choice = getattr(config.evolution, kind)
-        try:
-            REGISTRY.validate(kind, choice.name, choice.params)
-        except (ValueError, TypeError, ImportError) as error:
-            raise ConfigError(f"invalid config:\n  evolution.{kind}: {error}") from None
+    try:
+        resolve_operators(config.evolution)
+    except ValueError as error:
+        raise ConfigError(f"invalid config:\n  {error}") from None
 
 
 def _check_task(config: Config) -> None:

@@ -20,33 +20,9 @@ from dataclasses import dataclass
 import torch
 
 from evolora.config import EvolutionConfig
-from evolora.operators import REGISTRY, OperatorSpec
+from evolora.operator_choice import Operators, resolve_operators  # noqa: F401  (re-exported)
 from evolora.operators.selection import num_replaced
 from evolora.population import ROLES, Individual, Population
-
-
-@dataclass(frozen=True)
-class Operators:
-    """The three operators of a run with their validated parameters."""
-
-    selection: tuple[OperatorSpec, dict]
-    crossover: tuple[OperatorSpec, dict]
-    mutation: tuple[OperatorSpec, dict]
-
-
-def resolve_operators(config: EvolutionConfig) -> Operators:
-    """Look up and validate the configured operators (called when the config loads).
-
-    Raises:
-        ValueError: an unknown operator or parameter, or a value out of range (the message lists
-            what is allowed).
-    """
-    resolved = {}
-    for kind in ("selection", "crossover", "mutation"):
-        choice = getattr(config, kind)
-        params = REGISTRY.validate(kind, choice.name, choice.params)
-        resolved[kind] = (REGISTRY.get(kind, choice.name), params)
-    return Operators(**resolved)
 
 
 @dataclass(frozen=True)

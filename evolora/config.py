@@ -74,6 +74,11 @@ class MatchmakingConfig(_Section):
         "per_teacher_without_replacement"
     )
     """How pairs are drawn each step."""
+    hall_of_fame: int = Field(default=0, ge=0, le=64)
+    """Past student champions kept as frozen opponents (AlphaStar league); 0 turns the hall off.
+    After every evolution step the best student (by μ − 3σ) is snapshotted into it."""
+    hall_prob: float = Field(default=0.2, ge=0, le=1)
+    """Probability that a teacher's opponent this step is a frozen hall-of-fame student."""
 
 
 class RewardConfig(_Section):
@@ -92,6 +97,12 @@ class RewardConfig(_Section):
 
 
 class SelfPlayConfig(_Section):
+    mode: Literal["population", "single_agent"] = "population"
+    """``population``: teachers and students co-evolve (PopuLoRA). ``single_agent``: one adapter
+    proposes and solves its own problems (AZR), the compute-matched baseline: per step it makes
+    ``proposals_per_teacher`` proposals and ``samples_per_problem`` attempts per valid one, the
+    rollouts of one teacher plus its matched student; the population section and evolution
+    are not used."""
     proposals_per_teacher: int = Field(default=2, ge=1)
     """Problems each teacher proposes per step."""
     samples_per_problem: int = Field(default=4, ge=1)
@@ -184,6 +195,11 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
+        if self.selfplay.mode == "single_agent":
+            if self.selfplay.matchmaking.hall_of_fame:
+                raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "
+                                 "set it to 0 with selfplay.mode=single_agent")
+            return self  # one agent: the population and evolution sections are not used
         for role in ("teachers", "students"):
             size = getattr(self.population, role)
             if self.evolution.elitism >= size and self.evolution.gamma > 0:

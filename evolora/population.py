@@ -23,6 +23,9 @@ from evolora.io import atomic_path
 from evolora.operators import Adapter
 
 ROLES = ("teacher", "student")
+"""The roles of a co-evolving population (PopuLoRA); evolution acts within each."""
+AGENT = "agent"
+"""The role of the single agent of the baseline that proposes and solves (AZR, arXiv 2505.03335)."""
 
 
 @dataclass
@@ -31,7 +34,7 @@ class Individual:
 
     Attributes:
         id: unique for the whole run, e.g. ``"t0"``, ``"s5"`` (never reused).
-        role: ``"teacher"`` or ``"student"``.
+        role: ``"teacher"``, ``"student"``, or ``"agent"`` (single-agent baseline: proposes and solves).
         slot: name of the PEFT adapter in the bank holding its factors, e.g. ``"T0"``.
         parents: ids of the parents ((), one or two).
         operator: how it was born: ``"init"`` or an operator name such as ``"svd_merge"``.
@@ -72,7 +75,7 @@ class Population:
     """The individuals of a run, grouped by role, and the id counter for newborns."""
 
     members: list[Individual] = field(default_factory=list)
-    next_index: dict[str, int] = field(default_factory=lambda: {role: 0 for role in ROLES})
+    next_index: dict[str, int] = field(default_factory=lambda: {role: 0 for role in (*ROLES, AGENT)})
 
     @classmethod
     def initial(cls, teachers: int, students: int) -> Population:
@@ -83,9 +86,31 @@ class Population:
                 population.members.append(population.new_individual(role, f"{role[0].upper()}{index}"))
         return population
 
+    @classmethod
+    def single_agent(cls) -> Population:
+        """The single-agent baseline: one individual ``a0`` (slot ``A0``) that proposes and solves.
+
+        Source: Absolute Zero Reasoner (arXiv 2505.03335); the baseline of PopuLoRA §4 (arXiv 2605.16727).
+        """
+        population = cls()
+        population.members.append(population.new_individual(AGENT, "A0"))
+        return population
+
+    @property
+    def single(self) -> bool:
+        """True for a single-agent population (one ``agent`` playing both roles)."""
+        return any(member.role == AGENT for member in self.members)
+
+    def players(self) -> tuple[list[Individual], list[Individual]]:
+        """(proposers, solvers): teachers and students, or the agent in both places."""
+        if self.single:
+            agents = self.role(AGENT)
+            return agents, agents
+        return self.role("teacher"), self.role("student")
+
     def new_individual(self, role: str, slot: str, **lineage) -> Individual:
         """Allocate a fresh id in ``role`` for an individual living in ``slot``."""
-        index = self.next_index[role]
+        index = self.next_index.setdefault(role, 0)
         self.next_index[role] = index + 1
         return Individual(id=f"{role[0]}{index}", role=role, slot=slot, **lineage)
 

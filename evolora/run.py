@@ -26,7 +26,8 @@ from evolora.evolution import evolve, resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora import metrics
 from evolora.learner import make_optimizer, policy_update_many
-from evolora.population import AdapterBank, Population
+from evolora.matchmaking import HallOfFame
+from evolora.population import AGENT, AdapterBank, Individual, Population
 from evolora.ratings import Ratings
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
@@ -65,9 +66,15 @@ class Run:
             model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
                                          num_threads=config.model.num_threads)
         self.tokenizer = tokenizer
-        self.population = Population.initial(config.population.teachers, config.population.students)
+        self.single = config.selfplay.mode == "single_agent"
+        self.population = (Population.single_agent() if self.single
+                           else Population.initial(config.population.teachers, config.population.students))
+        capacity = config.selfplay.matchmaking.hall_of_fame
+        self.hall = HallOfFame(capacity) if capacity else None
+        self.hall_slots: dict[str, str] = {}  # hall-of-fame snapshot id -> its bank slot
         lora = config.lora
-        self.bank = AdapterBank(model, [m.slot for m in self.population.members], rank=lora.rank,
+        hall_slots = [f"H{i}" for i in range(capacity)]
+        self.bank = AdapterBank(model, [m.slot for m in self.population.members] + hall_slots, rank=lora.rank,
                                 alpha=lora.alpha, target_modules=lora.target_modules)
         init = torch.Generator().manual_seed(config.run.seed)
         for member in self.population.members:
@@ -95,10 +102,10 @@ class Run:
         began = time.perf_counter()
         rng, np_rng, generator = step_generators(self.config.run.seed, step)
         faults = self._repair_faults("before_step", generator)
-        teachers, students = self.population.role("teacher"), self.population.role("student")
-        roles = {m.id: m.role for m in teachers + students}  # who played this step (evolution may replace them)
+        teachers, students = self.population.players()
+        roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
         outcome = play_step(self.bank, self.tokenizer, self.task, teachers, students, self.ratings,
-                            self.config.selfplay, rng=rng, np_rng=np_rng)
+                            self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen())
         seconds = dict(outcome.seconds)
 
         t0 = time.perf_counter()
@@ -114,12 +121,12 @@ class Run:
         faults += self._repair_faults("after_update", generator)
 
         self._count(outcome.games)
-        outcomes = {f"{t}|{s}": self.ratings.record_match(s, t, rate)
-                    for (t, s), rate in outcome.pair_solve_rates.items()}
+        outcomes = {f"{t}|{s}": self.ratings.record_match(s, t, rate)  # self-play and hall games are not rated
+                    for (t, s), rate in outcome.pair_solve_rates.items() if t != s and s in self.ratings}
 
         t0 = time.perf_counter()
         births = []
-        if step % self.config.evolution.every == 0:
+        if step % self.config.evolution.every == 0 and not self.single:
             fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
             births = evolve(self.bank, self.population, fitness, self.config.evolution, step=step,
                             generator=generator, operators=self.operators)
@@ -129,6 +136,7 @@ class Run:
                 self.optimizers.pop(birth.replaced)
                 self.optimizers[birth.child] = self._new_optimizer(self.population.by_id(birth.child).slot)
                 self.lineage.append(dict(self.population.by_id(birth.child).to_dict(), step=step))
+            self._enshrine(step)
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
@@ -136,6 +144,26 @@ class Run:
         record["faults"] = faults
         self._good = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}
         return record, outcome.games
+
+    def _frozen(self) -> list[Individual]:
+        """The hall-of-fame snapshots as frozen student handles (empty when the hall is off)."""
+        if self.hall is None:
+            return []
+        return [Individual(id=i, role="student", slot=self.hall_slots[i], operator="hall_of_fame") for i in self.hall.ids]
+
+    def _enshrine(self, step: int) -> None:
+        """Snapshot the best student (by μ − 3σ) into the hall of fame, reusing the oldest slot when full."""
+        if self.hall is None:
+            return
+        best = max(self.population.role("student"), key=lambda m: self.ratings.conservative(m.id))
+        snapshot = f"{best.id}@{step}"
+        slot = (self.hall_slots[self.hall.ids[0]] if len(self.hall) == self.hall.capacity
+                else f"H{len(self.hall)}")
+        evicted = self.hall.add(snapshot)
+        if evicted is not None:
+            self.hall_slots.pop(evicted)
+        self.hall_slots[snapshot] = slot
+        self.bank.set_factors(slot, self.bank.get_factors(best.slot))
 
     def _repair_faults(self, where: str, generator: torch.Generator) -> list[dict]:
         """Find individuals whose factors hold NaN/Inf and roll them back or cull them.
@@ -175,12 +203,12 @@ class Run:
 
     def _count(self, games: list[GameRecord]) -> None:
         for game in games:
-            teacher = self.tally.setdefault(game.teacher, {"proposals": 0, "valid": 0})
-            teacher["proposals"] += 1
-            teacher["valid"] += game.valid
-            student = self.tally.setdefault(game.student, {"attempts": 0, "correct": 0})
-            student["attempts"] += len(game.grades)
-            student["correct"] += sum(label == "correct" for label in game.grades)
+            teacher = self.tally.setdefault(game.teacher, {})  # a single agent holds both tallies
+            teacher["proposals"] = teacher.get("proposals", 0) + 1
+            teacher["valid"] = teacher.get("valid", 0) + game.valid
+            student = self.tally.setdefault(game.student, {})
+            student["attempts"] = student.get("attempts", 0) + len(game.grades)
+            student["correct"] = student.get("correct", 0) + sum(label == "correct" for label in game.grades)
 
     def _record(self, step, outcome, updates, outcomes, births, seconds, roles: dict[str, str]) -> dict:
         games = outcome.games
@@ -189,8 +217,7 @@ class Run:
         reasons: dict[str, int] = {}
         for game in games:
             reasons[game.reason] = reasons.get(game.reason, 0) + 1
-        rewards = {role: [s.reward for i, r in roles.items() if r == role for s in outcome.samples[i]]
-                   for role in ("teacher", "student")}
+        rewards = {"teacher": [g.teacher_reward for g in games], "student": [r for g in games for r in g.student_rewards]}
         return {
             "step": step,
             "validity_rate": len(valid) / len(games) if games else 0.0,
@@ -222,7 +249,8 @@ class Run:
             "coverage": metrics.coverage(self.signatures),
             "matchup": metrics.matchup_matrix(games),
             "response_length": {role: metrics.response_length_stats(
-                len(s.completion_ids) for i, r in roles.items() if r == role for s in outcome.samples[i])
+                len(s.completion_ids) for i in roles for s in outcome.samples[i]
+                if s.group.startswith("teacher:") == (role == "teacher"))
                 for role in ("teacher", "student")},
             "entropy": entropy,
             "mean_entropy": metrics.finite_mean(entropy.values()),
@@ -240,6 +268,7 @@ class Run:
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
         return {"population": self.population.state_dict(), "ratings": self.ratings.state_dict(),
+                "hall": self.hall.state_dict() if self.hall else None, "hall_slots": dict(self.hall_slots),
                 "lineage": self.lineage, "log_counts": dict(self.log_counts), "tally": self.tally,
                 "signatures": sorted(self.signatures)}
 
@@ -264,6 +293,9 @@ class Run:
         self.log_counts = dict(state["log_counts"])
         self.tally = state["tally"]
         self.signatures = set(state["signatures"])
+        if self.hall is not None and state.get("hall"):
+            self.hall.load_state_dict(state["hall"])
+            self.hall_slots = dict(state["hall_slots"])
         self.optimizers = {}
         for member in self.population.members:
             self.optimizers[member.id] = self._new_optimizer(member.slot)
@@ -280,7 +312,7 @@ class Run:
         items = self.task.held_out(cfg.limit, random.Random(self.config.run.seed))
         if not items:
             return {}
-        names = {m.slot: m.id for m in self.population.role("student")}
+        names = {m.slot: m.id for m in self.population.players()[1]}
         if cfg.base:
             names[BASE] = "base"
         results = evaluate(self.bank.model, self.tokenizer, self.task, items, list(names),
@@ -306,6 +338,8 @@ class Run:
                                 "operator": member.operator, "born_step": member.born_step,
                                 "held_out": held_out.get(member.id)})
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
+                   "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
+                   "hall_of_fame": self.hall.ids if self.hall else [],
                    "individuals": individuals, "held_out": held_out, "lineage": self.lineage}
         write_json_atomic(final / "summary.json", summary)
         return summary

@@ -94,6 +94,7 @@ def play_step(
     *,
     rng: random.Random,
     np_rng: np.random.Generator,
+    frozen: list[Individual] = (),
 ) -> StepOutcome:
     """Play one step of teacher-vs-student games and compute every sample's reward.
 
@@ -106,6 +107,12 @@ def play_step(
         config: self-play settings (batch sizes, n, token limits, rewards, matchmaking).
         rng: Python RNG for prompt construction; np_rng: NumPy RNG for matchmaking.
             Rollouts sample with torch's global RNG (the caller seeds it).
+        frozen: hall-of-fame student snapshots; with probability
+            ``config.matchmaking.hall_prob`` a teacher's opponent is one of them, drawn
+            uniformly. They play but are not trained (the caller trains only live members).
+
+    In single-agent mode ``teachers`` and ``students`` are the same one-element list: the
+    agent proposes and then solves its own problems (AZR, arXiv 2505.03335).
 
     Returns:
         A :class:`StepOutcome` with samples per individual id (teachers: one per proposal,
@@ -119,10 +126,13 @@ def play_step(
         [t.id for t in teachers], [s.id for s in students], ratings,
         weighting=mm.weighting, k=mm.k, scheme=mm.scheme, rng=np_rng,
     )
+    if frozen:  # the hall of fame: past champions as frozen opponents (AlphaStar league)
+        pairs = [(t, frozen[int(np_rng.integers(len(frozen)))].id if np_rng.random() < mm.hall_prob else s)
+                 for t, s in pairs]
     opponents: dict[str, list[str]] = {}
     for teacher_id, student_id in pairs:
         opponents.setdefault(teacher_id, []).append(student_id)  # round_robin: all students
-    slot_of = {m.id: m.slot for m in teachers + students}
+    slot_of = {m.id: m.slot for m in [*teachers, *students, *frozen]}
 
     began = time.perf_counter()
     prefix = getattr(task, "proposal_prefix", "")
@@ -169,7 +179,7 @@ def play_step(
     ) if solve_prompts else []
     seconds["rollout_student"] = time.perf_counter() - began
 
-    samples: dict[str, list[Sample]] = {m.id: [] for m in teachers + students}
+    samples: dict[str, list[Sample]] = {m.id: [] for m in [*teachers, *students, *frozen]}
     for g, attempt in zip(solve_rows, attempts):
         game = games[g]
         grade = task.grade(attempt.text, game.answer)

@@ -3,6 +3,8 @@
     evolora evolve tasks/gsm.yaml [--out DIR] [--set a.b=value ...] [--seed N]
     evolora evolve --resume RUN_DIR [--set run.steps=20]
     evolora operators [--kind mutation]
+    evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
+    evolora compare RUN_A RUN_B [...] [--out DIR]
 """
 
 from __future__ import annotations
@@ -89,8 +91,10 @@ def evolve(
     from evolora.run import Run
 
     began = time.perf_counter()
-    console.print(f"evolora: {config.population.teachers} teachers + {config.population.students} students on "
-                  f"{config.model.name}, task {config.task.name}, {config.run.steps} steps -> {out}")
+    players = ("1 single agent (proposes and solves)" if config.selfplay.mode == "single_agent"
+               else f"{config.population.teachers} teachers + {config.population.students} students")
+    console.print(f"evolora: {players} on {config.model.name}, task {config.task.name}, "
+                  f"{config.run.steps} steps -> {out}")
     try:
         run = Run(config, out)
     except (ModelNotFoundError, ValueError, OSError) as error:  # found only once the model is loaded
@@ -195,6 +199,52 @@ def sandbox(
         result = {"status": outcome.status, "output": outcome.output, "seconds": round(outcome.seconds, 4),
                   "error": outcome.error}
     typer.echo(json.dumps(result))
+
+
+def _write_report(run_dirs: list[Path], out: Optional[Path]):
+    """Load the runs and write the report; bad paths exit 2 naming the path."""
+    from evolora.report import write_report
+    from evolora.report_data import load_run
+
+    try:
+        runs = [load_run(path) for path in run_dirs]
+    except (FileNotFoundError, ValueError) as error:
+        _fail(str(error))
+    out = out if out is not None else run_dirs[0] / "report"
+    _check_writable(out)
+    return runs, write_report(runs, out)
+
+
+@app.command()
+def report(
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Run directories (finished or not)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report directory (default <first run>/report)."),
+) -> None:
+    """Write PNG figures and one self-contained HTML page over run directories; print its path."""
+    _, page = _write_report(run_dirs, out)
+    typer.echo(str(page))
+
+
+@app.command()
+def compare(
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Two or more run directories."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report directory (default <first run>/report)."),
+) -> None:
+    """Compare arms (population vs single agent) over seeds: print a summary table and write the report."""
+    from evolora.report import summary_rows
+    from evolora.report_data import summarize
+
+    if len(run_dirs) < 2:
+        _fail(f"compare needs at least two run directories, got {len(run_dirs)}; use `evolora report` for one")
+    runs, page = _write_report(run_dirs, out)
+    header, rows = summary_rows(summarize(runs))
+    table = Table(title=f"summary per arm, {len(runs)} runs (mean [95% t-interval] over seeds)")
+    for column in header:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    typer.echo(str(page))
 
 
 def main() -> None:  # pragma: no cover - console entry

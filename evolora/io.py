@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(path: str | Path, *, directory: bool = False) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically.
@@ -22,10 +28,12 @@ def atomic_path(path: str | Path, *, directory: bool = False) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     if directory:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        os.chmod(tmp, 0o777 & ~_umask())
     else:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.close(fd)
         tmp = Path(name)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; written files get the usual mode
     try:
         yield tmp
         for file in tmp.rglob("*") if directory else [tmp]:

@@ -231,18 +231,24 @@ def compare(
     out: Optional[Path] = typer.Option(None, "--out", help="Report directory (default <first run>/report)."),
 ) -> None:
     """Compare arms (population vs single agent) over seeds: print a summary table and write the report."""
-    from evolora.report import summary_rows
+    from evolora.report import format_stat, summary_rows
     from evolora.report_data import summarize
 
     if len(run_dirs) < 2:
         _fail(f"compare needs at least two run directories, got {len(run_dirs)}; use `evolora report` for one")
     runs, page = _write_report(run_dirs, out)
-    header, rows = summary_rows(summarize(runs))
+    summary = summarize(runs)
+    header, rows = summary_rows(summary)
     table = Table(title=f"summary per arm, {len(runs)} runs (mean [95% t-interval] over seeds)")
     for column in header:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*row)
+    paired = summary["paired"]
+    if paired:
+        table.caption = (f"population − single agent, paired by seed {paired['seeds']}: member mean "
+                         f"{format_stat(paired['mean'])}, best {format_stat(paired['best'])}, complexity slope "
+                         f"{format_stat(paired['complexity_slope'], percent=False, digits=3)}")
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     typer.echo(str(page))
 

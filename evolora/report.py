@@ -85,6 +85,16 @@ def _page(runs: list[RunData], summary: dict, figures: list[tuple[str, Path | No
              "member mean averages the students of a "
              "population or the single agent. The slope is the least-squares trend of the mean "
              f"{html.escape(summary['complexity_metric'] or 'complexity')} of valid proposals per training step.</p>"]
+    paired = summary.get("paired")
+    if paired:
+        metric = summary["complexity_metric"] or "complexity"
+        parts += ["<h3>Population − single agent, paired by seed</h3>",
+                  _table(["seeds", "held-out member mean (points)", "held-out best member (points)",
+                          f"{metric} slope (per step)"],
+                         [[", ".join(map(str, paired["seeds"])), format_stat(paired["mean"]),
+                           format_stat(paired["best"]), format_stat(paired["complexity_slope"], percent=False, digits=3)]]),
+                  "<p>Differences per seed (same seed: same base model and held-out items), mean and 95 % "
+                  "Student-t interval; an interval that contains 0 shows no difference at this sample size.</p>"]
     unevaluated = [r for r in runs if not r.finished]
     if unevaluated:
         names = ", ".join(html.escape(str(r.path)) for r in unevaluated)

@@ -263,6 +263,8 @@ def summarize(runs: list[RunData]) -> dict:
         dict over the runs that have the number (95 % interval when at least two do; the
         intervals of fractions are clipped to [0, 1]).
         "Best" is chosen on the held-out set itself, so it is an optimistic upper bound.
+        ``paired`` (None unless both arms share a seed): population minus single agent per
+        seed for ``mean``, ``best`` and ``complexity_slope``, each a :func:`t_interval`.
 
     Raises:
         ValueError: ``runs`` is empty.
@@ -278,11 +280,34 @@ def summarize(runs: list[RunData]) -> dict:
         arm["runs"] += 1
         arm["seeds"].append(run.seed)
         arm["numbers"].append(run_numbers(run, metric))
+    paired = _paired(arms)
     for arm in arms.values():
         numbers = arm.pop("numbers")
         for key in ("base", "best", "mean", "complexity_slope", "validity", "solve_rate"):
             arm[key] = t_interval([n[key] for n in numbers], bounds=None if key == "complexity_slope" else (0.0, 1.0))
-    return {"complexity_metric": metric, "arms": arms}
+    return {"complexity_metric": metric, "arms": arms, "paired": paired}
+
+
+def _paired(arms: dict[str, dict]) -> dict | None:
+    """Population minus single agent, seed by seed (same seed: same base, same held-out items).
+
+    Returns None unless both arms have runs with a common seed; else ``{"seeds": [...], key:
+    t_interval of the per-seed differences}`` for ``mean``, ``best`` and ``complexity_slope``.
+    Pairing removes the between-seed variance that the per-arm intervals carry.
+    """
+    if POPULATION not in arms or SINGLE_AGENT not in arms:
+        return None
+    by_seed = [{seed: n for seed, n in zip(arms[mode]["seeds"], arms[mode]["numbers"]) if seed is not None}
+               for mode in (POPULATION, SINGLE_AGENT)]
+    seeds = sorted(set(by_seed[0]) & set(by_seed[1]))
+    if not seeds:
+        return None
+    out: dict = {"seeds": seeds}
+    for key in ("mean", "best", "complexity_slope"):
+        diffs = [by_seed[0][s][key] - by_seed[1][s][key] for s in seeds
+                 if by_seed[0][s][key] is not None and by_seed[1][s][key] is not None]
+        out[key] = t_interval(diffs)
+    return out
 
 
 __all__ = ["POPULATION", "SINGLE_AGENT", "RunData", "complexity_metrics", "held_out_members", "load_run",

@@ -150,6 +150,19 @@ def test_summarize_matches_a_hand_computation(runs):
     assert pop["validity"]["mean"] == pytest.approx(0.625) and pop["solve_rate"]["mean"] == pytest.approx(0.5)
 
 
+def test_paired_differences_match_by_seed(runs):
+    summary = summarize([load_run(p) for p in runs["population"] + runs["single"]])
+    paired = summary["paired"]
+    assert paired["seeds"] == [0, 1]  # seed 2 has no single-agent twin
+    # member mean: pop (0.4, 0.5) - agent (0.35, 0.45); best: (0.5, 0.6) - (0.35, 0.45); slopes (0.5, 0.7) - (0.1, 0.2)
+    for key, diffs in (("mean", [0.05, 0.05]), ("best", [0.15, 0.15]), ("complexity_slope", [0.4, 0.5])):
+        assert paired[key]["values"] == pytest.approx(diffs)
+    mean, low, high = _interval([0.4, 0.5])
+    assert (paired["complexity_slope"]["mean"], paired["complexity_slope"]["low"],
+            paired["complexity_slope"]["high"]) == pytest.approx((mean, low, high))
+    assert summarize([load_run(p) for p in runs["population"]])["paired"] is None
+
+
 def test_statistics_helpers():
     assert slope([1, 2, 3, 4], [3.0, 5.0, None, 9.0]) == pytest.approx(2.0)
     assert slope([1, 1], [1.0, 2.0]) is None
@@ -174,6 +187,7 @@ def test_report_writes_pngs_and_a_self_contained_page(report, runs):
     assert "single_agent" in html and "<th>seed</th>" in html
     assert "Held-out accuracy is missing for" in html and "unfinished" in html
     assert "55.0% [" in html  # population best member mean over three seeds
+    assert "paired by seed" in html and "<td>0, 1</td>" in html
     saved = json.loads((report.parent / "report.json").read_text())
     assert saved["arms"]["single_agent"]["best"]["mean"] == pytest.approx(0.4)
 
@@ -202,6 +216,8 @@ def test_cli_report_and_compare(runs, tmp_path):
     result = cli.invoke(app, ["compare", runs["population"][0], runs["single"][0], "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
     assert "single_agent" in result.stdout and "population" in result.stdout
+    assert "paired by seed [0]" in result.stdout  # pop 0.4 - agent 0.35 on seed 0
+    assert "member mean 5.0% (n=1)" in result.stdout
     assert (tmp_path / "cmp" / "report.html").exists()
     for args in (["report", str(tmp_path / "nowhere")], ["compare", runs["population"][0]],
                  ["compare", runs["population"][0], str(tmp_path / "nowhere")]):

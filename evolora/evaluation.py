@@ -41,7 +41,9 @@ def evaluate(
 
     Args:
         model: the PEFT model holding the adapters; ``"__base__"`` in ``adapters`` means the base.
-        items: held-out problems with numeric answers.
+        items: held-out problems. The task's optional hooks ``held_out_prompt(item)`` and
+            ``grade_held_out(completions, items)`` (batched) replace ``solve_prompt(item.question)``
+            and ``grade(completion, item.answer)`` when present (e.g. HumanEval for ``code``).
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
         bank: route rows with :func:`evolora.routed.routed` when given (else PEFT's mixed batches).
@@ -49,15 +51,22 @@ def evaluate(
     Returns:
         {adapter name: EvalResult}.
     """
-    prompts = [chat_prompt(tokenizer, task.solve_prompt(item.question)) for item in items]
+    prompt_of = getattr(task, "held_out_prompt", None)
+    prompts = [chat_prompt(tokenizer, prompt_of(item) if callable(prompt_of) else task.solve_prompt(item.question))
+               for item in items]
     rows = [(adapter, i) for adapter in adapters for i in range(len(items))]
     completions = generate(
         model, tokenizer, [prompts[i] for _, i in rows], [a for a, _ in rows],
         max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=bank,
     )
+    grade_all = getattr(task, "grade_held_out", None)
+    if callable(grade_all):
+        grades = grade_all([c.text for c in completions], [items[i] for _, i in rows])
+    else:
+        grades = [task.grade(c.text, items[i].answer) for (_, i), c in zip(rows, completions)]
     correct = dict.fromkeys(adapters, 0)
-    for (adapter, i), completion in zip(rows, completions):
-        correct[adapter] += task.grade(completion.text, items[i].answer).label == "correct"
+    for (adapter, _), grade in zip(rows, grades):
+        correct[adapter] += grade.label == "correct"
     return {adapter: EvalResult(adapter, correct[adapter], len(items)) for adapter in adapters}
 
 

@@ -77,7 +77,8 @@ def _save(fig: Figure, path: Path) -> Path:
 
 def _arm_handles(runs: list[RunData]) -> list[Line2D]:
     modes = list(dict.fromkeys(r.mode for r in runs))
-    return [Line2D([], [], color=arm_color(m, modes), label=f"{m} ({sum(r.mode == m for r in runs)} seeds)")
+    count = {m: sum(r.mode == m for r in runs) for m in modes}
+    return [Line2D([], [], color=arm_color(m, modes), label=f"{m} ({count[m]} seed{'s' if count[m] != 1 else ''})")
             for m in modes]
 
 

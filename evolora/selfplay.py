@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,21 @@ from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
 from evolora.rollout import Completion, RolloutStats, chat_prompt, generate
-from evolora.tasks.base import Task
+from evolora.tasks.base import Message, Task
+
+
+def proposal_request(task: Task, rng: random.Random) -> tuple[list[Message], str]:
+    """One teacher prompt and the text its answer is forced to start with.
+
+    Uses the task's optional ``proposal_with_prefix(rng) -> (messages, prefix)`` hook when it
+    has one (a prefix per prompt, e.g. the ``code`` task's ``"Task: abduction\nInput:"``
+    carries the task type it drew), else ``proposal_prompt(rng)`` and the fixed
+    ``proposal_prefix`` ("" when the task has none).
+    """
+    hook = getattr(task, "proposal_with_prefix", None)
+    if callable(hook):
+        return hook(rng)
+    return task.proposal_prompt(rng), getattr(task, "proposal_prefix", "")
 
 
 def teacher_reward(solve_rate: float | None, rewards: RewardConfig, *, parsed: bool = True) -> float:
@@ -63,7 +78,7 @@ class GameRecord:
     program: str | None
     valid: bool
     reason: str
-    answer: float | None
+    answer: Any  # the verifier's ground truth, JSON-serialisable (float, or a dict for ``code``)
     attempts: list[str] = field(default_factory=list)
     grades: list[str] = field(default_factory=list)
     solve_rate: float | None = None
@@ -135,14 +150,15 @@ def play_step(
     slot_of = {m.id: m.slot for m in [*teachers, *students, *frozen]}
 
     began = time.perf_counter()
-    prefix = getattr(task, "proposal_prefix", "")
-    prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
-    owners, rivals, prompts = [], [], []
+    owners, rivals, prompts, prefixes = [], [], [], []
     for teacher in teachers:
         for j in range(config.proposals_per_teacher):  # proposal j goes to the teacher's j-th opponent, cyclically
             owners.append(teacher.id)
             rivals.append(opponents[teacher.id][j % len(opponents[teacher.id])])
-            prompts.append(chat_prompt(tokenizer, task.proposal_prompt(rng)) + prefix_ids)
+            messages, prefix = proposal_request(task, rng)
+            prefixes.append(prefix)
+            prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
+            prompts.append(chat_prompt(tokenizer, messages) + prefix_ids)
     proposals_out = generate(
         bank.model, tokenizer, prompts, [slot_of[o] for o in owners],
         max_new_tokens=config.teacher_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
@@ -151,7 +167,7 @@ def play_step(
     seconds["rollout_teacher"] = time.perf_counter() - began
 
     began = time.perf_counter()
-    parsed = [task.parse_proposal(prefix + c.text) for c in proposals_out]
+    parsed = [task.parse_proposal(prefix + c.text) for prefix, c in zip(prefixes, proposals_out)]
     verdicts = task.verify(parsed)
     seconds["verify"] = time.perf_counter() - began
 
@@ -161,7 +177,8 @@ def play_step(
             problem=proposal.problem if proposal else None, program=proposal.program if proposal else None,
             valid=verdict.valid, reason=verdict.reason, answer=verdict.answer,
         )
-        for owner, rival, completion, proposal, verdict in zip(owners, rivals, proposals_out, parsed, verdicts)
+        for owner, rival, prefix, completion, proposal, verdict
+        in zip(owners, rivals, prefixes, proposals_out, parsed, verdicts)
     ]
 
     began = time.perf_counter()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, TaskRegistry, Verdict
 from evolora.tasks.arith import ArithTask
+from evolora.tasks.code import CodeTask
 from evolora.tasks.gsm import GSMTask
 from evolora.tasks.toy import ToyTask
 
@@ -64,7 +65,8 @@ def check_task(name: str, params: dict) -> None:
 
 register_task("gsm", GSMTask)
 register_task("arith", ArithTask)
+register_task("code", CodeTask)
 register_task("toy", ToyTask)
 
-__all__ = ["TASKS", "ArithTask", "GSMTask", "ToyTask", "Grade", "HeldOutItem", "Message", "Proposal", "Task", "Verdict",
-           "check_task", "make_task", "register_task"]
+__all__ = ["TASKS", "ArithTask", "CodeTask", "GSMTask", "ToyTask", "Grade", "HeldOutItem", "Message", "Proposal",
+           "Task", "Verdict", "check_task", "make_task", "register_task"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Message = dict[str, str]
 """One chat message: {"role": "system" | "user" | "assistant", "content": str}."""
@@ -41,14 +41,15 @@ class Verdict:
 
     Attributes:
         valid: True when the proposal parses, runs, is deterministic and yields an answer.
-        answer: the ground truth (a float for numeric tasks); None when invalid.
+        answer: the ground truth, JSON-serialisable (a float for numeric tasks, a dict for
+            ``code``); None when invalid. It is written to ``matches.jsonl``.
         reason: "ok" or a short machine-readable cause ("parse", "timeout", "banned",
             "error", "nondeterministic", "not_numeric", "memory", "output_limit").
         seconds: wall-clock seconds the verifier spent, >= 0.
     """
 
     valid: bool
-    answer: float | None
+    answer: Any
     reason: str
     seconds: float = 0.0
 
@@ -59,27 +60,33 @@ class Grade:
 
     Attributes:
         label: "correct", "wrong" (well formed but not equal) or "format" (no final answer).
-        predicted: the parsed final answer, or None on a format error.
+        predicted: the parsed final answer (a float for numeric tasks; JSON-serialisable),
+            or None on a format error.
     """
 
     label: GradeLabel
-    predicted: float | None
+    predicted: Any
 
 
 @dataclass(frozen=True)
 class HeldOutItem:
-    """One held-out evaluation problem: a question and its numeric answer."""
+    """One held-out evaluation problem: a question and its answer (a float for numeric
+    tasks; any JSON-serialisable value the task's grader understands)."""
 
     question: str
-    answer: float
+    answer: Any
 
 
 @runtime_checkable
 class Task(Protocol):
     """What the self-play loop needs from a task.
 
-    Implementations: :class:`evolora.tasks.gsm.GSMTask`. Register new ones with
-    :func:`evolora.tasks.register_task`.
+    Implementations: :class:`evolora.tasks.gsm.GSMTask`, :class:`evolora.tasks.arith.ArithTask`,
+    :class:`evolora.tasks.code.CodeTask`. Register new ones with :func:`evolora.tasks.register_task`.
+
+    Optional hooks, used by :func:`evolora.evaluation.evaluate` when a task has them:
+    ``held_out_prompt(item) -> list[Message]`` (else ``solve_prompt(item.question)``) and
+    ``grade_held_out(completions, items) -> list[Grade]`` (batched; else ``grade`` per item).
     """
 
     name: str
@@ -100,7 +107,7 @@ class Task(Protocol):
     def solve_prompt(self, problem: str) -> list[Message]:
         """The student's chat prompt for one problem."""
 
-    def grade(self, completion: str, answer: float) -> Grade:
+    def grade(self, completion: str, answer: Any) -> Grade:
         """Grade a student completion against the ground truth."""
 
     def held_out(self, limit: int, rng: random.Random) -> list[HeldOutItem] | None:

@@ -10,6 +10,7 @@ from fractions import Fraction
 import pytest
 
 import evolora.tasks.arith as arith
+import evolora.tasks.numeric as numeric
 from evolora.tasks import TASKS, make_task
 from evolora.tasks.arith import ArithTask, ExpressionError, evaluate_expression, normalise_expression
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
@@ -17,6 +18,8 @@ from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
 
 def test_doctests():
     assert doctest.testmod(arith).failed == 0
+    result = doctest.testmod(numeric)
+    assert result.failed == 0 and result.attempted >= 14
 
 
 def test_registered_and_protocol():

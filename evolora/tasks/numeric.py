@@ -135,6 +135,47 @@ def final_number(completion: str) -> float | None:
     return _last_number(text)
 
 
+_RESULT = re.compile(r"=\s*\**\s*\$?\s*(" + _NUMBER.replace("(?<![\\w.])", "") + r")(?!\s*[-+*/^×÷(\d])", re.VERBOSE)
+
+
+def equation_result(completion: str) -> float | None:
+    """The number an answer states as the result of an equation: after the first ``=``
+    whose right-hand side is a lone number (not the start of more arithmetic).
+
+    Small models restate the problem, give the result, then ramble on (often until the
+    token limit) and mention other numbers; "the last number" then grades a right answer
+    wrong. ``None`` when no ``= <number>`` result is stated.
+
+    >>> equation_result("4 * 7 = 28\\n\\nIn this scenario, I used the number 7")
+    28.0
+    >>> equation_result("1 + 6 * 8 + 6 = 1 + 6 * 48 = 289 apples"), equation_result("no result 12")
+    (289.0, None)
+    >>> equation_result("694 * 783 = 53,628,400"), equation_result("x = -3.5.")
+    (53628400.0, -3.5)
+    """
+    match = _RESULT.search(completion.replace("\u2212", "-"))
+    return parse_number(match.group(1)) if match else None
+
+
+def arithmetic_answer(completion: str) -> float | None:
+    """A student's answer to an arithmetic question: an explicit final answer ("####",
+    ``\\boxed{}``, "answer is") first, else :func:`equation_result`, else the last number.
+
+    >>> arithmetic_answer("6 * 5 = 30\\n\\nIn this scenario, I used the number 6")
+    30.0
+    >>> arithmetic_answer("3 * 4 = 12. The answer is 13."), arithmetic_answer("I think 41 or 42")
+    (13.0, 42.0)
+    """
+    text = completion.replace("\u2212", "-")
+    explicit = marked_number(text) if _MARKER.search(text) else None
+    if explicit is None and (_BOXED.search(text) or _ANSWER_IS.search(text)):
+        explicit = final_number(text)
+    if explicit is not None:
+        return explicit
+    result = equation_result(text)
+    return result if result is not None else _last_number(text)
+
+
 def numbers_equal(a: float | None, b: float | None, rel: float = 1e-6, abs: float = 1e-6) -> bool:
     """True when both are numbers and close within ``rel`` (relative) or ``abs`` (absolute).
 

@@ -3,6 +3,7 @@
     evolora evolve tasks/gsm.yaml [--out DIR] [--set a.b=value ...] [--seed N]
     evolora evolve --resume RUN_DIR [--set run.steps=20]
     evolora operators [--kind mutation]
+    evolora evaluate RUN_DIR [--limit N]
     evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
     evolora compare RUN_A RUN_B [...] [--out DIR]
 """
@@ -199,6 +200,26 @@ def sandbox(
         result = {"status": outcome.status, "output": outcome.output, "seconds": round(outcome.seconds, 4),
                   "error": outcome.error}
     typer.echo(json.dumps(result))
+
+
+@app.command("evaluate")
+def evaluate_command(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A finished run directory."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Held-out problems per member (default eval.limit)."),
+) -> None:
+    """Evaluate a finished run's students (or single agent) and the base again; update final/summary.json."""
+    from evolora.evaluate_run import evaluate_run
+
+    try:
+        held_out = evaluate_run(run_dir, limit=limit)
+    except (FileNotFoundError, ValueError, ConfigError) as error:
+        _fail(str(error))
+    table = Table(title=f"held-out accuracy, {run_dir}")
+    for column in ("member", "correct", "total", "accuracy"):
+        table.add_column(column)
+    for name, result in held_out.items():
+        table.add_row(name, str(result["correct"]), str(result["total"]), f"{result['accuracy']:.1%}")
+    Console(width=None if sys.stdout.isatty() else 140).print(table)
 
 
 def _write_report(run_dirs: list[Path], out: Optional[Path]):

@@ -252,6 +252,25 @@ class AdapterBank:
             self.model.peft_config[slot].save_pretrained(str(tmp))
         return Path(directory)
 
+    def load_adapter(self, slot: str, directory: str | Path) -> None:
+        """Read a PEFT adapter directory written by :meth:`save_adapter` into ``slot``.
+
+        Raises:
+            FileNotFoundError: no ``adapter_model.safetensors`` in ``directory``.
+            ValueError: its modules, rank or values do not fit the bank (see :meth:`set_factors`).
+        """
+        from safetensors.torch import load_file
+
+        path = Path(directory) / "adapter_model.safetensors"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist; give a directory written by evolora (final/<id>/)")
+        state = load_file(str(path))
+        factors: dict[str, list] = {}
+        for key, tensor in state.items():
+            module, _, kind = key.removeprefix("base_model.model.").rpartition(".lora_")
+            factors.setdefault(module, [None, None])["AB".index(kind[0])] = tensor
+        self.set_factors(slot, {module: (a, b) for module, (a, b) in factors.items()})
+
     def _check_slot(self, slot: str) -> None:
         if slot not in self.slots:
             raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")

@@ -1,0 +1,62 @@
+"""Re-evaluating a finished run's adapters reproduces the run's own held-out numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from evolora.cli import app
+from evolora.evaluate_run import evaluate_run
+from evolora.model import load_base
+from evolora.population import AdapterBank
+from evolora.run import Run
+from evolora.tasks import ArithTask
+
+
+def test_load_adapter_round_trips_a_saved_adapter(tmp_path, single_thread):
+    model, _ = load_base("tiny-random")
+    bank = AdapterBank(model, ["A", "B"], rank=4, alpha=8, target_modules=("q_proj", "v_proj"))
+    bank.init_factors("A", torch.Generator().manual_seed(0), b_std=0.1)
+    bank.load_adapter("B", bank.save_adapter("A", tmp_path / "a"))
+    saved, loaded = bank.get_factors("A"), bank.get_factors("B")
+    assert all(torch.equal(saved[k][0], loaded[k][0]) and torch.equal(saved[k][1], loaded[k][1]) for k in saved)
+    with pytest.raises(FileNotFoundError, match="adapter_model.safetensors"):
+        bank.load_adapter("B", tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["population", "single_agent"])
+def test_evaluate_run_reproduces_the_final_evaluation(tiny_config, tmp_path, single_thread, mode):
+    config = tiny_config.model_copy(update={
+        "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
+        "selfplay": tiny_config.selfplay.model_copy(update={"mode": mode}),
+        "run": tiny_config.run.model_copy(update={"steps": 1})})
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=ArithTask())
+    run.train([])
+    first = run.finish()["held_out"]
+    assert set(first) == {"base"} | {m.id for m in run.population.players()[1]}
+    assert len(first) == (2 if mode == "single_agent" else 3)
+
+    model, tokenizer = load_base("tiny-random")
+    again = evaluate_run(tmp_path, model=model, tokenizer=tokenizer)
+    assert again == first  # same adapters, same items, greedy
+    model, tokenizer = load_base("tiny-random")
+    more = evaluate_run(tmp_path, limit=6, model=model, tokenizer=tokenizer)
+    assert all(r["total"] == 6 for r in more.values())
+    summary = json.loads((tmp_path / "final" / "summary.json").read_text())
+    assert summary["held_out"] == more and summary["held_out_previous"] == first
+    assert summary["held_out_eval"]["limit"] == 6
+    member = next(i for i in summary["individuals"] if i["id"] in more and i["id"] != "base")
+    assert member["held_out"] == more[member["id"]]
+
+
+def test_evaluate_run_bad_input(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.yaml does not exist"):
+        evaluate_run(tmp_path)
+    result = CliRunner().invoke(app, ["evaluate", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    result = CliRunner().invoke(app, ["evaluate", str(tmp_path), "--limit", "0"])
+    assert result.exit_code == 2

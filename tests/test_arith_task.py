@@ -139,7 +139,11 @@ def test_prompts_are_short():
     [("The answer is 14.", 14.0, Grade("correct", 14.0)), ("14", 14.0, Grade("correct", 14.0)),
      ("(3 + 4) * 2 = 14", 14.0, Grade("correct", 14.0)), ("The answer is -6", -6.0, Grade("correct", -6.0)),
      ("The answer is 13.", 14.0, Grade("wrong", 13.0)), ("I do not know", 14.0, Grade("format", None)),
-     ("3.5", 3.5, Grade("correct", 3.5)), ("1,265", 1265.0, Grade("correct", 1265.0))],
+     ("3.5", 3.5, Grade("correct", 3.5)), ("1,265", 1265.0, Grade("correct", 1265.0)),
+     # SmolLM2 states the result, then rambles on to the token limit (seen in held-out runs)
+     ("4 * 7 = 28\n\nIn this scenario, I used the number 7 to represent the", 28.0, Grade("correct", 28.0)),
+     ("87 - 20 = 5", 67.0, Grade("wrong", 5.0)), ("1 + 6 * 8 + 6 = 1 + 6 * 8 + 6 = ", 55.0, Grade("wrong", 6.0)),
+     ("3 * 4 = 12. The answer is 13.", 12.0, Grade("wrong", 13.0))],
 )
 def test_grade(completion, answer, grade):
     assert ArithTask().grade(completion, answer) == grade

@@ -11,7 +11,7 @@ Validity: the expression parses, passes every limit, never divides by zero, and 
 is an integer (``integer_only=True``, the default: a student can then state the answer
 exactly; ``7 / 2 * 2`` is valid, ``1 / 3`` is not). With ``integer_only=False`` any
 finite rational value is valid and graded with ``tolerance``. The student answers with
-a number (:func:`evolora.tasks.numeric.final_number`); grading is numeric.
+a number (:func:`evolora.tasks.numeric.arithmetic_answer`); grading is numeric.
 
 Held-out evaluation: a fixed grid of problems by difficulty (digits per number ×
 binary operators, ``eval_per_cell`` per cell) generated from ``eval_seed``, interleaved
@@ -30,7 +30,7 @@ from fractions import Fraction
 from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
-from evolora.tasks.numeric import final_number, numbers_equal
+from evolora.tasks.numeric import arithmetic_answer, numbers_equal
 
 TEACHER_SYSTEM = "You write arithmetic problems."
 TEACHER_INSTRUCTION = "Write one new arithmetic problem: numbers with + - * / and brackets, on one line."
@@ -330,9 +330,10 @@ class ArithTask:
         return [{"role": "user", "content": f"What is {problem.strip()}? {STUDENT_INSTRUCTION}"}]
 
     def grade(self, completion: str, answer: float) -> Grade:
-        """"correct"/"wrong" by numeric comparison of :func:`final_number`; "format" when
-        the completion holds no number."""
-        predicted = final_number(completion)
+        """"correct"/"wrong" by numeric comparison of
+        :func:`evolora.tasks.numeric.arithmetic_answer` (an explicit final answer, else the
+        stated result ``= N``, else the last number); "format" when the completion holds no number."""
+        predicted = arithmetic_answer(completion)
         if predicted is None:
             return Grade("format", None)
         correct = numbers_equal(predicted, answer, rel=self.tolerance, abs=self.tolerance)

@@ -27,7 +27,7 @@ from evolora.io import write_json_atomic, write_text_atomic
 from evolora import metrics
 from evolora.learner import make_optimizer, policy_update_many
 from evolora.matchmaking import HallOfFame
-from evolora.population import AGENT, AdapterBank, Individual, Population
+from evolora.population import AdapterBank, Individual, Population
 from evolora.ratings import Ratings
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task

@@ -1,18 +1,21 @@
 """Mixed-adapter rollouts and batched training: evolora's routed LoRA vs PEFT vs the bare base.
 
 Prints, measured side by side in one run (the machines are noisy, so read the ratios):
-  * generation tokens/s of one batch spread over P adapters: base, PEFT ``adapter_names``,
-    evolora routed — and each ratio to the base at the same batch size and lengths;
+  * generation tokens/s of one batch spread over P adapters: base (the PEFT model with its
+    adapters switched off: ``routed`` with every row on ``__base__`` adds no hooks), PEFT
+    ``adapter_names``, evolora routed — and each ratio to the base at the same batch size and lengths;
   * one policy update of P adapters on the same samples: PEFT one adapter at a time
     (set_adapter + forward/backward per adapter) vs evolora's routed batched update.
 
     python benchmarks/throughput.py --model smollm2-135m-instruct --adapters 4 --batch 8 --tokens 48
+    python benchmarks/throughput.py --model smollm2-135m-instruct --adapters 8 --batch 8 --tokens 24 --threads 1
     python benchmarks/throughput.py --model tiny-random
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import torch
 
@@ -52,6 +55,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--grouped", action="store_true",
+                        help="rows sorted by adapter (A0 A0 A1 A1 ...: routed views them, no gather) "
+                             "instead of interleaved (A0 A1 A2 A3 A0 ...)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_base(args.model, dtype=args.dtype)
@@ -63,6 +69,8 @@ def main() -> None:
     prompt = chat_prompt(tokenizer, [{"role": "user", "content": "Write a short story about a robot who counts."}])
     prompts = [prompt] * args.batch
     mixed = [slots[i % len(slots)] for i in range(args.batch)]
+    if args.grouped:
+        mixed.sort(key=slots.index)
     model.generation_config.min_new_tokens = args.tokens  # every row generates exactly --tokens
 
     def gen(names, routed):
@@ -70,18 +78,26 @@ def main() -> None:
                                 batch_size=args.batch, bank=bank if routed else None)
 
     gen([BASE] * args.batch, False)()  # warm-up
-    rows = {
-        "base model (adapters off)": median_seconds(gen([BASE] * args.batch, True), args.repeats, warmup=False),
-        f"PEFT adapter_names, {args.adapters} adapters": median_seconds(gen(mixed, False), args.repeats, warmup=False),
-        f"evolora routed, {args.adapters} adapters": median_seconds(gen(mixed, True), args.repeats, warmup=False),
+    calls = {
+        "base model (adapters off)": gen([BASE] * args.batch, True),
+        f"PEFT adapter_names, {args.adapters} adapters": gen(mixed, False),
+        f"evolora routed, {args.adapters} adapters": gen(mixed, True),
     }
+    # Round robin (base, PEFT, routed, base, ...): load swings on a shared machine hit every row
+    # alike; "vs base" is the median over rounds of base seconds / row seconds in that round.
+    seconds: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(args.repeats):
+        for name, call in calls.items():
+            seconds[name].append(median_seconds(call, 1, warmup=False))
     tokens = args.batch * args.tokens
-    base = rows["base model (adapters off)"]
-    print(f"\nGeneration: {args.model} ({args.dtype}), batch {args.batch}, {args.tokens} new tokens, "
-          f"{args.threads} threads, median of {args.repeats}")
+    base = seconds["base model (adapters off)"]
+    print(f"\nGeneration: {args.model} ({args.dtype}), batch {args.batch} "
+          f"({'grouped' if args.grouped else 'interleaved'} by adapter), {args.tokens} new tokens, "
+          f"{args.threads} threads, median of {args.repeats} interleaved rounds")
     print(f"{'path':<36}{'seconds':>9}{'tokens/s':>10}{'vs base':>9}")
-    for name, seconds in rows.items():
-        print(f"{name:<36}{seconds:>9.2f}{tokens / seconds:>10.1f}{base / seconds:>9.2f}")
+    for name, times in seconds.items():
+        ratio = statistics.median(b / t for b, t in zip(base, times))
+        print(f"{name:<36}{statistics.median(times):>9.2f}{tokens / statistics.median(times):>10.1f}{ratio:>9.2f}")
 
     samples = [Sample(tuple(prompt), tuple(5 + (j % 90) for j in range(args.completion)), float(i % 2), "g")
                for i in range(args.train_samples)]

@@ -7,8 +7,22 @@ adapters disabled and a forward hook on each adapted linear layer adds the route
     x: (N, T, d_in),  A: (P, r, d_in),  B: (P, d_out, r),  route: (N,) ∈ {−1, 0..P−1}
     y = W x + s · B[route] (A[route] x)          (rows with route −1 get the bare base)
 
-with two dense matmuls over the concatenated factors of the adapters in use and a row mask. The factors are the bank's own parameters, stacked
-per call, so gradients flow to each adapter: P adapters train in one forward/backward.
+over the P adapters in use, by one of two paths:
+
+* ``train=False`` (rollouts, log-probs without gradient): the rows of each adapter are
+  gathered into one slab xg: (P, n·T, d_in) (n = rows of the busiest adapter, the others
+  padded) and two batched matmuls hᵀ = A xgᵀ: (P, r, n·T) and B h: (P, n·T, d_out) are added
+  back to the rows in place (``index_add_``; no gather at all when the rows come grouped in
+  equal groups). Each row meets only its own adapter's factors (the masked dense version
+  below does P times the LoRA flops: SmolLM2-135M, batch 8 over 8 adapters, 0.81x the base's
+  tokens/s against 0.88x here). Layers that read the same input tensor (q/k/v, gate/up of a
+  block) share the gather and one matmul with their stacked A's.
+* training (``train=True``): two dense matmuls over the concatenated factors of the used
+  adapters and a row mask (P times the LoRA flops, but plain 2-D matmuls: a whole policy
+  update of SmolLM2-135M with one adapter per micro-batch measured 4-5 % faster than with
+  the batched path). The factors are the bank's own parameters, concatenated per call, so
+  gradients flow to each adapter: P adapters train in one forward/backward.
+
 Source: the multi-LoRA batching idea of S-LoRA (arXiv 2311.03285) and Punica (arXiv 2310.18547).
 """
 
@@ -21,6 +35,10 @@ import torch
 
 BASE = "__base__"
 """Adapter name that routes a row through the bare base model (PEFT's convention too)."""
+
+SHARED_INPUT = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+"""Sibling linear layers (leaf names under one parent module) fed the same input tensor in
+Llama-style blocks. Only a speed hint: a sibling whose input is another tensor computes its own."""
 
 
 def route_index(bank, names: list[str]) -> torch.Tensor:
@@ -48,24 +66,34 @@ def routed(bank, names: list[str], *, train: bool = False) -> Iterator[None]:
         bank: the :class:`evolora.population.AdapterBank`.
         names: one adapter slot (or ``"__base__"``) per batch row; generation must keep the
             batch order (``generate`` does).
-        train: keep the graph to the adapters' parameters (for a batched policy update);
-            otherwise factors are stacked once, detached.
+        train: keep the graph to the adapters' parameters (for a batched policy update; the
+            masked dense path). Otherwise (the gathered path) the used factors are stacked
+            once, detached, on the first forward and reused by every forward in the context
+            (a copy of the P used adapters, freed on exit).
 
     Raises:
         KeyError: an unknown adapter name.
     """
     route = route_index(bank, names)
     used = sorted(set(route.tolist()) - {-1})
-    # Map rows to positions in the stack of *used* slots only (no work for idle adapters).
-    position = torch.full((len(bank.slots),), -1, dtype=torch.long)
-    position[used] = torch.arange(len(used))
-    rows = torch.where(route >= 0, position[route.clamp(min=0)], torch.zeros_like(route))
-    keep = (route >= 0).float()
+    slots = [bank.slots[i] for i in used]
+    scale = bank.alpha / bank.rank
     handles = []
-    for layer in bank.layers.values():
-        slots = [bank.slots[i] for i in used]
-        handles.append(layer.base_layer.register_forward_hook(
-            _make_hook(layer, slots, rows, keep, bank.alpha / bank.rank, train)))
+    if used and train:
+        position = torch.full((len(bank.slots),), -1, dtype=torch.long)
+        position[used] = torch.arange(len(used))
+        rows = torch.where(route >= 0, position[route.clamp(min=0)], torch.zeros_like(route))
+        mask = torch.zeros(len(names), len(used), bank.rank)
+        mask[torch.arange(len(names)), rows] = scale
+        mask = (mask * (route >= 0).float().view(-1, 1, 1)).reshape(len(names), 1, len(used) * bank.rank)
+        for layer in bank.layers.values():
+            handles.append(layer.base_layer.register_forward_hook(_masked_hook(layer, slots, mask)))
+    elif used:  # (all rows on the bare base: no hooks at all)
+        plan = _Plan(route, used, bank.rank, scale)
+        for members in _sibling_groups(bank.layers):
+            group = _Group([bank.layers[name] for name in members], slots, plan)
+            for j, name in enumerate(members):
+                handles.append(bank.layers[name].base_layer.register_forward_hook(group.hook(j)))
     # Switch PEFT's own LoRA path off layer by layer. (PeftModel.disable_adapter() would also
     # set requires_grad=False on every adapter, which breaks the batched update.)
     previous = {name: layer._disable_adapters for name, layer in bank.layers.items()}
@@ -80,37 +108,31 @@ def routed(bank, names: list[str], *, train: bool = False) -> Iterator[None]:
             handle.remove()
 
 
-def _make_hook(layer, slots: list[str], rows: torch.Tensor, keep: torch.Tensor, scale: float, train: bool):
-    """Forward hook adding each row's LoRA delta with two dense matmuls over the used adapters.
+def _sibling_groups(layers: dict) -> list[list[str]]:
+    """Layer names grouped by :data:`SHARED_INPUT` under one parent (bank order kept); others alone."""
+    groups: dict[object, list[str]] = {}
+    for name in layers:
+        parent, _, leaf = name.rpartition(".")
+        key = next(((parent, k) for k, family in enumerate(SHARED_INPUT) if leaf in family), name)
+        groups.setdefault(key, []).append(name)
+    return list(groups.values())
 
-    The used adapters' factors are concatenated, A_cat: (P·r, d_in), B_cat: (d_out, P·r); a row
-    mask keeps only its own adapter's r columns of x·A_catᵀ. No per-row copies of factors
-    (a gather-and-bmm variant measured 0.79x the base's tokens/s; this one is faster).
+
+def _masked_hook(layer, slots: list[str], mask: torch.Tensor):
+    """Training hook: the delta with two dense matmuls over the used adapters' factors.
+
+    A_cat: (P·r, d_in) and B_cat: (d_out, P·r), the factors concatenated with their graph
+    on every call; ``mask``: (N, 1, P·r), s on the r columns of each row's adapter (all zero
+    for a base row), so x·A_catᵀ keeps only the row's own adapter.
     """
-    cache: dict[str, torch.Tensor] = {}
-    width = len(slots)
-
-    def factors() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if train or not cache:
-            a_cat = torch.cat([layer.lora_A[s].weight for s in slots])  # (P·r, d_in)
-            b_cat = torch.cat([layer.lora_B[s].weight for s in slots], dim=1)  # (d_out, P·r)
-            r = a_cat.shape[0] // width
-            mask = torch.zeros(rows.shape[0], width, r, dtype=a_cat.dtype)
-            mask[torch.arange(rows.shape[0]), rows] = 1.0
-            mask = (mask * (scale * keep.to(a_cat.dtype)).view(-1, 1, 1)).reshape(rows.shape[0], 1, width * r)
-            if train:
-                return a_cat, b_cat, mask
-            cache.update(a=a_cat.detach(), b=b_cat.detach(), mask=mask)
-        return cache["a"], cache["b"], cache["mask"]
 
     def hook(module, inputs, output):
-        if not slots:
-            return output
         x = inputs[0]
-        a_cat, b_cat, mask = factors()
         n = x.shape[0]
-        if n != rows.shape[0]:
-            raise RuntimeError(f"routed batch has {n} rows but {rows.shape[0]} adapter names were given")
+        if n != mask.shape[0]:
+            raise RuntimeError(f"routed batch has {n} rows but {mask.shape[0]} adapter names were given")
+        a_cat = torch.cat([layer.lora_A[s].weight for s in slots])  # (P·r, d_in)
+        b_cat = torch.cat([layer.lora_B[s].weight for s in slots], dim=1)  # (d_out, P·r)
         pr = a_cat.shape[0]
         if x.dtype == a_cat.dtype == output.dtype and output.is_contiguous():
             # Fused and in place: W x is fresh and not saved for backward, so adding into it is safe.
@@ -123,3 +145,91 @@ def _make_hook(layer, slots: list[str], rows: torch.Tensor, keep: torch.Tensor, 
         return output + delta.reshape(output.shape).to(output.dtype)
 
     return hook
+
+
+class _Plan:
+    """What every layer of one inference ``routed`` call shares: which rows go to which adapter.
+
+    The rows of used adapter p are ``gather[p·n : (p+1)·n]`` (n = the most rows any used
+    adapter has; a shorter group is padded with copies of its first row, zeroed by ``keep``
+    (P, 1, n, 1), so they add nothing). ``identity``: the rows already come grouped, in equal
+    groups, so x is viewed, not gathered. ``scale`` = alpha / r, folded into the cached B.
+    """
+
+    def __init__(self, route: torch.Tensor, used: list[int], rank: int, scale: float):
+        self.rows = route.shape[0]
+        self.count = len(used)
+        self.rank = rank
+        self.scale = scale
+        members = [torch.nonzero(route == slot).flatten() for slot in used]
+        self.width = max(len(m) for m in members)
+        self.gather = torch.cat([torch.cat([m, m[:1].expand(self.width - len(m))]) for m in members])
+        keep = torch.stack([(torch.arange(self.width) < len(m)).float() for m in members])
+        self.padded = bool((keep == 0).any())
+        self.identity = not self.padded and torch.equal(self.gather, torch.arange(self.rows))
+        self.keep = keep.view(self.count, 1, self.width, 1)
+
+
+class _Group:
+    """Inference hooks of sibling layers that share one input: the first computes, the others reuse.
+
+    G siblings, P used adapters, cached (detached) for the whole context on first use:
+    ``a``: (P, G·r, d_in), adapter p's A's of the G siblings stacked, so one batched matmul
+    serves the group and sibling j takes rows [j·r, (j+1)·r) of hᵀ; ``bt[j]``: (P, r, d_out_j),
+    s times sibling j's B's transposed, contiguous (the fast layout for a decoding step).
+    """
+
+    def __init__(self, layers: list, slots: list[str], plan: _Plan):
+        self.layers = layers
+        self.slots = slots
+        self.plan = plan
+        self.a: torch.Tensor | None = None
+        self.bt: list[torch.Tensor | None] = [None] * len(layers)
+        self.shared: tuple | None = None  # (input, hᵀ split per sibling, uses left) for the siblings to come
+
+    @torch.no_grad()
+    def _stack(self) -> None:
+        a = torch.cat([layer.lora_A[s].weight for s in self.slots for layer in self.layers])
+        self.a = a.view(len(self.slots), -1, a.shape[-1])
+        for j, layer in enumerate(self.layers):  # one allocation each, no temporaries
+            self.bt[j] = torch.stack([layer.lora_B[s].weight.t() for s in self.slots]).mul_(self.plan.scale)
+
+    def hook(self, j: int):
+        plan, siblings = self.plan, len(self.layers)
+        rows, count, width, gather, identity = plan.rows, plan.count, plan.width, plan.gather, plan.identity
+
+        def hook(module, inputs, output):
+            x = inputs[0]
+            n = x.shape[0]
+            if n != rows:
+                raise RuntimeError(f"routed batch has {n} rows but {rows} adapter names were given")
+            if self.a is None:
+                self._stack()
+            d_in, d_out = x.shape[-1], output.shape[-1]
+            tokens = x.numel() // (n * d_in)
+            shared = self.shared
+            if shared is not None and shared[0] is x:
+                pieces = shared[1]
+                self.shared = (x, pieces, shared[2] - 1) if shared[2] > 1 else None
+            else:
+                x3 = x.reshape(n, tokens, d_in).to(self.a.dtype)
+                if not identity:
+                    x3 = x3.index_select(0, gather)
+                h_t = torch.bmm(self.a, x3.reshape(count, -1, d_in).transpose(1, 2))  # (P, G·r, n·T)
+                if plan.padded:
+                    h_t.view(count, -1, width, tokens).mul_(plan.keep.to(h_t.dtype))
+                pieces = h_t.split(plan.rank, dim=1)  # sibling j: (P, r, n·T)
+                self.shared = (x, pieces, siblings - 1) if siblings > 1 else None
+            h = pieces[j].transpose(1, 2)  # (P, n·T, r)
+            bt = self.bt[j]
+            # In place when dtypes agree: W x is fresh and not saved for backward.
+            fused = x.dtype == bt.dtype == output.dtype and output.is_contiguous()
+            target = output if fused else torch.zeros(output.shape, dtype=bt.dtype)
+            if identity:
+                target.view(count, -1, d_out).baddbmm_(h, bt)
+            else:
+                delta = torch.bmm(h, bt).view(-1, tokens, d_out)  # (P·n, T, d_out)
+                target.view(n, tokens, d_out).index_add_(0, gather, delta)
+            return output if fused else output + target.to(output.dtype)
+
+        return hook

@@ -82,3 +82,133 @@ def test_batched_update_equals_sequential_updates():
             assert torch.allclose(factors[module][0], batched[slot][module][0], atol=1e-6)
             assert torch.allclose(factors[module][1], batched[slot][module][1], atol=1e-6)
         assert not torch.equal(factors[module][1], torch.zeros_like(factors[module][1]))
+
+
+# Row layouts of the routed paths: padded groups + base rows, grouped in equal groups (no gather), one adapter.
+LAYOUTS = [["A1", "A0", BASE, "A1", "A2", "A1"], ["A0", "A0", "A2", "A2"], ["A2", BASE, "A2"]]
+
+
+def _per_row_reference(bank, ids, names):
+    """Logits of each row alone through PEFT with its own adapter (or the base), (N, T, V)."""
+    rows = []
+    for row, name in enumerate(names):
+        if name == BASE:
+            with bank.model.disable_adapter():
+                rows.append(bank.model(input_ids=ids[row:row + 1]).logits)
+        else:
+            bank.model.set_adapter(name)
+            rows.append(bank.model(input_ids=ids[row:row + 1]).logits)
+    return torch.cat(rows)
+
+
+@pytest.mark.parametrize("names", LAYOUTS)
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_routed_forward_equals_peft_per_row(bank, names, tokens):
+    """One token per row (a decoding step) and several, for every row layout."""
+    ids = torch.randint(3, 60, (len(names), tokens), generator=torch.Generator().manual_seed(tokens))
+    with torch.no_grad():
+        with routed(bank, names):
+            ours = bank.model(input_ids=ids).logits
+        ref = _per_row_reference(bank, ids, names)
+    assert torch.allclose(ours, ref, atol=1e-5), (ours - ref).abs().max()
+
+
+def _close(got, want, tol=1e-5):
+    """Equal up to float32 reassociation: max error <= tol relative to the largest entry (at least 1)."""
+    return bool((got - want).abs().max() <= tol * max(1.0, float(want.abs().max())))
+
+
+def _routed_grads(bank, ids, names, weights):
+    params = [p for slot in bank.slots for p in bank.parameters(slot)]
+    for p in params:
+        p.requires_grad_(True)
+    try:
+        with routed(bank, names, train=True):
+            logits = bank.model(input_ids=ids).logits
+        grads = torch.autograd.grad((logits * weights).sum(), params, allow_unused=True)
+        return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    finally:
+        for p in params:
+            p.requires_grad_(False)
+
+
+@pytest.mark.parametrize("names", LAYOUTS)
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_routed_gradients_equal_peft_per_row(bank, names, tokens):
+    """train=True: each adapter's gradient is the sum of its rows' gradients, base rows give none."""
+    gen = torch.Generator().manual_seed(7)
+    ids = torch.randint(3, 60, (len(names), tokens), generator=gen)
+    weights = torch.randn(len(names), tokens, bank.model.config.vocab_size, generator=gen)
+    bank.model.train()
+    try:
+        ours = _routed_grads(bank, ids, names, weights)
+        ref = []
+        for slot in bank.slots:
+            params = bank.parameters(slot)
+            bank.activate(slot)
+            rows = [i for i, name in enumerate(names) if name == slot]
+            if rows:
+                logits = bank.model(input_ids=ids[rows]).logits
+                ref += torch.autograd.grad((logits * weights[rows]).sum(), params)
+            else:
+                ref += [torch.zeros_like(p) for p in params]
+            for p in params:
+                p.requires_grad_(False)
+    finally:
+        bank.model.eval()
+    for got, want in zip(ours, ref):
+        assert _close(got, want), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("names", LAYOUTS)
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_shared_input_siblings_equal_unshared(bank, monkeypatch, names, tokens):
+    """Inference: q/k/v and gate/up sharing one gather and matmul equal one matmul per layer (1e-5)."""
+    import evolora.routed as routed_module
+
+    ids = torch.randint(3, 60, (len(names), tokens), generator=torch.Generator().manual_seed(3))
+    assert any(len(group) > 1 for group in routed_module._sibling_groups(bank.layers))
+    with torch.no_grad(), routed(bank, names):
+        fused = bank.model(input_ids=ids).logits
+    monkeypatch.setattr(routed_module, "SHARED_INPUT", ())
+    assert all(len(group) == 1 for group in routed_module._sibling_groups(bank.layers))
+    with torch.no_grad(), routed(bank, names):
+        alone = bank.model(input_ids=ids).logits
+    assert torch.allclose(fused, alone, atol=1e-5), (fused - alone).abs().max()
+
+
+def test_all_base_rows_add_no_hooks(bank):
+    with routed(bank, [BASE, BASE]):
+        assert not any(layer.base_layer._forward_hooks for layer in bank.layers.values())
+
+
+def test_sibling_with_another_input_computes_its_own(bank):
+    """Sharing is keyed on the input tensor object: k_proj fed another tensor than q_proj is not fooled."""
+    names = LAYOUTS[0]
+    q = bank.layers["model.layers.0.self_attn.q_proj"]
+    k = bank.layers["model.layers.0.self_attn.k_proj"]
+    gen = torch.Generator().manual_seed(5)
+    x1, x2 = (torch.randn(len(names), 3, q.in_features, generator=gen) for _ in range(2))
+    with torch.no_grad():
+        with routed(bank, names):
+            q(x1)
+            mixed = k(x2)
+        with routed(bank, names):
+            alone = k(x2)
+    assert torch.equal(mixed, alone)
+
+
+def test_bfloat16_base_matches_peft_per_row():
+    """A bf16 base with fp32 factors takes the unfused path (delta in fp32, added in bf16)."""
+    model, _ = load_base("tiny-random", dtype="bfloat16")
+    bank = AdapterBank(model, ["A0", "A1"], rank=4, alpha=8, target_modules=MODULES)
+    generator = torch.Generator().manual_seed(0)
+    for slot in bank.slots:
+        bank.init_factors(slot, generator, b_std=0.3)
+    names = ["A1", BASE, "A0", "A1"]
+    ids = torch.randint(3, 60, (len(names), 4), generator=generator)
+    with torch.no_grad():
+        with routed(bank, names):
+            ours = bank.model(input_ids=ids).logits.float()
+        ref = _per_row_reference(bank, ids, names).float()
+    assert _close(ours, ref, tol=3e-2), (ours - ref).abs().max()

@@ -33,6 +33,7 @@ import warnings
 from collections import OrderedDict
 
 from evolora.sandbox import SandboxPool, run_program
+from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks import code_prompts as fmt
 from evolora.tasks import code_values
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
@@ -49,7 +50,7 @@ def _text_of(value) -> str:
         return "<value too large to print>"
 
 
-class CodeTask:
+class CodeTask(PooledVerifier):
     """AZR code games (deduction, abduction, induction) with a sandboxed executor (task name "code").
 
     The teacher's answer is forced to begin with ``"Input:"`` (:attr:`proposal_prefix`): a
@@ -329,7 +330,7 @@ class CodeTask:
                 grades.append(Grade("correct" if next(results).ok else "wrong", program))
         return grades
 
-    # ------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------ memo
     @staticmethod
     def _remember(memo: OrderedDict, key, value) -> None:
         memo[key] = value
@@ -337,18 +338,3 @@ class CodeTask:
         while len(memo) > _MEMO_SIZE:
             memo.popitem(last=False)
 
-    def _get_pool(self) -> SandboxPool:
-        if self._pool is None:
-            self._pool = SandboxPool(self.workers)
-        return self._pool
-
-    def close(self) -> None:
-        """Stop the verifier's worker threads (a later ``verify`` starts new ones)."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_pool"] = None
-        return state

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from evolora.sandbox import SandboxPool
+from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
 from evolora.tasks.numeric import final_number, marked_number, numbers_equal, parse_number
 
@@ -47,7 +48,7 @@ MAX_EXAMPLE_CHARS = 250
 """GSM8K train questions longer than this are not used as examples (prompt tokens cost)."""
 
 
-class GSMTask:
+class GSMTask(PooledVerifier):
     """Grade-school math with program-verified answers (task name "gsm").
 
     The teacher's answer is forced to begin with ``"Problem:"`` (:attr:`proposal_prefix`).
@@ -234,23 +235,6 @@ class GSMTask:
                                   stacklevel=2)
                     return None
         return self._eval[: max(limit, 0)]
-
-    # ------------------------------------------------------------------ lifecycle
-    def _get_pool(self) -> SandboxPool:
-        if self._pool is None:
-            self._pool = SandboxPool(self.workers)
-        return self._pool
-
-    def close(self) -> None:
-        """Stop the verifier's worker threads (a later ``verify`` starts new ones)."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_pool"] = None
-        return state
 
 
 def format_proposal(problem: str, program: str) -> str:

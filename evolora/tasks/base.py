@@ -87,6 +87,8 @@ class Task(Protocol):
     Optional hooks, used by :func:`evolora.evaluation.evaluate` when a task has them:
     ``held_out_prompt(item) -> list[Message]`` (else ``solve_prompt(item.question)``) and
     ``grade_held_out(completions, items) -> list[Grade]`` (batched; else ``grade`` per item).
+    And by :func:`evolora.selfplay.play_step`: ``proposal_with_prefix(rng) -> (messages, prefix)``,
+    a forced answer start per prompt (else ``proposal_prompt(rng)`` and ``proposal_prefix``).
     """
 
     name: str

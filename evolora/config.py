@@ -94,6 +94,12 @@ class RewardConfig(_Section):
     """Student reward for a well-formed wrong answer."""
     format: float = -1.0
     """Student reward when no final answer can be parsed."""
+    copied: float | None = None
+    """Teacher reward for a valid proposal equal (after :func:`evolora.tasks.base.normalise_problem`)
+    to a reference example of its own prompt; None gives it the ``trivial`` reward."""
+    repetition: float = Field(default=0.0, ge=0)
+    """R-Zero's repetition penalty λ (arXiv 2508.05004 §3): a proposal whose normalised problem
+    occurs k times among the step's N proposals loses λ · (k − 1) / (N − 1); 0 turns it off."""
 
 
 class SelfPlayConfig(_Section):
@@ -110,13 +116,30 @@ class SelfPlayConfig(_Section):
     teacher_max_new_tokens: int = Field(default=160, ge=1)
     student_max_new_tokens: int = Field(default=128, ge=1)
     temperature: float = Field(default=1.0, gt=0)
+    """Sampling temperature of every role without its own (``teacher_temperature`` …)."""
     top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus mass of every role without its own."""
+    teacher_temperature: float | None = Field(default=None, gt=0)
+    """Teacher sampling temperature; None uses ``temperature``. Held-out evaluation is greedy."""
+    teacher_top_p: float | None = Field(default=None, gt=0, le=1)
+    student_temperature: float | None = Field(default=None, gt=0)
+    """Student sampling temperature; None uses ``temperature``."""
+    student_top_p: float | None = Field(default=None, gt=0, le=1)
     generation_batch_size: int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
     routing: Literal["routed", "peft"] = "routed"
     """How a batch mixing adapters is generated: evolora's routed LoRA (batched matmuls) or PEFT's ``adapter_names``."""
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
+
+    def sampling(self, role: Literal["teacher", "student"]) -> dict[str, float | int]:
+        """The role's rollout settings: {"temperature", "top_p", "max_new_tokens"}."""
+        if role not in ("teacher", "student"):
+            raise ValueError(f"unknown role {role!r}; use 'teacher' or 'student'")
+        own = lambda key: getattr(self, f"{role}_{key}")  # noqa: E731
+        return {"temperature": own("temperature") if own("temperature") is not None else self.temperature,
+                "top_p": own("top_p") if own("top_p") is not None else self.top_p,
+                "max_new_tokens": own("max_new_tokens")}
 
 
 class LearnerConfig(_Section):

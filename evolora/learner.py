@@ -34,12 +34,20 @@ class Sample:
         completion_ids: generated tokens, length T_c >= 1.
         reward: scalar reward (task units, e.g. −1 … 1).
         group: samples sharing a group (same prompt / same role and task type) share a baseline.
+        mask: per completion token, True when it was sampled and is trained on, False for
+            forced text of a multi-segment rollout (:mod:`evolora.segments`); None: all sampled.
     """
 
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
     reward: float
     group: str
+    mask: tuple[bool, ...] | None = None
+
+    @property
+    def trained_tokens(self) -> int:
+        """Completion tokens the loss counts (the sampled ones)."""
+        return len(self.completion_ids) if self.mask is None else sum(self.mask)
 
 
 def compute_advantages(
@@ -82,7 +90,8 @@ def completion_logprobs(model, samples: list[Sample], *, entropy: bool = False):
     Rows are laid out ``[pad… prompt | completion …pad]`` so every completion starts at
     the same column; the LM head only runs on the last T_c + 1 positions.
 
-    Shapes: returns ``logp`` (B, T_c) float32 and ``mask`` (B, T_c) bool, T_c = longest completion;
+    Shapes: returns ``logp`` (B, T_c) float32 and ``mask`` (B, T_c) bool, T_c = longest completion
+    (``mask`` is False on padding and on forced tokens, see :attr:`Sample.mask`);
     with ``entropy=True`` also the policy's token entropy (B, T_c) in nats (no gradient).
     """
     pad_id = 0
@@ -97,7 +106,7 @@ def completion_logprobs(model, samples: list[Sample], *, entropy: bool = False):
         input_ids[row, prompt_width - p : prompt_width] = torch.tensor(sample.prompt_ids)
         input_ids[row, prompt_width : prompt_width + c] = torch.tensor(sample.completion_ids)
         attention[row, prompt_width - p : prompt_width + c] = 1
-        mask[row, :c] = True
+        mask[row, :c] = True if sample.mask is None else torch.tensor(sample.mask, dtype=torch.bool)
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)  # as in generate() with left padding
     logits = model(
         input_ids=input_ids,
@@ -185,9 +194,9 @@ def policy_update_many(
         advantages = compute_advantages(torch.tensor([s.reward for s in samples]), [s.group for s in samples],
                                         algorithm)
         for sample, advantage in zip(samples, advantages.tolist()):
-            if advantage != 0 or kl_coef > 0:
+            if (advantage != 0 or kl_coef > 0) and sample.trained_tokens > 0:
                 rows.append((slot, sample, advantage))
-                tokens[slot] = tokens.get(slot, 0) + len(sample.completion_ids)
+                tokens[slot] = tokens.get(slot, 0) + sample.trained_tokens
     results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0) for slot in jobs}
     if not rows:
         return results

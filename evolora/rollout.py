@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from evolora.routed import BASE, routed  # noqa: F401  (BASE re-exported)
 
@@ -25,7 +26,9 @@ class Completion:
         prompt_ids: prompt token ids, no padding, length T_p.
         completion_ids: generated token ids up to and including EOS (no padding), length T_c.
         text: decoded completion without special tokens.
-        truncated: True when generation stopped at ``max_new_tokens`` without EOS.
+        truncated: True when generation stopped at ``max_new_tokens`` without EOS or a stop string.
+        mask: per completion token, True when it was sampled (trained on) and False when it
+            was forced text (:func:`evolora.segments.generate_segments`); None: all sampled.
     """
 
     adapter: str
@@ -33,6 +36,7 @@ class Completion:
     completion_ids: tuple[int, ...]
     text: str
     truncated: bool
+    mask: tuple[bool, ...] | None = None
 
 
 @dataclass
@@ -67,6 +71,8 @@ def generate(
     batch_size: int = 16,
     stats: RolloutStats | None = None,
     bank=None,
+    stop: tuple[str, ...] = (),
+    keep_stop: bool = True,
 ) -> list[Completion]:
     """Generate one completion per (prompt, adapter) row, many adapters per batch.
 
@@ -83,6 +89,8 @@ def generate(
         bank: the :class:`evolora.population.AdapterBank` of ``model``; when given, rows are
             routed with :func:`evolora.routed.routed` (batched matmuls, ~base speed) instead
             of PEFT's mixed-adapter batches.
+        stop: stop strings; a row ends once its generated text holds one of them.
+        keep_stop: keep the token that completed the stop string (else it is dropped).
 
     Returns:
         N completions in the order of ``prompts``. Sampling uses torch's global RNG: seed
@@ -109,8 +117,10 @@ def generate(
         kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
         names = [adapters[i] for i in rows]
         began = time.perf_counter()
+        criteria = StoppingCriteriaList([_StopOnText(tokenizer, stop, width)]) if stop else None
         with routed(bank, names) if bank is not None else contextlib.nullcontext():
             output = model.generate(
+                stopping_criteria=criteria,
                 input_ids=input_ids,
                 attention_mask=attention,
                 max_new_tokens=max_new_tokens,
@@ -124,6 +134,9 @@ def generate(
             ids = new[j].tolist()
             end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
             kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens
+            cut = _stop_index(tokenizer, kept, stop) if stop else None
+            if cut is not None:
+                kept, end = kept[: cut if keep_stop else cut - 1], cut
             results[i] = Completion(
                 adapter=adapters[i],
                 prompt_ids=tuple(prompts[i]),
@@ -135,6 +148,26 @@ def generate(
             stats.seconds += time.perf_counter() - began
             stats.tokens += sum(len(results[i].completion_ids) for i in rows)
     return results  # type: ignore[return-value]
+
+
+class _StopOnText(StoppingCriteria):
+    """Per-row stop once the last few generated tokens decode to text holding a stop string."""
+
+    def __init__(self, tokenizer, stops: tuple[str, ...], start: int, window: int = 8) -> None:
+        self.tokenizer, self.stops, self.start, self.window = tokenizer, stops, start, window
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        tails = input_ids[:, max(self.start, input_ids.shape[1] - self.window):].tolist()
+        texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+        return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool)
+
+
+def _stop_index(tokenizer, ids: list[int], stops: tuple[str, ...]) -> int | None:
+    """Length of the shortest prefix of ``ids`` whose text holds a stop string, or None."""
+    if not any(s in tokenizer.decode(ids, skip_special_tokens=True) for s in stops):
+        return None
+    return next(k for k in range(1, len(ids) + 1)
+                if any(s in tokenizer.decode(ids[:k], skip_special_tokens=True) for s in stops))
 
 
 def _eos_ids(model, tokenizer) -> set[int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,38 +26,67 @@ from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
 from evolora.rollout import Completion, RolloutStats, chat_prompt, generate
-from evolora.tasks.base import Message, Task
+from evolora.segments import generate_segments
+from evolora.tasks.base import ProposalRequest, Task, normalise_problem
 
 
-def proposal_request(task: Task, rng: random.Random) -> tuple[list[Message], str]:
-    """One teacher prompt and the text its answer is forced to start with.
+def proposal_request(task: Task, rng: random.Random) -> ProposalRequest:
+    """One teacher prompt: its messages, forced start, shown examples and segment structure.
 
-    Uses the task's optional ``proposal_with_prefix(rng) -> (messages, prefix)`` hook when it
-    has one (a prefix per prompt, e.g. the ``code`` task's ``"Task: abduction\nInput:"``
-    carries the task type it drew), else ``proposal_prompt(rng)`` and the fixed
-    ``proposal_prefix`` ("" when the task has none).
+    Uses the task's optional ``proposal_request(rng) -> ProposalRequest`` hook when it has
+    one; else ``proposal_with_prefix(rng) -> (messages, prefix)`` (a prefix per prompt, e.g.
+    the ``code`` task's ``"Task: abduction\nInput:"``); else ``proposal_prompt(rng)`` and the
+    fixed ``proposal_prefix`` ("" when the task has none).
     """
-    hook = getattr(task, "proposal_with_prefix", None)
+    hook = getattr(task, "proposal_request", None)
     if callable(hook):
         return hook(rng)
-    return task.proposal_prompt(rng), getattr(task, "proposal_prefix", "")
+    hook = getattr(task, "proposal_with_prefix", None)
+    if callable(hook):
+        messages, prefix = hook(rng)
+        return ProposalRequest(messages, prefix)
+    return ProposalRequest(task.proposal_prompt(rng), getattr(task, "proposal_prefix", ""))
 
 
-def teacher_reward(solve_rate: float | None, rewards: RewardConfig, *, parsed: bool = True) -> float:
+def repetition_penalties(problems: list[str | None], coefficient: float) -> list[float]:
+    """R-Zero's clustered repetition penalty for one step's proposals.
+
+    A proposal whose normalised problem (:func:`evolora.tasks.base.normalise_problem`)
+    occurs k times among the N proposals loses ``coefficient · (k − 1) / (N − 1)``
+    (unique ones lose nothing; None entries, unparsed proposals, neither count nor pay).
+
+    Shapes: N problems in, N penalties (>= 0, reward units) out.
+    Source: R-Zero (arXiv 2508.05004) §3, with exact-match clusters instead of BLEU clusters.
+
+    >>> repetition_penalties(["7 + 5", "7+5", "8 * 2", None], 1.0)
+    [0.5, 0.5, 0.0, 0.0]
+    """
+    keys = [normalise_problem(p) if p is not None else None for p in problems]
+    counts = Counter(k for k in keys if k is not None)
+    others = max(len(problems) - 1, 1)
+    return [coefficient * (counts[k] - 1) / others if k is not None else 0.0 for k in keys]
+
+
+def teacher_reward(solve_rate: float | None, rewards: RewardConfig, *, parsed: bool = True,
+                   copied: bool = False) -> float:
     """Teacher reward for one proposal (AZR-style composite).
 
     Args:
         solve_rate: the matched student's solve rate ŝ ∈ [0, 1] on it; None when invalid.
         parsed: False when the proposal did not even parse (a format error).
+        copied: True when the valid proposal equals a reference example of its own prompt.
 
     Returns:
         ``rewards.malformed`` when unparsable; ``rewards.invalid`` when it parses but fails
-        verification; 1 − ŝ when 0 < ŝ < 1; ``rewards.trivial`` when ŝ ∈ {0, 1}.
+        verification; a copied example ``rewards.copied`` (``rewards.trivial`` when that is
+        None); 1 − ŝ when 0 < ŝ < 1; ``rewards.trivial`` when ŝ ∈ {0, 1}.
     """
     if not parsed:
         return rewards.malformed
     if solve_rate is None:
         return rewards.invalid
+    if copied:
+        return rewards.trivial if rewards.copied is None else rewards.copied
     if solve_rate <= 0.0 or solve_rate >= 1.0:
         return rewards.trivial
     return 1.0 - solve_rate
@@ -84,6 +114,8 @@ class GameRecord:
     solve_rate: float | None = None
     teacher_reward: float = 0.0
     student_rewards: list[float] = field(default_factory=list)
+    copied: bool = False  # the problem equals a reference example of the teacher's own prompt
+    repetition_penalty: float = 0.0  # R-Zero penalty subtracted from teacher_reward
 
 
 @dataclass
@@ -150,20 +182,14 @@ def play_step(
     slot_of = {m.id: m.slot for m in [*teachers, *students, *frozen]}
 
     began = time.perf_counter()
-    owners, rivals, prompts, prefixes = [], [], [], []
+    owners, rivals, requests = [], [], []
     for teacher in teachers:
         for j in range(config.proposals_per_teacher):  # proposal j goes to the teacher's j-th opponent, cyclically
             owners.append(teacher.id)
             rivals.append(opponents[teacher.id][j % len(opponents[teacher.id])])
-            messages, prefix = proposal_request(task, rng)
-            prefixes.append(prefix)
-            prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
-            prompts.append(chat_prompt(tokenizer, messages) + prefix_ids)
-    proposals_out = generate(
-        bank.model, tokenizer, prompts, [slot_of[o] for o in owners],
-        max_new_tokens=config.teacher_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        batch_size=config.generation_batch_size, stats=stats, bank=router,
-    )
+            requests.append(proposal_request(task, rng))
+    prefixes = [r.prefix for r in requests]
+    proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats, router)
     seconds["rollout_teacher"] = time.perf_counter() - began
 
     began = time.perf_counter()
@@ -176,10 +202,13 @@ def play_step(
             teacher=owner, student=rival, proposal_text=prefix + completion.text,
             problem=proposal.problem if proposal else None, program=proposal.program if proposal else None,
             valid=verdict.valid, reason=verdict.reason, answer=verdict.answer,
+            copied=proposal is not None and normalise_problem(proposal.problem) in
+            {normalise_problem(e) for e in request.examples},
         )
-        for owner, rival, prefix, completion, proposal, verdict
-        in zip(owners, rivals, prefixes, proposals_out, parsed, verdicts)
+        for owner, rival, prefix, completion, proposal, verdict, request
+        in zip(owners, rivals, prefixes, proposals_out, parsed, verdicts, requests)
     ]
+    penalties = repetition_penalties([g.problem for g in games], config.rewards.repetition)
 
     began = time.perf_counter()
     solve_rows, solve_prompts = [], []
@@ -191,8 +220,7 @@ def play_step(
                 solve_prompts.append(prompt)
     attempts = generate(
         bank.model, tokenizer, solve_prompts, [slot_of[games[g].student] for g in solve_rows],
-        max_new_tokens=config.student_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        batch_size=config.generation_batch_size, stats=stats, bank=router,
+        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, bank=router,
     ) if solve_prompts else []
     seconds["rollout_student"] = time.perf_counter() - began
 
@@ -205,11 +233,12 @@ def play_step(
         game.grades.append(grade.label)
         game.student_rewards.append(reward)
         samples[game.student].append(_sample(attempt, reward, group=f"problem{g}"))
-    for game, completion in zip(games, proposals_out):
+    for game, completion, penalty in zip(games, proposals_out, penalties):
         if game.valid:
             game.solve_rate = sum(label == "correct" for label in game.grades) / len(game.grades)
+        game.repetition_penalty = penalty
         game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, config.rewards,
-                                             parsed=game.problem is not None)
+                                             parsed=game.problem is not None, copied=game.copied) - penalty
         samples[game.teacher].append(_sample(completion, game.teacher_reward, group=f"teacher:{game.teacher}"))
 
     pair_solve_rates: dict[tuple[str, str], float | None] = {}
@@ -221,6 +250,28 @@ def play_step(
     return StepOutcome(samples, games, pairs, pair_solve_rates, seconds, stats)
 
 
+def _teacher_rollout(bank, tokenizer, requests: list[ProposalRequest], slots: list[str], config: SelfPlayConfig,
+                     stats: RolloutStats, router) -> list[Completion]:
+    """Every teacher completion, in request order: free-form rows in one batched ``generate``,
+    structured rows (the same ``segments``) through :func:`evolora.segments.generate_segments`."""
+    sampling = config.sampling("teacher")
+    prompts = []
+    for request in requests:
+        prefix_ids = tokenizer(request.prefix, add_special_tokens=False)["input_ids"] if request.prefix else []
+        prompts.append(chat_prompt(tokenizer, request.messages) + prefix_ids)
+    out: list[Completion | None] = [None] * len(requests)
+    for segments in dict.fromkeys(r.segments for r in requests):
+        rows = [i for i, r in enumerate(requests) if r.segments == segments]
+        args = (bank.model, tokenizer, [prompts[i] for i in rows], [slots[i] for i in rows])
+        kwargs = dict(sampling, batch_size=config.generation_batch_size, stats=stats, bank=router)
+        done = generate_segments(*args, segments, **kwargs) if segments else generate(*args, **kwargs)
+        for i, completion in zip(rows, done):
+            out[i] = completion
+    return out  # type: ignore[return-value]
+
+
 def _sample(completion: Completion, reward: float, group: str) -> Sample:
-    ids = completion.completion_ids or (0,)
-    return Sample(prompt_ids=completion.prompt_ids, completion_ids=ids, reward=reward, group=group)
+    if not completion.completion_ids:
+        return Sample(prompt_ids=completion.prompt_ids, completion_ids=(0,), reward=reward, group=group)
+    return Sample(prompt_ids=completion.prompt_ids, completion_ids=completion.completion_ids, reward=reward,
+                  group=group, mask=completion.mask)

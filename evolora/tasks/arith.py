@@ -29,7 +29,8 @@ from fractions import Fraction
 
 from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
-from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
+from evolora.tasks.arith_text import _arithmetic_span, normalise_expression, random_expression
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
 from evolora.tasks.numeric import arithmetic_answer, numbers_equal
 
 TEACHER_SYSTEM = "You write arithmetic problems."
@@ -42,10 +43,6 @@ EXAMPLES = ("7 + 5", "9 - 4", "6 * 3", "(3 + 4) * 2", "12 - 9 + 2", "15 / 3", "8
 
 _ALLOWED_CHARS = re.compile(r"[0-9.+\-*/%() \t]*")
 _HEADER = re.compile(r"problem\s*\d*\s*:", re.IGNORECASE)
-_LEAD_WORDS = re.compile(r"^(?:what\s+is|what's|compute|calculate|evaluate|find|solve)\s*:?\s*", re.IGNORECASE)
-_SYMBOLS = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "^": "**", "[": "(", "]": ")"}
-_GRID_OPERATORS = ("+", "-", "*")
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2}
 
 
 class ExpressionError(ValueError):
@@ -207,6 +204,11 @@ class ArithTask:
         tolerance: relative and absolute tolerance when grading.
         lenient_parse: keep the longest arithmetic span of a line that also holds words
             (else such a line goes to the verifier as is and is refused as "banned").
+        examples: "fixed" draws the teacher's examples from :data:`EXAMPLES`; "random" builds
+            each one with :func:`random_expression` (digits 1..example_digits, operators
+            1..example_ops, never a held-out grid problem), so copying an example is no
+            longer a way to the same few problems.
+        example_digits, example_ops: size of random examples, each in [1, 6].
     """
 
     name = "arith"
@@ -231,11 +233,15 @@ class ArithTask:
         eval_per_cell: int = 10,
         tolerance: float = 1e-6,
         lenient_parse: bool = True,
+        examples: str = "fixed",
+        example_digits: int = 2,
+        example_ops: int = 2,
     ) -> None:
         for key, value in (("num_examples", num_examples), ("max_chars", max_chars), ("max_digits", max_digits),
                            ("max_depth", max_depth), ("max_ops", max_ops), ("max_value", max_value),
                            ("max_exponent", max_exponent), ("eval_seed", eval_seed),
-                           ("eval_digits", eval_digits), ("eval_ops", eval_ops), ("eval_per_cell", eval_per_cell)):
+                           ("eval_digits", eval_digits), ("eval_ops", eval_ops), ("eval_per_cell", eval_per_cell),
+                           ("example_digits", example_digits), ("example_ops", example_ops)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"arith task: {key} must be a whole number (got {value!r})")
         checks = [
@@ -250,6 +256,9 @@ class ArithTask:
             (1 <= eval_ops <= 6, "eval_ops in [1, 6]", eval_ops),
             (eval_per_cell >= 1, "eval_per_cell >= 1", eval_per_cell),
             (tolerance >= 0, "tolerance >= 0", tolerance),
+            (examples in ("fixed", "random"), "examples in ('fixed', 'random')", examples),
+            (1 <= example_digits <= 6, "example_digits in [1, 6]", example_digits),
+            (1 <= example_ops <= 6, "example_ops in [1, 6]", example_ops),
         ]
         for ok, rule, value in checks:
             if not ok:
@@ -260,6 +269,8 @@ class ArithTask:
                 raise ValueError(f"arith task: {key} must be true or false (got {value!r})")
         self.lenient_parse = lenient_parse
         self.num_examples = num_examples
+        self.examples = examples
+        self.example_size = (example_digits, example_ops)
         self.limits = {"max_chars": max_chars, "max_digits": max_digits, "max_depth": max_depth,
                        "max_ops": max_ops, "max_value": max_value, "max_exponent": max_exponent,
                        "min_ops": 1}
@@ -274,11 +285,29 @@ class ArithTask:
     # ------------------------------------------------------------------ teacher side
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
         """System + one user message: the request, ``num_examples`` examples, a closing line."""
+        return self.proposal_request(rng).messages
+
+    def proposal_request(self, rng: random.Random) -> ProposalRequest:
+        """The teacher prompt, its forced start ``"Problem:"`` and the examples it shows
+        (drawn with ``rng``; see ``examples``)."""
+        shown = self._draw_examples(rng)
         lines = [TEACHER_INSTRUCTION]
-        if self.num_examples:
-            lines += ["Examples:", *(f"Problem: {e}" for e in rng.sample(EXAMPLES, self.num_examples))]
+        if shown:
+            lines += ["Examples:", *(f"Problem: {e}" for e in shown)]
         lines.append(TEACHER_CLOSING)
-        return [{"role": "system", "content": TEACHER_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+        messages = [{"role": "system", "content": TEACHER_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+        return ProposalRequest(messages, self.proposal_prefix, examples=tuple(shown))
+
+    def _draw_examples(self, rng: random.Random) -> list[str]:
+        if self.examples == "fixed":
+            return rng.sample(EXAMPLES, self.num_examples)
+        held_out = {item.question for item in self.grid()}
+        shown: list[str] = []
+        while len(shown) < self.num_examples:
+            text = random_expression(rng, rng.randint(1, self.example_size[0]), rng.randint(1, self.example_size[1]))
+            if text not in held_out and text not in shown:
+                shown.append(text)
+        return shown
 
     def parse_proposal(self, text: str) -> Proposal | None:
         """The expression on the first non-empty line after the first "Problem:" header
@@ -373,66 +402,3 @@ class ArithTask:
             raise ValueError(f"arith task: only {len(items)} distinct problems with {digits} digit(s) and "
                              f"{ops} operator(s); lower eval_per_cell (got {self.eval_per_cell})")
         return list(items.values())
-
-
-def normalise_expression(line: str) -> str:
-    """Clean one line a model wrote into a candidate expression (no validity check).
-
-    >>> normalise_expression("**What is 12 × 3 − 4?** = 32")
-    '12 * 3 - 4'
-    >>> normalise_expression("$ (2+3)^2 = ? $"), normalise_expression("`6 x 7`.")
-    ('(2+3)**2', '6 * 7')
-    """
-    text = line.strip().strip("*`$ \t").strip()
-    text = text.replace("\\times", "*").replace("\\div", "/").replace("\\cdot", "*")
-    for symbol, replacement in _SYMBOLS.items():
-        text = text.replace(symbol, replacement)
-    text = re.sub(r"(?<=[\d)\s])[xX](?=[\s(\d])", "*", text)  # 6 x 7
-    text = text.split("=")[0]
-    text = _LEAD_WORDS.sub("", text.strip().strip("*`$ ").strip())
-    text = text.strip().rstrip("?.!:;,").strip().strip("*`$").strip()
-    return " ".join(text.split())
-
-
-_SPAN = re.compile(r"[0-9.+\-*/%() \t]+")
-
-
-def _arithmetic_span(text: str) -> str:
-    """The longest run of expression characters that holds a digit and an operator (else
-    the longest with a digit), trimmed of dangling operators and unbalanced parentheses.
-
-    >>> _arithmetic_span("Given the statement 15 / 3, is it 5?"), _arithmetic_span("Solve 4. now")
-    ('15 / 3', '4')
-    """
-    spans = [m.group(0).strip(" \t.") for m in _SPAN.finditer(text)]
-    spans = [s for s in spans if any(c.isdigit() for c in s)]
-    if not spans:
-        return ""
-    best = max(spans, key=lambda s: (bool(re.search(r"\d\s*[-+*/%]", s)), len(s)))
-    best = best.strip(" \t+*/%")
-    if best.count("(") != best.count(")"):
-        best = best.strip("()").strip()
-    return best
-
-
-def random_expression(rng: random.Random, digits: int, ops: int) -> str:
-    """A random expression: a random binary tree with ``ops`` operators from + - * over
-    ``digits``-digit numbers (1-digit: 1-9), printed with the parentheses it needs.
-
-    >>> random_expression(random.Random(0), 1, 2), random_expression(random.Random(1), 2, 3)
-    ('1 * 5 - 8', '82 - 42 * (73 - 67)')
-    """
-    low, high = (1, 9) if digits == 1 else (10 ** (digits - 1), 10**digits - 1)
-
-    def build(n: int) -> tuple[str, int]:  # (text, precedence); a number binds tightest (3)
-        if n == 0:
-            return str(rng.randint(low, high)), 3
-        left_ops = rng.randint(0, n - 1)
-        left, right = build(left_ops), build(n - 1 - left_ops)
-        op = rng.choice(_GRID_OPERATORS)
-        level = _PRECEDENCE[op]
-        left_text = f"({left[0]})" if left[1] < level else left[0]
-        right_text = f"({right[0]})" if right[1] < level or (right[1] == level and op == "-") else right[0]
-        return f"{left_text} {op} {right_text}", level
-
-    return build(ops)[0]

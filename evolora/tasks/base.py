@@ -69,6 +69,61 @@ class Grade:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One generated part of a structured teacher rollout (multi-segment generation).
+
+    Generation of the part starts after ``forced`` (text appended to the context, never
+    sampled and never trained on) and stops at EOS, at ``max_new_tokens``, or once the
+    generated text holds one of ``stop``. With ``keep_stop=False`` the token that completed
+    the stop string is dropped (and so never trained on); the next segment's ``forced``
+    text follows what was kept.
+
+    Attributes:
+        forced: text placed before this part ("" for none; the first segment's forced
+            text is the request's ``prefix``).
+        stop: stop strings (empty: EOS or the token limit only).
+        max_new_tokens: token limit of this part, >= 1; None uses the role's limit.
+        keep_stop: keep the token that completed a stop string.
+    """
+
+    forced: str = ""
+    stop: tuple[str, ...] = ()
+    max_new_tokens: int | None = None
+    keep_stop: bool = True
+
+
+@dataclass(frozen=True)
+class ProposalRequest:
+    """Everything a teacher rollout needs for one prompt.
+
+    Attributes:
+        messages: the chat prompt.
+        prefix: text the answer is forced to start with (prepended before parsing).
+        examples: the reference problems shown in ``messages``, as the student would see
+            them (the repetition rule penalises a proposal equal to one of them).
+        segments: the structure after ``prefix``; empty means one free-form segment.
+
+    Source: PopuLoRA (arXiv 2605.16727) §2 step 2 (the teacher's prompt with references);
+    R-Zero (arXiv 2508.05004) repetition penalty.
+    """
+
+    messages: list[Message]
+    prefix: str = ""
+    examples: tuple[str, ...] = ()
+    segments: tuple[Segment, ...] = ()
+
+
+def normalise_problem(text: str) -> str:
+    """A problem's identity for the repetition rule: lowercased, whitespace removed,
+    trailing punctuation dropped ("7 + 5" == "7+5" == "7 + 5?"; "7 + 6" differs).
+
+    >>> normalise_problem("What is 7 +  5?"), normalise_problem("what is 7+5")
+    ('whatis7+5', 'whatis7+5')
+    """
+    return "".join(text.lower().split()).rstrip("?.!:;,")
+
+
+@dataclass(frozen=True)
 class HeldOutItem:
     """One held-out evaluation problem: a question and its answer (a float for numeric
     tasks; any JSON-serialisable value the task's grader understands)."""
@@ -87,8 +142,10 @@ class Task(Protocol):
     Optional hooks, used by :func:`evolora.evaluation.evaluate` when a task has them:
     ``held_out_prompt(item) -> list[Message]`` (else ``solve_prompt(item.question)``) and
     ``grade_held_out(completions, items) -> list[Grade]`` (batched; else ``grade`` per item).
-    And by :func:`evolora.selfplay.play_step`: ``proposal_with_prefix(rng) -> (messages, prefix)``,
-    a forced answer start per prompt (else ``proposal_prompt(rng)`` and ``proposal_prefix``).
+    And by :func:`evolora.selfplay.play_step`: ``proposal_request(rng) -> ProposalRequest``
+    (the prompt, its forced start, the examples it shows and a multi-segment structure), else
+    ``proposal_with_prefix(rng) -> (messages, prefix)``, a forced answer start per prompt, else
+    ``proposal_prompt(rng)`` and ``proposal_prefix``.
     """
 
     name: str

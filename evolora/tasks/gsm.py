@@ -6,26 +6,31 @@ same output, and its last output line is a finite number: that number is the gro
 truth); the student answers in words ending with "#### <number>"; the grade is numeric.
 Held-out evaluation: GSM8K test (answer after "####").
 
-Source: design notes §6; PopuLoRA (arXiv 2605.16727) §2 steps 2-3; GSM8K (arXiv 2110.14168).
+Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; GSM8K (arXiv 2110.14168).
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 import random
 import re
 import warnings
 from pathlib import Path
 
 from evolora.sandbox import SandboxPool
+from evolora.tasks.gsm_data import _load_gsm8k_from_hub, _load_train, load_gsm8k
 from evolora.tasks.pooled import PooledVerifier
-from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
 from evolora.tasks.numeric import final_number, marked_number, numbers_equal, parse_number
 
-EXAMPLES_PATH = Path(__file__).resolve().parent.parent / "data" / "gsm_examples.json"
+DATA = Path(__file__).resolve().parent.parent / "data"
+EXAMPLES_PATH = DATA / "gsm_examples.json"
 """Reference examples written for evolora: {"examples": [{"problem", "program", "answer"}]}."""
+EXAMPLE_SETS = {"default": EXAMPLES_PATH, "simple": DATA / "gsm_simple_examples.json"}
+"""``example_set`` names: ``default`` (12 problems of two to four steps) or ``simple`` (16 of
+one or two steps, which a 135M student sometimes solves)."""
+PROGRAM_FENCE = "\n```python\n"
+"""Forced between the problem and the program in ``structured`` rollouts."""
 
 TEACHER_SYSTEM = "You write grade-school math word problems and Python programs that solve them."
 TEACHER_INSTRUCTION = (
@@ -42,10 +47,6 @@ _PROBLEM_HEADER = re.compile(r"(?:^|\n)[#*\s]*(?:new\s+)?problem\s*\d*\s*[*]*\s*
 _TRAILING_LABEL = re.compile(
     r"\n[#*\s]*(?:program|python|code|solution|answer)\s*(?:program|code)?\s*[*]*\s*:?[*]*\s*\Z",
     re.IGNORECASE)
-_CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")
-_ARITHMETIC = re.compile(r"[\d\s+\-*/().]+")
-MAX_EXAMPLE_CHARS = 250
-"""GSM8K train questions longer than this are not used as examples (prompt tokens cost)."""
 
 
 class GSMTask(PooledVerifier):
@@ -76,9 +77,12 @@ class GSMTask(PooledVerifier):
             "format"; when False the final number is found leniently (boxed, "answer is",
             last number).
         tolerance: relative and absolute tolerance when comparing numbers.
+        example_set: which of evolora's own example sets (:data:`EXAMPLE_SETS`) to draw from.
+        structured: True makes the teacher rollout two segments (:meth:`proposal_request`):
+            the problem, stopped at a blank line or a fence; then the forced
+            :data:`PROGRAM_FENCE` and the program, stopped at the closing fence.
+        problem_tokens, program_tokens: token limits of the two segments (>= 1).
     """
-
-    name = "gsm"
 
     name = "gsm"
     proposal_prefix = "Problem:"
@@ -100,6 +104,10 @@ class GSMTask(PooledVerifier):
         max_program_chars: int = 3000,
         require_marker: bool = False,
         tolerance: float = 1e-6,
+        example_set: str = "default",
+        structured: bool = False,
+        problem_tokens: int = 96,
+        program_tokens: int = 96,
     ) -> None:
         if num_examples < 0 or runs < 1 or workers < 1 or not 0.0 <= gsm8k_fraction <= 1.0:
             raise ValueError(
@@ -109,6 +117,11 @@ class GSMTask(PooledVerifier):
             raise ValueError(
                 f"gsm task: need timeout_s > 0 (got {timeout_s}), memory_mb >= 32 (got {memory_mb}), "
                 f"output_limit >= 1 (got {output_limit}), tolerance >= 0 (got {tolerance})")
+        if example_set not in EXAMPLE_SETS or not isinstance(structured, bool) or min(problem_tokens, program_tokens) < 1:
+            raise ValueError(
+                f"gsm task: need example_set in {sorted(EXAMPLE_SETS)} (got {example_set!r}), structured "
+                f"true/false (got {structured!r}), problem_tokens and program_tokens >= 1 "
+                f"(got {problem_tokens}, {program_tokens})")
         for key, path in (("eval_path", eval_path), ("train_path", train_path)):
             if path is not None and not Path(path).is_file():
                 raise FileNotFoundError(
@@ -125,7 +138,9 @@ class GSMTask(PooledVerifier):
         self.max_program_chars = max_program_chars
         self.require_marker = require_marker
         self.tolerance = tolerance
-        self.examples: list[dict] = _load_examples(EXAMPLES_PATH)
+        self.examples: list[dict] = _load_examples(EXAMPLE_SETS[example_set])
+        self.structured = structured
+        self.segment_tokens = (problem_tokens, program_tokens)
         self._train: list[dict] | None = _load_train(Path(train_path)) if train_path else None
         self._eval: list[HeldOutItem] | None = None
         self._pool: SandboxPool | None = None
@@ -133,14 +148,30 @@ class GSMTask(PooledVerifier):
     # ------------------------------------------------------------------ teacher side
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
         """System + one user message: the format, ``num_examples`` examples, a request."""
+        return self._prompt(self._draw_examples(rng))
+
+    def _prompt(self, examples: list[dict]) -> list[Message]:
         parts = [TEACHER_INSTRUCTION]
-        if self.num_examples:
+        if examples:
             parts.append("Examples:")
-            for example in self._draw_examples(rng):
+            for example in examples:
                 parts.append(format_proposal(example["problem"], example["program"]))
         parts.append(TEACHER_CLOSING)
         return [{"role": "system", "content": TEACHER_SYSTEM},
                 {"role": "user", "content": "\n\n".join(parts)}]
+
+    def proposal_request(self, rng: random.Random) -> ProposalRequest:
+        """The teacher prompt (:meth:`proposal_prompt`), the forced start ``"Problem:"``, the
+        example problems it shows, and with ``structured`` the two segments: the problem
+        (stop at a blank line or a fence, the stop token dropped), then the forced
+        :data:`PROGRAM_FENCE` and the program (stop at the closing fence)."""
+        examples = self._draw_examples(rng)
+        segments = (
+            Segment(stop=("```", "\n\n"), max_new_tokens=self.segment_tokens[0], keep_stop=False),
+            Segment(forced=PROGRAM_FENCE, stop=("```",), max_new_tokens=self.segment_tokens[1]),
+        ) if self.structured else ()
+        return ProposalRequest(self._prompt(examples), self.proposal_prefix,
+                               examples=tuple(e["problem"] for e in examples), segments=segments)
 
     def _draw_examples(self, rng: random.Random) -> list[dict]:
         own = rng.sample(self.examples, min(self.num_examples, len(self.examples)))
@@ -255,131 +286,3 @@ def program_answer(output: str) -> float | None:
 def _load_examples(path: Path) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         return json.load(f)["examples"]
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"gsm task: GSM8K file {str(path)!r} does not exist; set the path to a GSM8K "
-            f"jsonl (lines of {{\"question\", \"answer\"}}) or leave it unset")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"gsm task: {path}:{number} is not valid JSON ({exc}); "
-                                 f"expected one GSM8K record per line") from exc
-            if not (isinstance(row, dict) and isinstance(row.get("question"), str)
-                    and isinstance(row.get("answer"), str)):
-                raise ValueError(f"gsm task: {path}:{number} needs string fields 'question' "
-                                 f"and 'answer' (GSM8K format)")
-            rows.append(row)
-    return rows
-
-
-def _final_answer(answer: str) -> float | None:
-    return marked_number(answer) if "####" in answer else None
-
-
-def load_gsm8k(path: Path) -> list[HeldOutItem]:
-    """GSM8K jsonl → items; every answer must end with "#### <number>"."""
-    items = []
-    for number, row in enumerate(_read_jsonl(path), start=1):
-        value = _final_answer(row["answer"])
-        if value is None:
-            raise ValueError(f"gsm task: record {number} of {path} has no '#### <number>' "
-                             f"final answer; is this a GSM8K file?")
-        items.append(HeldOutItem(question=row["question"], answer=value))
-    return items
-
-
-def _program_from_calculations(answer: str) -> str | None:
-    """Rebuild a program from GSM8K's <<expr=result>> annotations; None when unusable.
-
-    Numbers equal to an earlier step's result become that step's variable, so the program
-    computes step by step; the program's value must equal the "####" answer.
-
-    >>> print(_program_from_calculations("<<16-3-4=9>>9 eggs, <<9*2=18>>18 dollars\\n#### 18"))
-    step1 = 16-3-4
-    step2 = step1*2
-    print(step2)
-    """
-    final = _final_answer(answer)
-    steps = _CALCULATION.findall(answer)
-    if final is None or not steps or any(not _ARITHMETIC.fullmatch(e) for e, _ in steps):
-        return None
-    names: dict[str, str] = {}  # annotated result text -> step variable
-    values: dict[str, float] = {}  # step variable -> value
-    lines = []
-    for i, (expr, result) in enumerate(steps, start=1):
-        expr = re.sub(r"\d+(?:\.\d+)?", lambda m: names.get(m.group(0), m.group(0)),
-                      expr.strip().replace(" ", ""))
-        value = _arithmetic_value(expr, values)
-        if value is None:
-            return None
-        lines.append(f"step{i} = {expr}")
-        names[result.strip()] = f"step{i}"
-        values[f"step{i}"] = value
-    if not numbers_equal(value, final):
-        return None
-    return "\n".join([*lines, f"print(step{len(steps)})"])
-
-
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-              ast.Div: operator.truediv}
-
-
-def _arithmetic_value(expr: str, variables: dict[str, float]) -> float | None:
-    """Evaluate + - * / ( ) over numbers and known variables without ``eval``; None on error.
-
-    >>> _arithmetic_value("step1*2+1", {"step1": 9.0}), _arithmetic_value("1/0", {})
-    (19.0, None)
-    """
-    def walk(node: ast.AST) -> float:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return float(node.value)
-        if isinstance(node, ast.Name) and node.id in variables:
-            return variables[node.id]
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            value = walk(node.operand)
-            return -value if isinstance(node.op, ast.USub) else value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            return _OPERATORS[type(node.op)](walk(node.left), walk(node.right))
-        raise ValueError(f"unsupported expression node {type(node).__name__}")
-
-    try:
-        return walk(ast.parse(expr, mode="eval"))
-    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
-        return None
-
-
-def _load_train(path: Path) -> list[dict]:
-    examples = []
-    for row in _read_jsonl(path):
-        program = _program_from_calculations(row["answer"])
-        if program is not None and len(row["question"]) <= MAX_EXAMPLE_CHARS:
-            examples.append({"problem": row["question"], "program": program})
-    if not examples:
-        raise ValueError(f"gsm task: no usable GSM8K problems in {path} (answers need "
-                         f"<<a*b=c>> annotations and a '#### <number>' line)")
-    return examples
-
-
-def _load_gsm8k_from_hub() -> list[HeldOutItem] | None:
-    try:
-        import datasets  # optional extra: pip install evolora[data]
-    except ImportError:
-        return None
-    try:
-        rows = datasets.load_dataset("openai/gsm8k", "main", split="test")
-    except Exception:  # offline, no cache, hub errors: held-out evaluation is optional
-        return None
-    items = [HeldOutItem(r["question"], v) for r in rows
-             if (v := _final_answer(r["answer"])) is not None]
-    return items or None
-

@@ -1,0 +1,96 @@
+"""Multi-segment rollouts: generate, append forced text, continue.
+
+A small model that cannot hold a whole format in one free-form answer (the ``gsm``
+teacher's problem *and* program) is given the structure: it writes the problem, the
+rollout appends a forced code fence, the model writes the program and stops at the
+closing fence. Every row is one sequence
+
+    prompt | segment 1 (sampled) | forced text | segment 2 (sampled) | ...
+
+and its :class:`evolora.rollout.Completion` marks which completion tokens were sampled
+(``mask``). The learner trains on exactly those tokens, with log-probs conditioned on the
+same context they were sampled in (forced tokens included), so one forward pass over the
+whole sequence gives the same log-probs as the rollout (tested).
+
+Source: PopuLoRA (arXiv 2605.16727) §2 step 2 (the teacher's proposal, here structured).
+"""
+
+from __future__ import annotations
+
+from evolora.rollout import Completion, RolloutStats, generate
+from evolora.tasks.base import Segment
+
+
+def generate_segments(
+    model,
+    tokenizer,
+    prompts: list[list[int]],
+    adapters: list[str],
+    segments: tuple[Segment, ...],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    batch_size: int = 16,
+    stats: RolloutStats | None = None,
+    bank=None,
+) -> list[Completion]:
+    """Generate every row through the same sequence of segments.
+
+    Args:
+        prompts: N prompts as token ids (the request's forced prefix already appended).
+        adapters: N adapter names, one per prompt.
+        segments: the structure (>= 1 segment). Segment k's ``forced`` text is tokenized on
+            its own and appended before it is generated (the first segment's is usually "",
+            its forced start being the prompt's prefix). An EOS ends a segment, not the row,
+            except in the last segment; it is dropped from the middle of a row.
+        max_new_tokens: token limit of a segment without its own ``max_new_tokens``.
+        temperature, top_p, batch_size, stats, bank: as :func:`evolora.rollout.generate`.
+
+    Returns:
+        N completions: ``completion_ids`` hold every segment and forced token in order,
+        ``mask`` is True exactly on the sampled ones, ``text`` is the decoded whole and
+        ``truncated`` tells whether the last segment hit its token limit.
+
+    Raises:
+        ValueError: no segments, or ``prompts`` and ``adapters`` differ in length.
+    """
+    if not segments:
+        raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
+    if len(prompts) != len(adapters):
+        raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
+    eos = {tokenizer.eos_token_id, *_generation_eos(model)}
+    ids: list[list[int]] = [[] for _ in prompts]
+    mask: list[list[bool]] = [[] for _ in prompts]
+    truncated = [False] * len(prompts)
+    for k, segment in enumerate(segments):
+        last = k == len(segments) - 1
+        if segment.forced:
+            forced = tokenizer(segment.forced, add_special_tokens=False)["input_ids"]
+            for row in range(len(prompts)):
+                ids[row] += forced
+                mask[row] += [False] * len(forced)
+        outputs = generate(
+            model, tokenizer, [list(p) + i for p, i in zip(prompts, ids)], adapters,
+            max_new_tokens=segment.max_new_tokens or max_new_tokens, temperature=temperature, top_p=top_p,
+            batch_size=batch_size, stats=stats, bank=bank, stop=segment.stop, keep_stop=segment.keep_stop,
+        )
+        for row, output in enumerate(outputs):
+            new = list(output.completion_ids)
+            if not last and new and new[-1] in eos:
+                new = new[:-1]  # the row goes on with the next segment's forced text
+            ids[row] += new
+            mask[row] += [True] * len(new)
+            truncated[row] = output.truncated
+    return [
+        Completion(adapter=adapter, prompt_ids=tuple(prompt), completion_ids=tuple(row_ids),
+                   text=tokenizer.decode(row_ids, skip_special_tokens=True), truncated=trunc,
+                   mask=tuple(row_mask))
+        for adapter, prompt, row_ids, row_mask, trunc in zip(adapters, prompts, ids, mask, truncated)
+    ]
+
+
+def _generation_eos(model) -> set[int]:
+    config = getattr(model, "generation_config", None)
+    ids = getattr(config, "eos_token_id", None) if config is not None else None
+    return set(ids if isinstance(ids, list) else [ids] if ids is not None else [])

@@ -1,0 +1,149 @@
+"""GSM8K files for the ``gsm`` task: held-out test items, and train problems turned into
+reference examples whose programs are rebuilt from GSM8K's ``<<a*b=c>>`` annotations.
+
+Source: GSM8K (Cobbe et al. 2021, arXiv 2110.14168); PopuLoRA (arXiv 2605.16727) §2 step 2.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+from pathlib import Path
+
+from evolora.tasks.base import HeldOutItem
+from evolora.tasks.numeric import marked_number, numbers_equal
+
+_CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")
+_ARITHMETIC = re.compile(r"[\d\s+\-*/().]+")
+MAX_EXAMPLE_CHARS = 250
+"""GSM8K train questions longer than this are not used as examples (prompt tokens cost)."""
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"gsm task: GSM8K file {str(path)!r} does not exist; set the path to a GSM8K "
+            f"jsonl (lines of {{\"question\", \"answer\"}}) or leave it unset")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"gsm task: {path}:{number} is not valid JSON ({exc}); "
+                                 f"expected one GSM8K record per line") from exc
+            if not (isinstance(row, dict) and isinstance(row.get("question"), str)
+                    and isinstance(row.get("answer"), str)):
+                raise ValueError(f"gsm task: {path}:{number} needs string fields 'question' "
+                                 f"and 'answer' (GSM8K format)")
+            rows.append(row)
+    return rows
+
+
+def _final_answer(answer: str) -> float | None:
+    return marked_number(answer) if "####" in answer else None
+
+
+def load_gsm8k(path: Path) -> list[HeldOutItem]:
+    """GSM8K jsonl → items; every answer must end with "#### <number>"."""
+    items = []
+    for number, row in enumerate(_read_jsonl(path), start=1):
+        value = _final_answer(row["answer"])
+        if value is None:
+            raise ValueError(f"gsm task: record {number} of {path} has no '#### <number>' "
+                             f"final answer; is this a GSM8K file?")
+        items.append(HeldOutItem(question=row["question"], answer=value))
+    return items
+
+
+def _program_from_calculations(answer: str) -> str | None:
+    """Rebuild a program from GSM8K's <<expr=result>> annotations; None when unusable.
+
+    Numbers equal to an earlier step's result become that step's variable, so the program
+    computes step by step; the program's value must equal the "####" answer.
+
+    >>> print(_program_from_calculations("<<16-3-4=9>>9 eggs, <<9*2=18>>18 dollars\\n#### 18"))
+    step1 = 16-3-4
+    step2 = step1*2
+    print(step2)
+    """
+    final = _final_answer(answer)
+    steps = _CALCULATION.findall(answer)
+    if final is None or not steps or any(not _ARITHMETIC.fullmatch(e) for e, _ in steps):
+        return None
+    names: dict[str, str] = {}  # annotated result text -> step variable
+    values: dict[str, float] = {}  # step variable -> value
+    lines = []
+    for i, (expr, result) in enumerate(steps, start=1):
+        expr = re.sub(r"\d+(?:\.\d+)?", lambda m: names.get(m.group(0), m.group(0)),
+                      expr.strip().replace(" ", ""))
+        value = _arithmetic_value(expr, values)
+        if value is None:
+            return None
+        lines.append(f"step{i} = {expr}")
+        names[result.strip()] = f"step{i}"
+        values[f"step{i}"] = value
+    if not numbers_equal(value, final):
+        return None
+    return "\n".join([*lines, f"print(step{len(steps)})"])
+
+
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+              ast.Div: operator.truediv}
+
+
+def _arithmetic_value(expr: str, variables: dict[str, float]) -> float | None:
+    """Evaluate + - * / ( ) over numbers and known variables without ``eval``; None on error.
+
+    >>> _arithmetic_value("step1*2+1", {"step1": 9.0}), _arithmetic_value("1/0", {})
+    (19.0, None)
+    """
+    def walk(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name) and node.id in variables:
+            return variables[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            value = walk(node.operand)
+            return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError(f"unsupported expression node {type(node).__name__}")
+
+    try:
+        return walk(ast.parse(expr, mode="eval"))
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+
+
+def _load_train(path: Path) -> list[dict]:
+    examples = []
+    for row in _read_jsonl(path):
+        program = _program_from_calculations(row["answer"])
+        if program is not None and len(row["question"]) <= MAX_EXAMPLE_CHARS:
+            examples.append({"problem": row["question"], "program": program})
+    if not examples:
+        raise ValueError(f"gsm task: no usable GSM8K problems in {path} (answers need "
+                         f"<<a*b=c>> annotations and a '#### <number>' line)")
+    return examples
+
+
+def _load_gsm8k_from_hub() -> list[HeldOutItem] | None:
+    try:
+        import datasets  # optional extra: pip install evolora[data]
+    except ImportError:
+        return None
+    try:
+        rows = datasets.load_dataset("openai/gsm8k", "main", split="test")
+    except Exception:  # offline, no cache, hub errors: held-out evaluation is optional
+        return None
+    items = [HeldOutItem(r["question"], v) for r in rows
+             if (v := _final_answer(r["answer"])) is not None]
+    return items or None
+

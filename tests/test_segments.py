@@ -1,0 +1,94 @@
+"""Multi-segment rollouts: forced text between sampled parts, stop strings, masked log-probs."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from evolora.learner import Sample, completion_logprobs
+from evolora.population import AdapterBank
+from evolora.rollout import chat_prompt, generate
+from evolora.routed import routed
+from evolora.segments import generate_segments
+from evolora.tasks.base import Segment
+
+FORCED = "\n```python\n"
+
+
+def _bank(tiny, b_std=0.5):
+    model, tokenizer = tiny
+    bank = AdapterBank(model, ["A0", "A1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj", "down_proj"))
+    generator = torch.Generator().manual_seed(3)
+    for slot in bank.slots:
+        bank.init_factors(slot, generator, b_std=b_std)
+    return bank, tokenizer
+
+
+def _prompts(tokenizer):
+    return [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("a problem", "another one", "x")]
+
+
+def test_segments_equal_manual_generate_append_continue(tiny):
+    bank, tokenizer = _bank(tiny)
+    prompts, names = _prompts(tokenizer), ["A0", "A1", "A0"]
+    segments = (Segment(max_new_tokens=5), Segment(forced=FORCED, max_new_tokens=6))
+    torch.manual_seed(0)
+    out = generate_segments(bank.model, tokenizer, prompts, names, segments, max_new_tokens=9, temperature=0.01,
+                            bank=bank)
+    forced = tokenizer(FORCED, add_special_tokens=False)["input_ids"]
+    eos = tokenizer.eos_token_id
+    for prompt, name, completion in zip(prompts, names, out):
+        (first,) = generate(bank.model, tokenizer, [prompt], [name], max_new_tokens=5, greedy=True, bank=bank)
+        head = [t for t in first.completion_ids if t != eos]
+        (second,) = generate(bank.model, tokenizer, [prompt + head + forced], [name], max_new_tokens=6,
+                             greedy=True, bank=bank)
+        assert completion.completion_ids == tuple(head + forced + list(second.completion_ids))
+        assert completion.mask == tuple([True] * len(head) + [False] * len(forced) + [True] * len(second.completion_ids))
+        assert FORCED in completion.text and completion.prompt_ids == tuple(prompt)
+
+
+def test_masked_logprobs_equal_per_segment_forward_passes(tiny):
+    """The learner's single pass over prompt | sampled | forced | sampled gives, on every sampled
+    token, the log-prob of the context the rollout sampled it in; forced tokens carry no loss."""
+    bank, tokenizer = _bank(tiny, b_std=0.3)
+    prompts, names = _prompts(tokenizer), ["A0", "A1", "A1"]
+    segments = (Segment(max_new_tokens=4), Segment(forced=FORCED, max_new_tokens=5))
+    torch.manual_seed(1)
+    out = generate_segments(bank.model, tokenizer, prompts, names, segments, max_new_tokens=8, bank=bank)
+    samples = [Sample(c.prompt_ids, c.completion_ids, 0.0, "g", mask=c.mask) for c in out]
+    with torch.no_grad(), routed(bank, names):
+        logp, mask = completion_logprobs(bank.model, samples)
+    for row, (sample, name) in enumerate(zip(samples, names)):
+        assert mask[row, : len(sample.completion_ids)].tolist() == list(sample.mask)
+        assert int(mask[row].sum()) == sample.trained_tokens < len(sample.completion_ids)
+        sequence = torch.tensor([list(sample.prompt_ids) + list(sample.completion_ids)])
+        with torch.no_grad(), routed(bank, [name]):
+            logits = bank.model(input_ids=sequence, use_cache=False).logits[0].float()
+        reference = F.log_softmax(logits[:-1], -1)
+        start = len(sample.prompt_ids)
+        for t, (token, sampled) in enumerate(zip(sample.completion_ids, sample.mask)):
+            if sampled:  # one pass over one unpadded row
+                assert torch.allclose(logp[row, t], reference[start + t - 1, token], atol=1e-4)
+
+
+def test_stop_strings_cut_rows_and_drop_or_keep_the_stop_token(tiny):
+    bank, tokenizer = _bank(tiny)
+    prompts, names = _prompts(tokenizer), ["A0", "A1", "A0"]
+
+    def sample(**stop):  # the same seed draws the same tokens until a row stops
+        torch.manual_seed(5)
+        return generate(bank.model, tokenizer, prompts, names, max_new_tokens=16, bank=bank, **stop)
+
+    free = sample()
+    # stop at the 3rd generated character of each row: every row then stops early
+    stops = tuple(dict.fromkeys(c.text[2] for c in free if len(c.text) > 3))
+    kept, dropped = sample(stop=stops), sample(stop=stops, keep_stop=False)
+    assert stops
+    for full, keep, drop in zip(free, kept, dropped):
+        hits = [k for k, ch in enumerate(full.text) if ch in stops]
+        if not hits:  # a row that never writes a stop string runs as before
+            assert keep.completion_ids == full.completion_ids
+            continue
+        assert keep.text == full.text[: hits[0] + 1] and not keep.truncated
+        assert drop.completion_ids == keep.completion_ids[:-1]
+        assert full.completion_ids[: len(keep.completion_ids)] == keep.completion_ids

@@ -6,6 +6,7 @@
     evolora evaluate RUN_DIR [--limit N]
     evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
     evolora compare RUN_A RUN_B [...] [--out DIR]
+    evolora study CONFIG [--seeds 0,1,2] [--arms population,single_agent] [--out DIR] [--set ...]
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ def evolve(
 ) -> None:
     """Run PopuLoRA self-play: teachers propose, students solve, adapters learn and evolve."""
     config, out = _prepare(config_path, overrides, seed, out, resume)
+    _execute(config, out, resume=resume is not None, evaluate=not no_eval)
+
+
+def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True) -> dict:
+    """Run (or resume) one run to its end in ``out``: checks, progress, final evaluation, table."""
     _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
 
@@ -100,7 +106,7 @@ def evolve(
         run = Run(config, out)
     except (ModelNotFoundError, ValueError, OSError) as error:  # found only once the model is loaded
         _fail(str(error))
-    if resume is not None:
+    if resume:
         if run.load_checkpoint():
             console.print(f"resumed at step {run.step}")
         for name, key in (("metrics.jsonl", "metrics"), ("matches.jsonl", "matches")):
@@ -114,9 +120,11 @@ def evolve(
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
         raise typer.Exit(130)
     console.print("evaluating and writing final adapters ...")
-    summary = run.finish(evaluate=not no_eval)
+    summary = run.finish(evaluate=evaluate)
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
+    return summary
+
 
 
 def _raise_interrupt(signum, frame) -> None:
@@ -202,6 +210,32 @@ def sandbox(
     typer.echo(json.dumps(result))
 
 
+@app.command()
+def study(
+    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config, e.g. tasks/arith.yaml."),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
+    arms: str = typer.Option("population,single_agent", "--arms", help="Arms (selfplay.mode): population, single_agent."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a config key in every run: --set run.steps=10"),
+) -> None:
+    """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
+    from evolora.study import parse_arms, parse_seeds, study_plan
+
+    out = out if out is not None else Path("runs") / f"study-{config_path.stem}"
+    try:
+        plan = study_plan(config_path, seeds=parse_seeds(seeds), arms=parse_arms(arms), out=out, overrides=overrides)
+    except ConfigError as error:
+        _fail(str(error))
+    for number, item in enumerate(plan, start=1):
+        console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
+        if item.state != "done":
+            _execute(item.config, item.out, resume=item.state == "resume")
+    if len(plan) > 1:
+        compare([item.out for item in plan], out / "report")
+    else:
+        report([plan[0].out], out / "report")
+
+
 @app.command("evaluate")
 def evaluate_command(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A finished run directory."),
@@ -270,7 +304,7 @@ def compare(
         table.caption = (f"population − single agent, paired by seed {paired['seeds']}: member mean "
                          f"{format_stat(paired['mean'])}, best {format_stat(paired['best'])}, complexity slope "
                          f"{format_stat(paired['complexity_slope'], percent=False, digits=3)}")
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    Console(width=None if sys.stdout.isatty() else 240).print(table)
     typer.echo(str(page))
 
 

@@ -44,13 +44,18 @@ def summary_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the per-arm summary table shared by the HTML page and ``evolora compare``."""
     metric = summary["complexity_metric"] or "complexity"
     header = ["arm", "runs (seeds)", "held-out base", "held-out best member", "held-out member mean",
-              f"{metric} slope (per step)", "validity (mean over steps)", "solve rate (mean over steps)"]
+              "best − base (paired)", "mean − base (paired)",
+              f"{metric} slope (per step)", "validity (mean over steps)", "solve rate (mean over steps)",
+              "coverage (last step)", "entropy start → end (nats)"]
     rows = []
     for mode, arm in summary["arms"].items():
         seeds = ", ".join("?" if s is None else str(s) for s in arm["seeds"])
+        plain = lambda key, digits=2: format_stat(arm[key], percent=False, digits=digits) if key in arm else "missing"  # noqa: E731
         rows.append([mode, f"{arm['runs']} ({seeds})", format_stat(arm["base"]), format_stat(arm["best"]),
-                     format_stat(arm["mean"]), format_stat(arm["complexity_slope"], percent=False, digits=3),
-                     format_stat(arm["validity"]), format_stat(arm["solve_rate"])])
+                     format_stat(arm["mean"]), format_stat(arm["gain_best"]), format_stat(arm["gain_mean"]),
+                     format_stat(arm["complexity_slope"], percent=False, digits=3),
+                     format_stat(arm["validity"]), format_stat(arm["solve_rate"]), plain("coverage", 1),
+                     f"{plain('entropy_start')} → {plain('entropy_end')}"])
     return header, rows
 
 

@@ -237,14 +237,28 @@ def run_numbers(run: RunData, metric: str | None) -> dict:
     members = held_out_members(run)
     base = ((run.summary or {}).get("held_out") or {}).get("base") or {}
     mean = lambda values: float(np.mean(values)) if values else None  # noqa: E731
+    best, average = (max(members.values()) if members else None), mean(list(members.values()))
+    gain = lambda value: value - base["accuracy"] if value is not None and base.get("accuracy") is not None else None  # noqa: E731
+    entropy = [v for v in series(run, "mean_entropy")[1] if v is not None]
+    coverage = [v for v in series(run, "coverage")[1] if v is not None]
+    edge = max(1, len(entropy) // 5)  # first and last fifth of the run
     return {
         "base": base.get("accuracy"),
-        "best": max(members.values()) if members else None,
-        "mean": mean(list(members.values())),
+        "best": best,
+        "mean": average,
+        "gain_best": gain(best),
+        "gain_mean": gain(average),
+        "coverage": float(coverage[-1]) if coverage else None,
+        "entropy_start": mean(entropy[:edge]),
+        "entropy_end": mean(entropy[-edge:]),
         "complexity_slope": slope(*series(run, "complexity", metric)) if metric else None,
         "validity": mean([v for v in series(run, "validity_rate")[1] if v is not None]),
         "solve_rate": mean([v for v in series(run, "solve_rate")[1] if v is not None]),
     }
+
+
+UNBOUNDED = ("gain_best", "gain_mean", "coverage", "entropy_start", "entropy_end")
+"""Per-run numbers of :func:`summarize` whose intervals are not clipped to [0, 1]."""
 
 
 def summarize(runs: list[RunData]) -> dict:
@@ -259,7 +273,11 @@ def summarize(runs: list[RunData]) -> dict:
         accuracy, fractions in [0, 1], of the base model, the best member — the best student,
         or the agent — and the mean over members), ``complexity_slope`` (least-squares slope
         of the mean trend-metric complexity of valid proposals vs step, units per step),
-        ``validity`` and ``solve_rate`` (per-run means over steps): a :func:`t_interval`
+        ``validity`` and ``solve_rate`` (per-run means over steps); ``gain_best`` and
+        ``gain_mean`` (best member and member mean minus the base, per run: the interval is
+        paired by seed), ``coverage`` (distinct problem signatures at the last step) and
+        ``entropy_start`` / ``entropy_end`` (mean token entropy, nats, over the first and last
+        fifth of the steps): each a :func:`t_interval`
         dict over the runs that have the number (95 % interval when at least two do; the
         intervals of fractions are clipped to [0, 1]).
         "Best" is chosen on the held-out set itself, so it is an optimistic upper bound.
@@ -285,6 +303,8 @@ def summarize(runs: list[RunData]) -> dict:
         numbers = arm.pop("numbers")
         for key in ("base", "best", "mean", "complexity_slope", "validity", "solve_rate"):
             arm[key] = t_interval([n[key] for n in numbers], bounds=None if key == "complexity_slope" else (0.0, 1.0))
+        for key in UNBOUNDED:
+            arm[key] = t_interval([n[key] for n in numbers])
     return {"complexity_metric": metric, "arms": arms, "paired": paired}
 
 

@@ -1,0 +1,99 @@
+"""Per-role sampling keys and the repetition rule against degenerate teachers."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from evolora import selfplay
+from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict
+from evolora.population import AdapterBank, Population
+from evolora.ratings import Ratings
+from evolora.rollout import Completion
+from evolora.selfplay import play_step, repetition_penalties, teacher_reward
+from evolora.tasks.arith import ArithTask
+from evolora.tasks.base import ProposalRequest, normalise_problem
+
+
+def test_sampling_keys_fall_back_per_role():
+    config = SelfPlayConfig(temperature=0.9, top_p=0.95, teacher_max_new_tokens=7, student_max_new_tokens=5)
+    assert config.sampling("teacher") == {"temperature": 0.9, "top_p": 0.95, "max_new_tokens": 7}
+    config = SelfPlayConfig(temperature=0.9, teacher_temperature=0.6, student_top_p=0.8, student_max_new_tokens=5)
+    assert config.sampling("teacher") == {"temperature": 0.6, "top_p": 1.0, "max_new_tokens": 160}
+    assert config.sampling("student") == {"temperature": 0.9, "top_p": 0.8, "max_new_tokens": 5}
+    with pytest.raises(ValueError, match="unknown role"):
+        config.sampling("critic")
+    for key, value in (("teacher_temperature", 0), ("student_top_p", 1.5)):
+        with pytest.raises(ConfigError, match=f"selfplay.{key}"):
+            config_from_dict({"selfplay": {key: value}})
+
+
+class _Copier(ArithTask):
+    """Arith with fixed examples; the stubbed teacher rollout writes the texts in ``texts``."""
+
+    def proposal_request(self, rng):
+        return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=("7 + 5", "9 - 4"))
+
+
+def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, monkeypatch):
+    model, tokenizer = tiny
+    population = Population.initial(1, 1)
+    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
+    teachers, students = population.players()
+    ratings = Ratings()
+    for member in population.members:
+        ratings.add(member.id)
+    texts = [" 7+5 ?", " 8 * 3", " 8*3", " 2 + 2"]  # a copy of an example, a repeated problem, a fresh one
+    calls = []
+
+    def fake_generate(model, tokenizer, prompts, adapters, **kwargs):
+        calls.append(kwargs)
+        if kwargs["max_new_tokens"] == 9:  # the teacher's limit
+            return [Completion(a, tuple(p), (5,), t, False) for p, a, t in zip(prompts, adapters, texts)]
+        return [Completion(a, tuple(p), (6,), "12", False) for p, a in zip(prompts, adapters)]
+
+    monkeypatch.setattr(selfplay, "generate", fake_generate)
+    config = SelfPlayConfig(proposals_per_teacher=4, samples_per_problem=2, teacher_max_new_tokens=9,
+                            student_max_new_tokens=3, temperature=1.0, teacher_temperature=0.7,
+                            student_temperature=0.4, student_top_p=0.9,
+                            rewards=RewardConfig(copied=-0.25, repetition=0.6))
+    outcome = play_step(bank, tokenizer, _Copier(), teachers, students, ratings, config,
+                        rng=random.Random(0), np_rng=np.random.default_rng(0))
+    assert (calls[0]["temperature"], calls[0]["top_p"]) == (0.7, 1.0)
+    assert (calls[1]["temperature"], calls[1]["top_p"], calls[1]["max_new_tokens"]) == (0.4, 0.9, 3)
+    games = outcome.games
+    assert [g.problem for g in games] == ["7+5", "8 * 3", "8*3", "2 + 2"]
+    assert [g.copied for g in games] == [True, False, False, False]
+    assert [g.repetition_penalty for g in games] == pytest.approx([0.0, 0.2, 0.2, 0.0])  # 0.6 * (2 - 1) / 3
+    # "12" is right for 7+5 only: the copy gets `copied`; 8*3 and 2+2 are unsolved (trivial 0)
+    assert [g.teacher_reward for g in games] == pytest.approx([-0.25, -0.2, -0.2, 0.0])
+    assert [s.reward for s in outcome.samples[teachers[0].id]] == pytest.approx([-0.25, -0.2, -0.2, 0.0])
+
+
+def test_repetition_penalty_and_copied_reward():
+    assert repetition_penalties(["1+1", "1 + 1", "1+1?", "2+2"], 0.9) == pytest.approx([0.6, 0.6, 0.6, 0.0])
+    assert repetition_penalties(["1+1", "2+2"], 0.9) == [0.0, 0.0]
+    assert repetition_penalties(["1+1", "1+1"], 0.0) == [0.0, 0.0]
+    assert repetition_penalties(["5"], 1.0) == [0.0]
+    rewards = RewardConfig(trivial=-0.1)
+    assert teacher_reward(0.5, rewards, copied=True) == -0.1  # copied=None: the trivial reward
+    assert teacher_reward(0.5, RewardConfig(copied=-0.7), copied=True) == -0.7
+    assert teacher_reward(None, RewardConfig(copied=-0.7), copied=True) == RewardConfig().invalid
+    assert teacher_reward(0.5, rewards) == 0.5
+    assert normalise_problem(" 7 + 5 ? ") == normalise_problem("7+5") != normalise_problem("7+6")
+
+
+def test_random_arith_examples_are_fresh_and_never_held_out():
+    task = ArithTask(examples="random", example_digits=1, example_ops=2, num_examples=3)
+    held_out = {item.question for item in task.grid()}
+    shown = [e for seed in range(200) for e in task.proposal_request(random.Random(seed)).examples]
+    assert len(shown) == 600 and not held_out & set(shown)
+    assert len(set(shown)) > 300  # fixed examples would give at most 10
+    request = task.proposal_request(random.Random(1))
+    assert all(f"Problem: {e}" in request.messages[-1]["content"] for e in request.examples)
+    assert all(task.verify([task.parse_proposal(f"Problem: {e}")])[0].reason in ("ok", "not_integer")
+               for e in shown[:50])
+    with pytest.raises(ValueError, match="examples in"):
+        ArithTask(examples="shuffled")

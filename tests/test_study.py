@@ -1,0 +1,64 @@
+"""`evolora study`: every seed × arm on the tiny model, finished runs skipped, started ones resumed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from evolora.cli import app
+from evolora.config import ConfigError
+from evolora.study import parse_arms, parse_seeds, study_plan
+
+runner = CliRunner()
+TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "task.name=toy", "--set", "task.params={}",
+        "--set", "selfplay.teacher_max_new_tokens=6", "--set", "selfplay.student_max_new_tokens=4",
+        "--set", "eval.limit=3", "--set", "eval.max_new_tokens=4", "--set", "run.steps=2", "--set", "evolution.every=1"]
+
+
+def test_parse_seeds_and_arms():
+    assert parse_seeds("0,1,2") == [0, 1, 2] == parse_seeds("0-2")
+    assert parse_seeds("3, 5-6") == [3, 5, 6]
+    for bad in ("a", "1,1", ""):
+        with pytest.raises(ConfigError, match="--seeds"):
+            parse_seeds(bad)
+    assert parse_arms("single_agent,population") == ["single_agent", "population"]
+    with pytest.raises(ConfigError, match="--arms"):
+        parse_arms("population,duel")
+
+
+def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_thread):
+    out = tmp_path / "study"
+    args = ["study", "tasks/arith.yaml", "--seeds", "0,1", "--out", str(out), *TINY]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    dirs = {f"{arm}-s{seed}" for arm in ("population", "single_agent") for seed in (0, 1)}
+    assert {p.name for p in out.iterdir() if p.is_dir()} == dirs | {"report"}
+    for name in dirs:
+        summary = json.loads((out / name / "final" / "summary.json").read_text())
+        arm, seed = name.rsplit("-s", 1)
+        assert (summary["mode"], summary["seed"], summary["steps"]) == (arm, int(seed), 2)
+    assert "single_agent" in result.stdout and "population" in result.stdout and "best − base" in result.stdout
+    assert (out / "report" / "report.html").is_file()
+
+    # a second call skips the finished runs; a run without final/ is resumed from its checkpoint
+    stamp = (out / "population-s0" / "final" / "summary.json").stat().st_mtime_ns
+    (out / "single_agent-s1" / "final" / "summary.json").unlink()
+    plan = study_plan("tasks/arith.yaml", seeds=[0, 1], arms=["population", "single_agent"], out=out,
+                      overrides=TINY[1::2])
+    assert [(p.arm, p.seed, p.state) for p in plan] == [
+        ("population", 0, "done"), ("population", 1, "done"), ("single_agent", 0, "done"), ("single_agent", 1, "resume")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "resumed at step 2" in result.output
+    assert (out / "population-s0" / "final" / "summary.json").stat().st_mtime_ns == stamp
+    assert (out / "single_agent-s1" / "final" / "summary.json").is_file()
+    lines = (out / "single_agent-s1" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2]
+
+
+def test_study_refuses_a_bad_override_before_any_run(tmp_path):
+    result = runner.invoke(app, ["study", "tasks/arith.yaml", "--out", str(tmp_path / "s"), *TINY, "--set", "lora.rnak=2"])
+    assert result.exit_code == 2 and "lora.rnak" in result.output
+    assert not (tmp_path / "s").exists()

@@ -90,7 +90,8 @@ def generate(
             routed with :func:`evolora.routed.routed` (batched matmuls, ~base speed) instead
             of PEFT's mixed-adapter batches.
         stop: stop strings; a row ends once its generated text holds one of them.
-        keep_stop: keep the token that completed the stop string (else it is dropped).
+        keep_stop: keep the tokens through the stop string (else every token that holds part
+            of it is dropped).
 
     Returns:
         N completions in the order of ``prompts``. Sampling uses torch's global RNG: seed
@@ -134,9 +135,9 @@ def generate(
             ids = new[j].tolist()
             end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
             kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens
-            cut = _stop_index(tokenizer, kept, stop) if stop else None
+            cut = _stop_cut(tokenizer, kept, stop, keep_stop) if stop else None
             if cut is not None:
-                kept, end = kept[: cut if keep_stop else cut - 1], cut
+                kept, end = kept[:cut], cut
             results[i] = Completion(
                 adapter=adapters[i],
                 prompt_ids=tuple(prompts[i]),
@@ -162,12 +163,21 @@ class _StopOnText(StoppingCriteria):
         return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool)
 
 
-def _stop_index(tokenizer, ids: list[int], stops: tuple[str, ...]) -> int | None:
-    """Length of the shortest prefix of ``ids`` whose text holds a stop string, or None."""
-    if not any(s in tokenizer.decode(ids, skip_special_tokens=True) for s in stops):
+def _stop_cut(tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> int | None:
+    """Tokens to keep of a row that wrote a stop string, or None when it wrote none.
+
+    ``keep``: the shortest prefix whose text holds a stop string. Else the longest prefix
+    whose text ends before the stop string starts (every token that is part of it dropped).
+    """
+    decode = lambda k: tokenizer.decode(ids[:k], skip_special_tokens=True)  # noqa: E731
+    if not any(s in decode(len(ids)) for s in stops):
         return None
-    return next(k for k in range(1, len(ids) + 1)
-                if any(s in tokenizer.decode(ids[:k], skip_special_tokens=True) for s in stops))
+    k = next(k for k in range(1, len(ids) + 1) if any(s in decode(k) for s in stops))
+    if keep:
+        return k
+    text = decode(k)
+    start = min(text.index(s) for s in stops if s in text)
+    return max(j for j in range(k) if len(decode(j)) <= start)
 
 
 def _eos_ids(model, tokenizer) -> set[int]:

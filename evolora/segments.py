@@ -45,7 +45,8 @@ def generate_segments(
             its forced start being the prompt's prefix). An EOS ends a segment, not the row,
             except in the last segment; it is dropped from the middle of a row.
         max_new_tokens: token limit of a segment without its own ``max_new_tokens``.
-        temperature, top_p, batch_size, stats, bank: as :func:`evolora.rollout.generate`.
+        temperature, top_p, batch_size, stats, bank: as :func:`evolora.rollout.generate`
+            (a segment's own ``temperature`` replaces ``temperature`` for it).
 
     Returns:
         N completions: ``completion_ids`` hold every segment and forced token in order,
@@ -72,7 +73,8 @@ def generate_segments(
                 mask[row] += [False] * len(forced)
         outputs = generate(
             model, tokenizer, [list(p) + i for p, i in zip(prompts, ids)], adapters,
-            max_new_tokens=segment.max_new_tokens or max_new_tokens, temperature=temperature, top_p=top_p,
+            max_new_tokens=segment.max_new_tokens or max_new_tokens, top_p=top_p,
+            temperature=segment.temperature if segment.temperature is not None else temperature,
             batch_size=batch_size, stats=stats, bank=bank, stop=segment.stop, keep_stop=segment.keep_stop,
         )
         for row, output in enumerate(outputs):

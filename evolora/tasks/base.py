@@ -84,12 +84,14 @@ class Segment:
         stop: stop strings (empty: EOS or the token limit only).
         max_new_tokens: token limit of this part, >= 1; None uses the role's limit.
         keep_stop: keep the token that completed a stop string.
+        temperature: sampling temperature of this part, > 0; None uses the role's.
     """
 
     forced: str = ""
     stop: tuple[str, ...] = ()
     max_new_tokens: int | None = None
     keep_stop: bool = True
+    temperature: float | None = None
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,12 @@ class GSMTask(PooledVerifier):
             the problem, stopped at a blank line or a fence; then the forced
             :data:`PROGRAM_FENCE` and the program, stopped at the closing fence.
         problem_tokens, program_tokens: token limits of the two segments (>= 1).
+        program_temperature: sampling temperature of the program segment (> 0); None: the
+            teacher's. The problem keeps the teacher's temperature (its diversity), the
+            program is written closer to greedy (its validity).
+        forced_print: a third segment: the program segment also stops at ``print(``, then
+            ``print(`` is forced and the model writes the printed expression (one line), so
+            every program ends by printing a value.
     """
 
     name = "gsm"
@@ -108,6 +114,8 @@ class GSMTask(PooledVerifier):
         structured: bool = False,
         problem_tokens: int = 96,
         program_tokens: int = 96,
+        program_temperature: float | None = None,
+        forced_print: bool = False,
     ) -> None:
         if num_examples < 0 or runs < 1 or workers < 1 or not 0.0 <= gsm8k_fraction <= 1.0:
             raise ValueError(
@@ -141,6 +149,10 @@ class GSMTask(PooledVerifier):
         self.examples: list[dict] = _load_examples(EXAMPLE_SETS[example_set])
         self.structured = structured
         self.segment_tokens = (problem_tokens, program_tokens)
+        if program_temperature is not None and not program_temperature > 0:
+            raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
+        self.program_temperature = program_temperature
+        self.forced_print = bool(forced_print)
         self._train: list[dict] | None = _load_train(Path(train_path)) if train_path else None
         self._eval: list[HeldOutItem] | None = None
         self._pool: SandboxPool | None = None
@@ -166,12 +178,19 @@ class GSMTask(PooledVerifier):
         (stop at a blank line or a fence, the stop token dropped), then the forced
         :data:`PROGRAM_FENCE` and the program (stop at the closing fence)."""
         examples = self._draw_examples(rng)
-        segments = (
-            Segment(stop=("```", "\n\n"), max_new_tokens=self.segment_tokens[0], keep_stop=False),
-            Segment(forced=PROGRAM_FENCE, stop=("```",), max_new_tokens=self.segment_tokens[1]),
-        ) if self.structured else ()
+        segments = self._segments() if self.structured else ()
         return ProposalRequest(self._prompt(examples), self.proposal_prefix,
                                examples=tuple(e["problem"] for e in examples), segments=segments)
+
+    def _segments(self) -> tuple[Segment, ...]:
+        problem = Segment(stop=("```", "\n\n"), max_new_tokens=self.segment_tokens[0], keep_stop=False)
+        if not self.forced_print:
+            return problem, Segment(forced=PROGRAM_FENCE, stop=("```",), max_new_tokens=self.segment_tokens[1],
+                                    temperature=self.program_temperature)
+        body = Segment(forced=PROGRAM_FENCE, stop=("```", "print("), max_new_tokens=self.segment_tokens[1],
+                       keep_stop=False, temperature=self.program_temperature)
+        return problem, body, Segment(forced="print(", stop=("\n",), max_new_tokens=24,
+                                      temperature=self.program_temperature)
 
     def _draw_examples(self, rng: random.Random) -> list[dict]:
         own = rng.sample(self.examples, min(self.num_examples, len(self.examples)))

@@ -8,7 +8,10 @@ For each temperature T it prints, on the base model:
 A ratio line compares each T with T = 1.0, measured side by side in one process.
 
     python benchmarks/sampling.py --task arith --temperatures 0.3 0.5 0.7 1.0
-    python benchmarks/sampling.py --task gsm --set structured=true --temperatures 0.6 0.8 1.0
+    python benchmarks/sampling.py --task gsm --set structured=true example_set=simple forced_print=true \
+        program_temperature=0.2 --temperatures 0.5 0.8 --teacher-tokens 96 --skip student
+    python benchmarks/sampling.py --task gsm --set example_set=simple --skip teacher \
+        --student-items examples --problems 16 --n 4 --student-tokens 128 --temperatures 0.4 0.7 1.0
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from evolora.population import AdapterBank
 from evolora.rollout import BASE, chat_prompt, generate
 from evolora.selfplay import _teacher_rollout, proposal_request
 from evolora.tasks import make_task
-from evolora.tasks.base import normalise_problem
+from evolora.tasks.base import HeldOutItem, normalise_problem
 
 
 def teacher_stats(bank, tokenizer, task, temperature: float, proposals: int, max_new_tokens: int) -> dict:
@@ -48,8 +51,12 @@ def teacher_stats(bank, tokenizer, task, temperature: float, proposals: int, max
             "example": next((p.problem[:80] for p in valid), None)}
 
 
-def student_stats(bank, tokenizer, task, temperature: float, problems: int, n: int, max_new_tokens: int) -> dict:
-    items = task.held_out(problems, random.Random(0))
+def student_stats(bank, tokenizer, task, temperature: float, problems: int, n: int, max_new_tokens: int,
+                  items_from: str = "held_out") -> dict:
+    if items_from == "examples":  # the gsm task's own reference problems (program answers)
+        items = [HeldOutItem(e["problem"], float(e["answer"])) for e in task.examples[:problems]]
+    else:
+        items = task.held_out(problems, random.Random(0))
     prompts = [chat_prompt(tokenizer, task.solve_prompt(item.question)) for item in items for _ in range(n)]
     out = generate(bank.model, tokenizer, prompts, [BASE] * len(prompts), max_new_tokens=max_new_tokens,
                    temperature=temperature, batch_size=32, bank=bank)
@@ -71,6 +78,8 @@ def main() -> None:
     parser.add_argument("--student-tokens", type=int, default=24)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip", choices=["teacher", "student"], default=None)
+    parser.add_argument("--student-items", choices=["held_out", "examples"], default="held_out",
+                        help="student problems: held-out items, or the gsm task's reference examples")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     params = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
@@ -83,7 +92,8 @@ def main() -> None:
         torch.manual_seed(0)
         row = {} if args.skip == "teacher" else teacher_stats(bank, tokenizer, task, t, args.proposals, args.teacher_tokens)
         if args.skip != "student":
-            row.update(student_stats(bank, tokenizer, task, t, args.problems, args.n, args.student_tokens))
+            row.update(student_stats(bank, tokenizer, task, t, args.problems, args.n, args.student_tokens,
+                                     args.student_items))
         rows[t] = row
         print(f"T={t:.2f} {row} ({time.perf_counter() - began:.0f} s)", flush=True)
     if 1.0 in rows:

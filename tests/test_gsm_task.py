@@ -15,7 +15,7 @@ from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
 from evolora.tasks.gsm import EXAMPLES_PATH, format_proposal, program_answer
 from evolora.tasks.numeric import final_number, numbers_equal, parse_number
 
-GSM8K = Path("/work/shared/data/gsm8k")
+GSM8K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"  # ../shared beside the repo
 needs_gsm8k = pytest.mark.skipif(not (GSM8K / "test.jsonl").is_file(), reason="GSM8K not here")
 
 
@@ -261,3 +261,35 @@ def test_train_examples_come_from_gsm8k_with_programs():
     verdicts = task.verify([Proposal(e["problem"], e["program"], "") for e in sample])
     assert all(v.valid for v in verdicts), verdicts
     task.close()
+
+
+def test_structured_request_segments_and_simple_examples(task):
+    from evolora.tasks.gsm import EXAMPLE_SETS, PROGRAM_FENCE
+
+    structured = GSMTask(structured=True, forced_print=True, program_temperature=0.2, example_set="simple",
+                         problem_tokens=40, program_tokens=50)
+    request = structured.proposal_request(random.Random(0))
+    assert request.prefix == "Problem:" and len(request.examples) == 2
+    assert all(e in request.messages[-1]["content"] for e in request.examples)
+    problem, body, printed = request.segments
+    assert (problem.forced, problem.max_new_tokens, problem.keep_stop) == ("", 40, False)
+    assert "\n\n" in problem.stop and "```" in problem.stop
+    assert (body.forced, body.max_new_tokens, body.temperature) == (PROGRAM_FENCE, 50, 0.2)
+    assert "print(" in body.stop and printed.forced == "print(" and printed.stop == ("\n",)
+    assert GSMTask(structured=True).proposal_request(random.Random(0)).segments[1].stop == ("```",)
+    assert task.proposal_request(random.Random(0)).segments == ()  # free-form by default
+    # what a structured rollout writes parses, and every simple example verifies to its answer
+    text = "Problem: Tom has 5 apples and buys 3. How many now?" + PROGRAM_FENCE + "a = 5\nb = 3\n" + "print(a + b)\n"
+    proposal = structured.parse_proposal(text)
+    assert proposal.program == "a = 5\nb = 3\nprint(a + b)"
+    simple = json.loads(EXAMPLE_SETS["simple"].read_text())["examples"]
+    try:
+        verdicts = structured.verify([Proposal(e["problem"], e["program"], "") for e in simple])
+    finally:
+        structured.close()
+    assert [v.answer for v in verdicts] == [float(e["answer"]) for e in simple]
+    assert all(len(e["program"].splitlines()) <= 4 for e in simple)  # one or two steps
+    with pytest.raises(ValueError, match="example_set"):
+        GSMTask(example_set="hard")
+    with pytest.raises(ValueError, match="program_temperature"):
+        GSMTask(program_temperature=0)

@@ -22,55 +22,39 @@ from evolora.tasks.base import Segment
 
 
 def generate_segments(
-    model,
-    tokenizer,
-    prompts: list[list[int]],
-    adapters: list[str],
-    segments: tuple[Segment, ...],
-    *,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    batch_size: int = 16,
-    stats: RolloutStats | None = None,
-    bank=None,
+    model, tokenizer, prompts: list[list[int]], adapters: list[str], segments: tuple[Segment, ...], *,
+    max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 16,
+    stats: RolloutStats | None = None, bank=None,
 ) -> list[Completion]:
     """Generate every row through the same sequence of segments.
 
     Args:
-        prompts: N prompts as token ids (the request's forced prefix already appended).
-        adapters: N adapter names, one per prompt.
-        segments: the structure (>= 1 segment). Segment k's ``forced`` text is tokenized on
-            its own and appended before it is generated (the first segment's is usually "",
-            its forced start being the prompt's prefix). An EOS ends a segment, not the row,
-            except in the last segment; it is dropped from the middle of a row.
-        max_new_tokens: token limit of a segment without its own ``max_new_tokens``.
-        temperature, top_p, batch_size, stats, bank: as :func:`evolora.rollout.generate`
-            (a segment's own ``temperature`` replaces ``temperature`` for it).
+        prompts, adapters: N prompts as token ids (forced prefix included), N adapter names.
+        segments: the structure (>= 1). Segment k's ``forced`` text is tokenized on its own
+            and appended before it is generated. An EOS ends a segment, and the row only in
+            the last segment; it is dropped from the middle of a row.
+        max_new_tokens: token limit of a segment without its own.
+        temperature, top_p, batch_size, stats, bank: as :func:`evolora.rollout.generate`; a
+            segment's own ``temperature`` replaces ``temperature``.
 
     Returns:
-        N completions: ``completion_ids`` hold every segment and forced token in order,
-        ``mask`` is True exactly on the sampled ones, ``text`` is the decoded whole and
-        ``truncated`` tells whether the last segment hit its token limit.
+        N completions: ``completion_ids`` hold every sampled and forced token in order,
+        ``mask`` is True exactly on the sampled ones, ``truncated`` is the last segment's.
 
     Raises:
         ValueError: no segments, or ``prompts`` and ``adapters`` differ in length.
     """
-    if not segments:
-        raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
-    if len(prompts) != len(adapters):
-        raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
+    _check(prompts, adapters, segments)
     eos = {tokenizer.eos_token_id, *_generation_eos(model)}
     ids: list[list[int]] = [[] for _ in prompts]
     mask: list[list[bool]] = [[] for _ in prompts]
     truncated = [False] * len(prompts)
     for k, segment in enumerate(segments):
         last = k == len(segments) - 1
-        if segment.forced:
-            forced = tokenizer(segment.forced, add_special_tokens=False)["input_ids"]
-            for row in range(len(prompts)):
-                ids[row] += forced
-                mask[row] += [False] * len(forced)
+        forced = tokenizer(segment.forced, add_special_tokens=False)["input_ids"] if segment.forced else []
+        for row in range(len(prompts)):
+            ids[row] += forced
+            mask[row] += [False] * len(forced)
         outputs = generate(
             model, tokenizer, [list(p) + i for p, i in zip(prompts, ids)], adapters,
             max_new_tokens=segment.max_new_tokens or max_new_tokens, top_p=top_p,
@@ -90,6 +74,13 @@ def generate_segments(
                    mask=tuple(row_mask))
         for adapter, prompt, row_ids, row_mask, trunc in zip(adapters, prompts, ids, mask, truncated)
     ]
+
+
+def _check(prompts: list, adapters: list, segments: tuple) -> None:
+    if not segments:
+        raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
+    if len(prompts) != len(adapters):
+        raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
 
 
 def _generation_eos(model) -> set[int]:

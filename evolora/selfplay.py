@@ -146,29 +146,65 @@ def play_step(
     """Play one step of teacher-vs-student games and compute every sample's reward.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` holding every slot.
-        tokenizer: the base model's tokenizer.
+        bank, tokenizer: the :class:`evolora.population.AdapterBank` and the base's tokenizer.
         task: the game (prompts, parsing, verifier, grading).
-        teachers, students: the current members of each role.
+        teachers, students: the current members of each role; in single-agent mode the same
+            one-element list (the agent solves its own problems, AZR arXiv 2505.03335).
         ratings: :class:`evolora.ratings.Ratings` used by PFSP matchmaking.
-        config: self-play settings (batch sizes, n, token limits, rewards, matchmaking).
+        config: self-play settings (batch sizes, n, per-role sampling, rewards, matchmaking).
         rng: Python RNG for prompt construction; np_rng: NumPy RNG for matchmaking.
             Rollouts sample with torch's global RNG (the caller seeds it).
-        frozen: hall-of-fame student snapshots; with probability
-            ``config.matchmaking.hall_prob`` a teacher's opponent is one of them, drawn
-            uniformly. They play but are not trained (the caller trains only live members).
-
-    In single-agent mode ``teachers`` and ``students`` are the same one-element list: the
-    agent proposes and then solves its own problems (AZR, arXiv 2505.03335).
+        frozen: hall-of-fame student snapshots, a teacher's opponent with probability
+            ``config.matchmaking.hall_prob``; they play but are not trained.
 
     Returns:
         A :class:`StepOutcome` with samples per individual id (teachers: one per proposal,
         group = the teacher; students: n per valid problem, group = the problem).
     """
-    seconds: dict[str, float] = {}
-    stats = RolloutStats()
-    mm = config.matchmaking
-    router = bank if config.routing == "routed" else None
+    seconds, stats, router = {}, RolloutStats(), bank if config.routing == "routed" else None
+    pairs, opponents = _matchmake(teachers, students, ratings, config.matchmaking, np_rng, frozen)
+    slot_of = {m.id: m.slot for m in [*teachers, *students, *frozen]}
+
+    began = time.perf_counter()
+    owners = [t.id for t in teachers for _ in range(config.proposals_per_teacher)]
+    # proposal j goes to the teacher's j-th opponent, cyclically
+    rivals = [opponents[t.id][j % len(opponents[t.id])] for t in teachers for j in range(config.proposals_per_teacher)]
+    requests = [proposal_request(task, rng) for _ in owners]
+    proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats, router)
+    seconds["rollout_teacher"] = time.perf_counter() - began
+
+    began, parsed = time.perf_counter(), [task.parse_proposal(r.prefix + c.text) for r, c in zip(requests, proposals_out)]
+    verdicts = task.verify(parsed)
+    seconds["verify"] = time.perf_counter() - began
+    games = [_game(*row) for row in zip(owners, rivals, requests, proposals_out, parsed, verdicts)]
+
+    began = time.perf_counter()
+    solve_rows = [g for g, game in enumerate(games) if game.valid for _ in range(config.samples_per_problem)]
+    prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(solve_rows)}
+    attempts = generate(
+        bank.model, tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
+        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, bank=router,
+    ) if solve_rows else []
+    seconds["rollout_student"] = time.perf_counter() - began
+
+    samples = _score(task, games, solve_rows, attempts, proposals_out, config.rewards,
+                     [m.id for m in [*teachers, *students, *frozen]])
+    return StepOutcome(samples, games, pairs, _pair_solve_rates(pairs, games), seconds, stats)
+
+
+def _game(teacher: str, student: str, request: ProposalRequest, completion: Completion, proposal, verdict) -> GameRecord:
+    """The record of one proposal before the student plays it (``copied``: it equals an example of its prompt)."""
+    return GameRecord(
+        teacher=teacher, student=student, proposal_text=request.prefix + completion.text,
+        problem=proposal.problem if proposal else None, program=proposal.program if proposal else None,
+        valid=verdict.valid, reason=verdict.reason, answer=verdict.answer,
+        copied=proposal is not None and normalise_problem(proposal.problem) in
+        {normalise_problem(e) for e in request.examples},
+    )
+
+
+def _matchmake(teachers, students, ratings, mm, np_rng, frozen) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """PFSP pairs (some opponents swapped for hall-of-fame snapshots) and each teacher's opponents."""
     pairs = pfsp_pairs(
         [t.id for t in teachers], [s.id for s in students], ratings,
         weighting=mm.weighting, k=mm.k, scheme=mm.scheme, rng=np_rng,
@@ -179,75 +215,41 @@ def play_step(
     opponents: dict[str, list[str]] = {}
     for teacher_id, student_id in pairs:
         opponents.setdefault(teacher_id, []).append(student_id)  # round_robin: all students
-    slot_of = {m.id: m.slot for m in [*teachers, *students, *frozen]}
+    return pairs, opponents
 
-    began = time.perf_counter()
-    owners, rivals, requests = [], [], []
-    for teacher in teachers:
-        for j in range(config.proposals_per_teacher):  # proposal j goes to the teacher's j-th opponent, cyclically
-            owners.append(teacher.id)
-            rivals.append(opponents[teacher.id][j % len(opponents[teacher.id])])
-            requests.append(proposal_request(task, rng))
-    prefixes = [r.prefix for r in requests]
-    proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats, router)
-    seconds["rollout_teacher"] = time.perf_counter() - began
 
-    began = time.perf_counter()
-    parsed = [task.parse_proposal(prefix + c.text) for prefix, c in zip(prefixes, proposals_out)]
-    verdicts = task.verify(parsed)
-    seconds["verify"] = time.perf_counter() - began
-
-    games = [
-        GameRecord(
-            teacher=owner, student=rival, proposal_text=prefix + completion.text,
-            problem=proposal.problem if proposal else None, program=proposal.program if proposal else None,
-            valid=verdict.valid, reason=verdict.reason, answer=verdict.answer,
-            copied=proposal is not None and normalise_problem(proposal.problem) in
-            {normalise_problem(e) for e in request.examples},
-        )
-        for owner, rival, prefix, completion, proposal, verdict, request
-        in zip(owners, rivals, prefixes, proposals_out, parsed, verdicts, requests)
-    ]
-    penalties = repetition_penalties([g.problem for g in games], config.rewards.repetition)
-
-    began = time.perf_counter()
-    solve_rows, solve_prompts = [], []
-    for g, game in enumerate(games):
-        if game.valid:
-            prompt = chat_prompt(tokenizer, task.solve_prompt(game.problem))
-            for _ in range(config.samples_per_problem):
-                solve_rows.append(g)
-                solve_prompts.append(prompt)
-    attempts = generate(
-        bank.model, tokenizer, solve_prompts, [slot_of[games[g].student] for g in solve_rows],
-        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, bank=router,
-    ) if solve_prompts else []
-    seconds["rollout_student"] = time.perf_counter() - began
-
-    samples: dict[str, list[Sample]] = {m.id: [] for m in [*teachers, *students, *frozen]}
+def _score(task: Task, games: list[GameRecord], solve_rows: list[int], attempts: list[Completion],
+           proposals: list[Completion], rewards: RewardConfig, ids: list[str]) -> dict[str, list[Sample]]:
+    """Grade every attempt, reward students and teachers (repetition rule included), fill the
+    games in place and return each individual's samples."""
+    samples: dict[str, list[Sample]] = {i: [] for i in ids}
     for g, attempt in zip(solve_rows, attempts):
         game = games[g]
         grade = task.grade(attempt.text, game.answer)
-        reward = student_reward(grade.label, config.rewards)
+        reward = student_reward(grade.label, rewards)
         game.attempts.append(attempt.text)
         game.grades.append(grade.label)
         game.student_rewards.append(reward)
         samples[game.student].append(_sample(attempt, reward, group=f"problem{g}"))
-    for game, completion, penalty in zip(games, proposals_out, penalties):
+    penalties = repetition_penalties([g.problem for g in games], rewards.repetition)
+    for game, completion, penalty in zip(games, proposals, penalties):
         if game.valid:
             game.solve_rate = sum(label == "correct" for label in game.grades) / len(game.grades)
         game.repetition_penalty = penalty
-        game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, config.rewards,
+        game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, rewards,
                                              parsed=game.problem is not None, copied=game.copied) - penalty
         samples[game.teacher].append(_sample(completion, game.teacher_reward, group=f"teacher:{game.teacher}"))
+    return samples
 
-    pair_solve_rates: dict[tuple[str, str], float | None] = {}
+
+def _pair_solve_rates(pairs: list[tuple[str, str]], games: list[GameRecord]) -> dict[tuple[str, str], float | None]:
+    """Solve rate of every (teacher, student) pair over this step's graded attempts (None: no attempt)."""
+    rates: dict[tuple[str, str], float | None] = {}
     for teacher_id, student_id in pairs:
-        grades = [label for game in games if game.teacher == teacher_id and game.student == student_id for label in game.grades]
-        pair_solve_rates[(teacher_id, student_id)] = (
-            sum(label == "correct" for label in grades) / len(grades) if grades else None
-        )
-    return StepOutcome(samples, games, pairs, pair_solve_rates, seconds, stats)
+        grades = [label for game in games if game.teacher == teacher_id and game.student == student_id
+                  for label in game.grades]
+        rates[(teacher_id, student_id)] = sum(label == "correct" for label in grades) / len(grades) if grades else None
+    return rates
 
 
 def _teacher_rollout(bank, tokenizer, requests: list[ProposalRequest], slots: list[str], config: SelfPlayConfig,

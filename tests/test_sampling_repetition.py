@@ -97,3 +97,14 @@ def test_random_arith_examples_are_fresh_and_never_held_out():
                for e in shown[:50])
     with pytest.raises(ValueError, match="examples in"):
         ArithTask(examples="shuffled")
+
+
+def test_doctests_of_the_new_helpers():
+    import doctest
+
+    from evolora import selfplay as selfplay_module
+    from evolora.tasks import arith_text, base
+
+    for module in (selfplay_module, arith_text, base):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -29,7 +29,7 @@ from fractions import Fraction
 
 from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
-from evolora.tasks.arith_text import _arithmetic_span, normalise_expression, random_expression
+from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
 from evolora.tasks.numeric import arithmetic_answer, numbers_equal
 
@@ -167,16 +167,6 @@ def _binary(op: ast.operator, left: Fraction, right: Fraction, max_exponent: int
     if isinstance(op, ast.FloorDiv):
         return Fraction(left // right)
     return left % right  # ast.Mod, Python semantics (sign of the divisor)
-
-
-def format_number(value: Fraction | float) -> str:
-    """An answer as a student should write it: ``14``, ``-3``, ``3.5``.
-
-    >>> format_number(Fraction(14)), format_number(Fraction(7, 2)), format_number(-3.0)
-    ('14', '3.5', '-3')
-    """
-    value = Fraction(value)
-    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
 
 
 class ArithTask:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import re
+from fractions import Fraction
 
 _SYMBOLS = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "^": "**", "[": "(", "]": ")"}
 _LEAD_WORDS = re.compile(r"^(?:what\s+is|what's|compute|calculate|evaluate|find|solve)\s*:?\s*", re.IGNORECASE)
@@ -76,3 +77,13 @@ def random_expression(rng: random.Random, digits: int, ops: int) -> str:
         return f"{left_text} {op} {right_text}", level
 
     return build(ops)[0]
+
+
+def format_number(value: Fraction | float) -> str:
+    """An answer as a student should write it: ``14``, ``-3``, ``3.5``.
+
+    >>> format_number(Fraction(14)), format_number(Fraction(7, 2)), format_number(-3.0)
+    ('14', '3.5', '-3')
+    """
+    value = Fraction(value)
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"

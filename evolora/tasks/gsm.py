@@ -117,19 +117,10 @@ class GSMTask(PooledVerifier):
         program_temperature: float | None = None,
         forced_print: bool = False,
     ) -> None:
-        if num_examples < 0 or runs < 1 or workers < 1 or not 0.0 <= gsm8k_fraction <= 1.0:
-            raise ValueError(
-                f"gsm task: need num_examples >= 0 (got {num_examples}), runs >= 1 (got {runs}), "
-                f"workers >= 1 (got {workers}), 0 <= gsm8k_fraction <= 1 (got {gsm8k_fraction})")
-        if timeout_s <= 0 or memory_mb < 32 or output_limit < 1 or tolerance < 0:
-            raise ValueError(
-                f"gsm task: need timeout_s > 0 (got {timeout_s}), memory_mb >= 32 (got {memory_mb}), "
-                f"output_limit >= 1 (got {output_limit}), tolerance >= 0 (got {tolerance})")
-        if example_set not in EXAMPLE_SETS or not isinstance(structured, bool) or min(problem_tokens, program_tokens) < 1:
-            raise ValueError(
-                f"gsm task: need example_set in {sorted(EXAMPLE_SETS)} (got {example_set!r}), structured "
-                f"true/false (got {structured!r}), problem_tokens and program_tokens >= 1 "
-                f"(got {problem_tokens}, {program_tokens})")
+        _check_params(num_examples=num_examples, runs=runs, workers=workers, gsm8k_fraction=gsm8k_fraction,
+                      timeout_s=timeout_s, memory_mb=memory_mb, output_limit=output_limit, tolerance=tolerance,
+                      example_set=example_set, structured=structured, problem_tokens=problem_tokens,
+                      program_tokens=program_tokens, program_temperature=program_temperature)
         for key, path in (("eval_path", eval_path), ("train_path", train_path)):
             if path is not None and not Path(path).is_file():
                 raise FileNotFoundError(
@@ -149,8 +140,6 @@ class GSMTask(PooledVerifier):
         self.examples: list[dict] = _load_examples(EXAMPLE_SETS[example_set])
         self.structured = structured
         self.segment_tokens = (problem_tokens, program_tokens)
-        if program_temperature is not None and not program_temperature > 0:
-            raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
         self.program_temperature = program_temperature
         self.forced_print = bool(forced_print)
         self._train: list[dict] | None = _load_train(Path(train_path)) if train_path else None
@@ -285,6 +274,26 @@ class GSMTask(PooledVerifier):
                                   stacklevel=2)
                     return None
         return self._eval[: max(limit, 0)]
+
+
+def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,
+                  example_set, structured, problem_tokens, program_tokens, program_temperature) -> None:
+    """Raise ValueError naming every out-of-range :class:`GSMTask` parameter and its allowed range."""
+    if num_examples < 0 or runs < 1 or workers < 1 or not 0.0 <= gsm8k_fraction <= 1.0:
+        raise ValueError(
+            f"gsm task: need num_examples >= 0 (got {num_examples}), runs >= 1 (got {runs}), "
+            f"workers >= 1 (got {workers}), 0 <= gsm8k_fraction <= 1 (got {gsm8k_fraction})")
+    if timeout_s <= 0 or memory_mb < 32 or output_limit < 1 or tolerance < 0:
+        raise ValueError(
+            f"gsm task: need timeout_s > 0 (got {timeout_s}), memory_mb >= 32 (got {memory_mb}), "
+            f"output_limit >= 1 (got {output_limit}), tolerance >= 0 (got {tolerance})")
+    if example_set not in EXAMPLE_SETS or not isinstance(structured, bool) or min(problem_tokens, program_tokens) < 1:
+        raise ValueError(
+            f"gsm task: need example_set in {sorted(EXAMPLE_SETS)} (got {example_set!r}), structured "
+            f"true/false (got {structured!r}), problem_tokens and program_tokens >= 1 "
+            f"(got {problem_tokens}, {program_tokens})")
+    if program_temperature is not None and not program_temperature > 0:
+        raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
 
 
 def format_proposal(problem: str, program: str) -> str:

@@ -53,13 +53,13 @@ def repetition_penalties(problems: list[str | None], coefficient: float) -> list
 
     A proposal whose normalised problem (:func:`evolora.tasks.base.normalise_problem`)
     occurs k times among the N proposals loses ``coefficient · (k − 1) / (N − 1)``
-    (unique ones lose nothing; None entries, unparsed proposals, neither count nor pay).
+    (unique ones lose nothing; None entries, unparsed proposals, pay nothing but count in N).
 
     Shapes: N problems in, N penalties (>= 0, reward units) out.
     Source: R-Zero (arXiv 2508.05004) §3, with exact-match clusters instead of BLEU clusters.
 
-    >>> repetition_penalties(["7 + 5", "7+5", "8 * 2", None], 1.0)
-    [0.5, 0.5, 0.0, 0.0]
+    >>> repetition_penalties(["7 + 5", "7+5", "8 * 2"], 1.0), repetition_penalties(["1", None], 1.0)
+    ([0.5, 0.5, 0.0], [0.0, 0.0])
     """
     keys = [normalise_problem(p) if p is not None else None for p in problems]
     counts = Counter(k for k in keys if k is not None)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -41,6 +43,10 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
         assert (summary["mode"], summary["seed"], summary["steps"]) == (arm, int(seed), 2)
     assert "single_agent" in result.stdout and "population" in result.stdout and "best − base" in result.stdout
     assert (out / "report" / "report.html").is_file()
+    learning = subprocess.run([sys.executable, "benchmarks/learning.py", str(out / "population-s0"),
+                               str(out / "population-s1")], capture_output=True, text=True, check=False)
+    assert learning.returncode == 0, learning.stderr
+    assert "population-s0: steps 2," in learning.stdout and "mean over 2 runs: base" in learning.stdout
 
     # a second call skips the finished runs; a run without final/ is resumed from its checkpoint
     stamp = (out / "population-s0" / "final" / "summary.json").stat().st_mtime_ns

@@ -1,0 +1,79 @@
+"""Learning targets of recorded runs, read from their run directories (no model is loaded).
+
+For each run it prints: steps, wall time (sum of step seconds; the final evaluation is in the
+log), validity over the last 5 steps, the share of valid problems that were learnable
+(0 < ŝ < 1) over the whole run and the last 5 steps, distinct problems (normalised text) and
+coverage (signatures), mean token entropy of the first and last fifth of the steps, and the
+held-out accuracy of the base and of every member. With several runs it ends with the
+means over runs and the ratio line ``best / base`` and ``mean / base``.
+
+    python benchmarks/learning.py runs/gsm
+    python benchmarks/learning.py runs/study-arith/population-s*
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from evolora.tasks.base import normalise_problem
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def run_numbers(run_dir: Path, last: int = 5) -> dict:
+    metrics, matches = _jsonl(run_dir / "metrics.jsonl"), _jsonl(run_dir / "matches.jsonl")
+    if not metrics:
+        raise SystemExit(f"{run_dir}: no metrics.jsonl; give a run directory")
+    final_step = metrics[-1]["step"]
+    tail = [m for m in metrics if m["step"] > final_step - last]
+    step_of = [m["step"] for m in metrics for _ in range(sum(m["verdicts"].values()))]
+    valid = [(s, g) for s, g in zip(step_of, matches) if g["valid"]]
+    learnable = lambda games: (sum(0 < (g["solve_rate"] or 0) < 1 for g in games) / len(games)) if games else None  # noqa: E731
+    entropy = [m["mean_entropy"] for m in metrics if m.get("mean_entropy") is not None]
+    edge = max(1, len(entropy) // 5)
+    summary = json.loads((run_dir / "final" / "summary.json").read_text()) if (run_dir / "final" / "summary.json").is_file() else {}
+    held = {k: v["accuracy"] for k, v in (summary.get("held_out") or {}).items()}
+    members = [v for k, v in held.items() if k != "base"]
+    return {
+        "run": str(run_dir), "steps": final_step, "minutes": sum(m["seconds"]["total"] for m in metrics) / 60,
+        "validity_last": statistics.mean(m["validity_rate"] for m in tail),
+        "learnable": learnable([g for _, g in valid]),
+        "learnable_last": learnable([g for s, g in valid if s > final_step - last]),
+        "distinct": len({normalise_problem(g["problem"]) for _, g in valid}),
+        "coverage": metrics[-1].get("coverage"),
+        "entropy": (statistics.mean(entropy[:edge]), statistics.mean(entropy[-edge:])) if entropy else None,
+        "base": held.get("base"), "best": max(members) if members else None,
+        "mean": statistics.mean(members) if members else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--last", type=int, default=5, help="steps counted as 'last' (default 5)")
+    args = parser.parse_args()
+    rows = [run_numbers(path, args.last) for path in args.runs]
+    fmt = lambda v: "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
+    for row in rows:
+        entropy = "-" if row["entropy"] is None else f"{row['entropy'][0]:.2f} -> {row['entropy'][1]:.2f}"
+        print(f"{row['run']}: steps {row['steps']}, {row['minutes']:.1f} min of steps, validity last {args.last} "
+              f"{fmt(row['validity_last'])}, learnable {fmt(row['learnable'])} (last {args.last}: "
+              f"{fmt(row['learnable_last'])}), distinct {row['distinct']}, coverage {row['coverage']}, "
+              f"entropy {entropy}, held-out base {fmt(row['base'])} best {fmt(row['best'])} mean {fmt(row['mean'])}")
+    scored = [r for r in rows if r["base"] is not None and r["best"] is not None]
+    if scored:
+        mean = lambda key: statistics.mean(r[key] for r in scored)  # noqa: E731
+        print(f"mean over {len(scored)} runs: base {mean('base'):.3f}, best {mean('best'):.3f}, member mean "
+              f"{mean('mean'):.3f}; best - base {mean('best') - mean('base'):+.3f}, mean - base "
+              f"{mean('mean') - mean('base'):+.3f}")
+        if mean("base") > 0:
+            print(f"ratio best/base {mean('best') / mean('base'):.2f}, mean/base {mean('mean') / mean('base'):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,7 @@ For each run it prints: steps, wall time (sum of step seconds; the final evaluat
 log), validity over the last 5 steps, the share of valid problems that were learnable
 (0 < ŝ < 1) over the whole run and the last 5 steps, distinct problems (normalised text) and
 coverage (signatures), mean token entropy of the first and last fifth of the steps, and the
-held-out accuracy of the base and of every member. With several runs it ends with the
+held-out accuracy of the base and of every member, and the final ΔW diversity per role. With several runs it ends with the
 means over runs and the ratio line ``best / base`` and ``mean / base``.
 
     python benchmarks/learning.py runs/gsm
@@ -49,6 +49,7 @@ def run_numbers(run_dir: Path, last: int = 5) -> dict:
         "entropy": (statistics.mean(entropy[:edge]), statistics.mean(entropy[-edge:])) if entropy else None,
         "base": held.get("base"), "best": max(members) if members else None,
         "mean": statistics.mean(members) if members else None,
+        "diversity": summary.get("diversity"),
     }
 
 
@@ -64,7 +65,8 @@ def main() -> None:
         print(f"{row['run']}: steps {row['steps']}, {row['minutes']:.1f} min of steps, validity last {args.last} "
               f"{fmt(row['validity_last'])}, learnable {fmt(row['learnable'])} (last {args.last}: "
               f"{fmt(row['learnable_last'])}), distinct {row['distinct']}, coverage {row['coverage']}, "
-              f"entropy {entropy}, held-out base {fmt(row['base'])} best {fmt(row['best'])} mean {fmt(row['mean'])}")
+              f"entropy {entropy}, held-out base {fmt(row['base'])} best {fmt(row['best'])} mean {fmt(row['mean'])}, "
+              f"ΔW diversity {row['diversity'] or '-'}")
     scored = [r for r in rows if r["base"] is not None and r["best"] is not None]
     if scored:
         mean = lambda key: statistics.mean(r[key] for r in scored)  # noqa: E731

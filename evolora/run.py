@@ -27,6 +27,7 @@ from evolora.io import write_json_atomic, write_text_atomic
 from evolora import metrics
 from evolora.learner import make_optimizer, policy_update_many
 from evolora.matchmaking import HallOfFame
+from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
 from evolora.ratings import Ratings
 from evolora.selfplay import GameRecord, play_step
@@ -321,6 +322,14 @@ class Run:
         return {names[slot]: {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
                 for slot, r in results.items()}
 
+    def diversity(self) -> dict[str, float]:
+        """Per role with >= 2 members: mean pairwise ‖ΔW_i − ΔW_j‖_F / mean ‖ΔW_i‖_F
+        (:func:`evolora.operators.population_diversity`; 0 = identical members)."""
+        roles: dict[str, list] = {}
+        for member in self.population.members:
+            roles.setdefault(member.role, []).append(self.bank.get_factors(member.slot))
+        return {role: population_diversity(adapters) for role, adapters in roles.items() if len(adapters) > 1}
+
     def finish(self, *, evaluate: bool = True) -> dict:
         """Evaluate, write every individual to ``final/<id>/`` as a PEFT adapter and ``final/summary.json``."""
         held_out = self.evaluate() if evaluate else {}
@@ -340,6 +349,7 @@ class Run:
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
                    "hall_of_fame": self.hall.ids if self.hall else [],
-                   "individuals": individuals, "held_out": held_out, "lineage": self.lineage}
+                   "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
+                   "diversity": self.diversity()}
         write_json_atomic(final / "summary.json", summary)
         return summary

@@ -41,6 +41,10 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
         summary = json.loads((out / name / "final" / "summary.json").read_text())
         arm, seed = name.rsplit("-s", 1)
         assert (summary["mode"], summary["seed"], summary["steps"]) == (arm, int(seed), 2)
+        if arm == "population":  # ΔW diversity per role: distinct members, none identical
+            assert set(summary["diversity"]) == {"teacher", "student"} and min(summary["diversity"].values()) > 0.01
+        else:
+            assert summary["diversity"] == {}
     assert "single_agent" in result.stdout and "population" in result.stdout and "best − base" in result.stdout
     assert (out / "report" / "report.html").is_file()
     learning = subprocess.run([sys.executable, "benchmarks/learning.py", str(out / "population-s0"),

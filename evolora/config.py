@@ -180,6 +180,10 @@ class EvolutionConfig(_Section):
     """Parents are selected from the whole role (before replacement) or from the survivors only."""
     mutate_after_crossover: bool = False
     """Also mutate crossover children."""
+    at_last_step: bool = False
+    """Also evolve at the run's last step (``run.steps``). Off by default: children born then are
+    evaluated without a single update or game, and with 2 members per role the final pair was a
+    survivor and its mutated copy (ΔW diversity 0.016, ``benchmarks/README.md``)."""
     selection: OperatorChoice = OperatorChoice(name="tournament")
     crossover: OperatorChoice = OperatorChoice(name="svd_merge")
     mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")

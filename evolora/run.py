@@ -127,7 +127,8 @@ class Run:
 
         t0 = time.perf_counter()
         births = []
-        if step % self.config.evolution.every == 0 and not self.single:
+        evo = self.config.evolution
+        if step % evo.every == 0 and not self.single and (evo.at_last_step or step < self.config.run.steps):
             fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
             births = evolve(self.bank, self.population, fitness, self.config.evolution, step=step,
                             generator=generator, operators=self.operators)

@@ -32,7 +32,8 @@ def test_tiny_evolution_end_to_end(tiny_config, toy_task, tmp_path):
     # every adapter that had non-constant rewards trained
     assert any(r["loss"] for r in records)
     births = [b for r in records for b in r["births"]]
-    assert len(births) == 8  # 4 evolutions x 2 roles x ceil(0.5 * 2)
+    assert len(births) == 6  # 3 evolutions (none at the last step) x 2 roles x ceil(0.5 * 2)
+    assert records[-1]["births"] == [] and records[-2]["births"]
     operators = {b["operator"] for b in births}
     assert "svd_merge" in operators and "lowrank_gaussian" in operators
     assert {b["role"] for b in births} == {"teacher", "student"}
@@ -52,6 +53,13 @@ def test_tiny_evolution_end_to_end(tiny_config, toy_task, tmp_path):
         first_module = next(iter(factors))
         assert torch.allclose(a_loaded, factors[first_module][0])
     assert json.loads((tmp_path / "final" / "summary.json").read_text())["steps"] == 4
+
+
+def test_evolution_at_the_last_step_only_when_asked(tiny_config, toy_task, tmp_path):
+    config = tiny_config.model_copy(update={"evolution": tiny_config.evolution.model_copy(update={"at_last_step": True})})
+    _run(config, toy_task, tmp_path)
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [len(r["births"]) for r in records] == [2, 2, 2, 2]
 
 
 def test_training_changes_adapters_and_not_the_base(tiny_config, toy_task, tmp_path):

@@ -178,7 +178,7 @@ def test_user_mutation_registered_once_runs_in_deap(bank):
 def test_user_mutation_from_yaml_drives_the_evolution_loop(tmp_path, toy_task, tiny_config):
     data = tiny_config.model_dump(mode="json")
     data["run"]["steps"] = 1
-    data["evolution"] = {**data["evolution"], "crossover_rate": 0.0,
+    data["evolution"] = {**data["evolution"], "crossover_rate": 0.0, "at_last_step": True,
                          "mutation": {"name": USER_MUTATION, "params": {"scale": 2.0}}}
     config = config_from_dict(data)
     assert config.evolution.mutation.name == USER_MUTATION
@@ -200,7 +200,8 @@ def test_user_mutation_from_the_cli(tmp_path):
     assert USER_MUTATION in config.read_text()
     flags = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.teacher_max_new_tokens=8",
              "--set", "selfplay.student_max_new_tokens=8", "--set", "eval.limit=0", "--set", "run.steps=1",
-             "--set", "evolution.every=1", "--set", "evolution.crossover_rate=0", "--set", "model.num_threads=1"]
+             "--set", "evolution.every=1", "--set", "evolution.crossover_rate=0", "--set", "model.num_threads=1",
+             "--set", "evolution.at_last_step=true"]
     result = CliRunner().invoke(app, ["evolve", str(config), "--out", str(tmp_path / "run"), *flags])
     assert result.exit_code == 0, result.output
     births = [b for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") for b in r["births"]]

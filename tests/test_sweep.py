@@ -16,7 +16,7 @@ from evolora.integrations.sweep import OUTCOMES, aggregate, plot_sweep, run_swee
 torch.set_num_threads(1)
 GSM_YAML = Path(__file__).resolve().parents[1] / "tasks" / "gsm.yaml"
 FAST = ["model.name=tiny-random", "model.num_threads=1", "run.steps=1", "population.teachers=3",
-        "population.students=3", "evolution.every=1", "evolution.gamma=0.34", "selfplay.samples_per_problem=2",
+        "population.students=3", "evolution.every=1", "evolution.at_last_step=true", "evolution.gamma=0.34", "selfplay.samples_per_problem=2",
         "selfplay.teacher_max_new_tokens=8", "selfplay.student_max_new_tokens=8", "eval.limit=0"]
 
 

@@ -14,19 +14,17 @@ means over runs and the ratio line ``best / base`` and ``mean / base``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
+from evolora.report_data import load_run
+from evolora.report_data import run_numbers as report_numbers
 from evolora.tasks.base import normalise_problem
 
 
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
 def run_numbers(run_dir: Path, last: int = 5) -> dict:
-    metrics, matches = _jsonl(run_dir / "metrics.jsonl"), _jsonl(run_dir / "matches.jsonl")
+    run = load_run(run_dir)  # the report's loader; its run_numbers give held-out, coverage, entropy
+    metrics, matches = run.metrics, run.matches
     if not metrics:
         raise SystemExit(f"{run_dir}: no metrics.jsonl; give a run directory")
     final_step = metrics[-1]["step"]
@@ -34,22 +32,17 @@ def run_numbers(run_dir: Path, last: int = 5) -> dict:
     step_of = [m["step"] for m in metrics for _ in range(sum(m["verdicts"].values()))]
     valid = [(s, g) for s, g in zip(step_of, matches) if g["valid"]]
     learnable = lambda games: (sum(0 < (g["solve_rate"] or 0) < 1 for g in games) / len(games)) if games else None  # noqa: E731
-    entropy = [m["mean_entropy"] for m in metrics if m.get("mean_entropy") is not None]
-    edge = max(1, len(entropy) // 5)
-    summary = json.loads((run_dir / "final" / "summary.json").read_text()) if (run_dir / "final" / "summary.json").is_file() else {}
-    held = {k: v["accuracy"] for k, v in (summary.get("held_out") or {}).items()}
-    members = [v for k, v in held.items() if k != "base"]
+    numbers = report_numbers(run, None)
     return {
         "run": str(run_dir), "steps": final_step, "minutes": sum(m["seconds"]["total"] for m in metrics) / 60,
         "validity_last": statistics.mean(m["validity_rate"] for m in tail),
         "learnable": learnable([g for _, g in valid]),
         "learnable_last": learnable([g for s, g in valid if s > final_step - last]),
         "distinct": len({normalise_problem(g["problem"]) for _, g in valid}),
-        "coverage": metrics[-1].get("coverage"),
-        "entropy": (statistics.mean(entropy[:edge]), statistics.mean(entropy[-edge:])) if entropy else None,
-        "base": held.get("base"), "best": max(members) if members else None,
-        "mean": statistics.mean(members) if members else None,
-        "diversity": summary.get("diversity"),
+        "coverage": numbers["coverage"],
+        "entropy": (None if numbers["entropy_start"] is None else (numbers["entropy_start"], numbers["entropy_end"])),
+        "base": numbers["base"], "best": numbers["best"], "mean": numbers["mean"],
+        "diversity": (run.summary or {}).get("diversity"),
     }
 
 

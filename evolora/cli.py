@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
-from evolora.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
+from evolora.config import Config, ConfigError, load_config, load_run_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
@@ -49,13 +48,9 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
              out: Optional[Path], resume: Optional[Path]) -> tuple[Config, Path]:
     try:
         if resume is not None:
-            stored = resume / "config.yaml"
-            if not stored.exists():
+            if not (resume / "config.yaml").exists():
                 _fail(f"{resume} is not a run directory (no config.yaml); give the --out directory of an earlier run")
-            data = apply_overrides(yaml.safe_load(stored.read_text()), overrides)
-            if seed is not None:
-                data["run"]["seed"] = seed
-            return config_from_dict(data), resume
+            return load_run_config(resume, overrides, seed=seed), resume
         if config_path is None:
             _fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
         config = load_config(config_path, overrides, seed=seed)
@@ -124,7 +119,6 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True) 
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
     return summary
-
 
 
 def _raise_interrupt(signum, frame) -> None:

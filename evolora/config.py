@@ -346,6 +346,21 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: i
     return config_from_dict(data)
 
 
+def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
+                    seed: int | None = None) -> Config:
+    """The config a run directory stores (``RUN_DIR/config.yaml``), with ``--set`` overrides and
+    the seed applied, validated (what ``--resume``, ``evolora evaluate`` and studies read).
+
+    Raises:
+        OSError: the file cannot be read; ConfigError: malformed or invalid values.
+    """
+    data = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+    data = apply_overrides(data, list(overrides))
+    if seed is not None:
+        data.setdefault("run", {})["seed"] = seed
+    return config_from_dict(data)
+
+
 def dump_config(config: Config) -> str:
     """The resolved config as YAML text (what the run directory stores)."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

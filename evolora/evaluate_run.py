@@ -16,7 +16,7 @@ import random
 import time
 from pathlib import Path
 
-from evolora.config import config_from_dict
+from evolora.config import load_run_config
 from evolora.io import write_json_atomic
 
 MEMBER_ROLES = ("student", "agent")
@@ -48,9 +48,7 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
             raise FileNotFoundError(f"{path} does not exist; give a finished run directory (evolora evolve ... --out DIR)")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    import yaml
-
-    config = config_from_dict(yaml.safe_load((run_dir / "config.yaml").read_text()))
+    config = load_run_config(run_dir)
     summary = json.loads(summary_path.read_text())
     members = [i["id"] for i in summary["individuals"] if i["role"] in MEMBER_ROLES]
     if not members:

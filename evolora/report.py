@@ -50,7 +50,7 @@ def summary_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for mode, arm in summary["arms"].items():
         seeds = ", ".join("?" if s is None else str(s) for s in arm["seeds"])
-        plain = lambda key, digits=2: format_stat(arm[key], percent=False, digits=digits) if key in arm else "missing"  # noqa: E731
+        plain = lambda key, digits=2: format_stat(arm[key], percent=False, digits=digits)  # noqa: E731
         rows.append([mode, f"{arm['runs']} ({seeds})", format_stat(arm["base"]), format_stat(arm["best"]),
                      format_stat(arm["mean"]), format_stat(arm["gain_best"]), format_stat(arm["gain_mean"]),
                      format_stat(arm["complexity_slope"], percent=False, digits=3),

@@ -17,7 +17,7 @@ Source: PopuLoRA (arXiv 2605.16727) §2 step 2 (the teacher's proposal, here str
 
 from __future__ import annotations
 
-from evolora.rollout import Completion, RolloutStats, generate
+from evolora.rollout import Completion, RolloutStats, _eos_ids, generate
 from evolora.tasks.base import Segment
 
 
@@ -42,10 +42,12 @@ def generate_segments(
         ``mask`` is True exactly on the sampled ones, ``truncated`` is the last segment's.
 
     Raises:
-        ValueError: no segments, or ``prompts`` and ``adapters`` differ in length.
+        ValueError: no segments, or ``prompts`` and ``adapters`` differ in length (checked by
+            :func:`evolora.rollout.generate`).
     """
-    _check(prompts, adapters, segments)
-    eos = {tokenizer.eos_token_id, *_generation_eos(model)}
+    if not segments:
+        raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
+    eos = _eos_ids(model, tokenizer)
     ids: list[list[int]] = [[] for _ in prompts]
     mask: list[list[bool]] = [[] for _ in prompts]
     truncated = [False] * len(prompts)
@@ -74,16 +76,3 @@ def generate_segments(
                    mask=tuple(row_mask))
         for adapter, prompt, row_ids, row_mask, trunc in zip(adapters, prompts, ids, mask, truncated)
     ]
-
-
-def _check(prompts: list, adapters: list, segments: tuple) -> None:
-    if not segments:
-        raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
-    if len(prompts) != len(adapters):
-        raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
-
-
-def _generation_eos(model) -> set[int]:
-    config = getattr(model, "generation_config", None)
-    ids = getattr(config, "eos_token_id", None) if config is not None else None
-    return set(ids if isinstance(ids, list) else [ids] if ids is not None else [])

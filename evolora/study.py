@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
-from evolora.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
+from evolora.config import Config, ConfigError, load_config, load_run_config
 
 ARMS = ("population", "single_agent")
 """The arms a study can run: the values of ``selfplay.mode``."""
@@ -100,7 +98,6 @@ def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], ou
             if state == "new":
                 config = load_config(config_path, [*overrides, f"selfplay.mode={arm}"], seed=seed)
             else:
-                stored = yaml.safe_load((run_dir / "config.yaml").read_text())
-                config = config_from_dict(apply_overrides(stored, []))
+                config = load_run_config(run_dir)
             plan.append(StudyRun(arm, seed, run_dir, config, state))
     return plan

@@ -71,14 +71,17 @@ def evolve(
     seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (overrides run.seed)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory from its last checkpoint."),
     no_eval: bool = typer.Option(False, "--no-eval", help="Skip the held-out evaluation at the end."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),
 ) -> None:
     """Run PopuLoRA self-play: teachers propose, students solve, adapters learn and evolve."""
     config, out = _prepare(config_path, overrides, seed, out, resume)
-    _execute(config, out, resume=resume is not None, evaluate=not no_eval)
+    _execute(config, out, resume=resume is not None, evaluate=not no_eval, verbose=verbose)
 
 
-def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True) -> dict:
+def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False) -> dict:
     """Run (or resume) one run to its end in ``out``: checks, progress, final evaluation, table."""
+    from evolora.cli_console import quiet_libraries, start_line
+
     _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
 
@@ -93,10 +96,8 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True) 
     from evolora.run import Run
 
     began = time.perf_counter()
-    players = ("1 single agent (proposes and solves)" if config.selfplay.mode == "single_agent"
-               else f"{config.population.teachers} teachers + {config.population.students} students")
-    console.print(f"evolora: {players} on {config.model.name}, task {config.task.name}, "
-                  f"{config.run.steps} steps -> {out}")
+    quiet_libraries(verbose)
+    console.print(start_line(config, out, resume=resume), highlight=False)
     try:
         run = Run(config, out)
     except (ModelNotFoundError, ValueError, OSError) as error:  # found only once the model is loaded
@@ -114,7 +115,10 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True) 
     except KeyboardInterrupt:
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
         raise typer.Exit(130)
-    console.print("evaluating and writing final adapters ...")
+    source = getattr(run.task, "held_out_source", None)
+    console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
+                  if evaluate and config.eval.enabled and config.eval.limit and source
+                  else "writing final adapters ...", highlight=False)
     summary = run.finish(evaluate=evaluate)
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
@@ -139,7 +143,8 @@ def _print_summary(summary: dict) -> None:
         )
     base = summary["held_out"].get("base")
     if base:
-        table.caption = f"base model held-out accuracy: {base['accuracy']:.1%} ({base['correct']}/{base['total']})"
+        table.caption = (f"base model held-out accuracy: {base['accuracy']:.1%} ({base['correct']}/{base['total']}); "
+                         f"held-out problems: {summary.get('held_out_source') or 'the task'}")
     Console(width=None if sys.stdout.isatty() else 140).print(table)
 
 
@@ -211,6 +216,7 @@ def study(
     arms: str = typer.Option("population,single_agent", "--arms", help="Arms (selfplay.mode): population, single_agent."),
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key in every run: --set run.steps=10"),
+    verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),
 ) -> None:
     """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
     from evolora.study import parse_arms, parse_seeds, study_plan
@@ -223,7 +229,7 @@ def study(
     for number, item in enumerate(plan, start=1):
         console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
         if item.state != "done":
-            _execute(item.config, item.out, resume=item.state == "resume")
+            _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose)
     if len(plan) > 1:
         compare([item.out for item in plan], out / "report")
     else:
@@ -236,8 +242,10 @@ def evaluate_command(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Held-out problems per member (default eval.limit)."),
 ) -> None:
     """Evaluate a finished run's students (or single agent) and the base again; update final/summary.json."""
+    from evolora.cli_console import quiet_libraries
     from evolora.evaluate_run import evaluate_run
 
+    quiet_libraries()
     try:
         held_out = evaluate_run(run_dir, limit=limit)
     except (FileNotFoundError, ValueError, ConfigError) as error:

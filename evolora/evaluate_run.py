@@ -81,6 +81,7 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
                 for slot, r in results.items()}
     summary["held_out_previous"] = summary.get("held_out")
     summary["held_out"] = held_out
+    summary["held_out_source"] = getattr(task, "held_out_source", None)
     summary["held_out_eval"] = {"limit": limit or config.eval.limit, "items": len(items), "seconds": round(seconds, 1),
                                 "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for individual in summary["individuals"]:

@@ -175,6 +175,15 @@ def check_model_available(name: str) -> None:
     )
 
 
+def needs_conversion(name: str) -> bool:
+    """True when loading ``name`` will first convert an embedded GGUF (the first run only).
+
+    Reads the cache only: nothing is loaded or converted. False for every non-embedded name.
+    """
+    key = _embedded_key(name)
+    return key is not None and not is_converted(_converted_dir(key))
+
+
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2", "granite")
 """``model_type`` values whose linear layers follow Llama's q/k/v/o + gate/up/down layout."""
 

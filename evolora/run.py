@@ -350,6 +350,7 @@ class Run:
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
                    "hall_of_fame": self.hall.ids if self.hall else [],
+                   "held_out_source": getattr(self.task, "held_out_source", None) if evaluate else None,
                    "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
                    "diversity": self.diversity()}
         write_json_atomic(final / "summary.json", summary)

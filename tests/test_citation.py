@@ -46,3 +46,12 @@ def test_references():
         assert ref["type"] == "article" and ref["authors"]
         assert re.fullmatch(r"10\.\d{4,9}/\S+", ref["doi"])
         assert all(i["type"] in {"doi", "url"} for i in ref["identifiers"])
+
+
+def test_gsm8k_reference_for_the_bundled_test_split():
+    refs = {ref["title"]: ref for ref in load()["references"]}
+    gsm8k = refs["Training Verifiers to Solve Math Word Problems"]
+    assert gsm8k["doi"] == "10.48550/arXiv.2110.14168" and gsm8k["year"] == 2021
+    assert gsm8k["authors"][0]["family-names"] == "Cobbe"
+    assert "gsm8k_test.jsonl.gz" in gsm8k["notes"]
+    assert (CFF.parent / "evolora" / "data" / "gsm8k_test.jsonl.gz").is_file()

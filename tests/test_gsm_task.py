@@ -244,12 +244,6 @@ def test_held_out_malformed_file(tmp_path):
         GSMTask(eval_path=str(bad)).held_out(3, random.Random(0))
 
 
-def test_held_out_without_data_warns_and_returns_none(monkeypatch):
-    import evolora.tasks.gsm as gsm
-
-    monkeypatch.setattr(gsm, "_load_gsm8k_from_hub", lambda: None)
-    with pytest.warns(UserWarning, match="eval_path"):
-        assert GSMTask().held_out(3, random.Random(0)) is None
 
 
 @needs_gsm8k

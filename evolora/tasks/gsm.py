@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 import random
 import re
-import warnings
 from pathlib import Path
 
 from evolora.sandbox import SandboxPool
-from evolora.tasks.gsm_data import _load_gsm8k_from_hub, _load_train, load_gsm8k
+from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
 from evolora.tasks.numeric import final_number, marked_number, numbers_equal, parse_number
@@ -60,8 +59,8 @@ class GSMTask(PooledVerifier):
             ``gsm8k_fraction`` (its program is rebuilt from the <<a*b=c>> calculator
             annotations); otherwise all examples are evolora's own
             (``evolora/data/gsm_examples.json``, 12 problems with real programs).
-        eval_path: GSM8K test jsonl for :meth:`held_out`. None: try Hugging Face
-            ``datasets`` (``openai/gsm8k``, split "test"), else no held-out data.
+        eval_path: GSM8K test jsonl (or .jsonl.gz) for :meth:`held_out`. None: the GSM8K
+            test split shipped inside the package (1,319 problems, ``evolora/data``).
         num_examples: reference examples in the teacher prompt (>= 0; each costs ~50-100
             prompt tokens).
         gsm8k_fraction: probability in [0, 1] that one example is a GSM8K train problem
@@ -254,25 +253,23 @@ class GSMTask(PooledVerifier):
         return Grade("correct" if correct else "wrong", predicted)
 
     # ------------------------------------------------------------------ evaluation
+    @property
+    def held_out_source(self) -> str:
+        """Where :meth:`held_out` reads its problems: the given path, or the bundled copy."""
+        if self.eval_path is not None:
+            return f"GSM8K test file {self.eval_path}"
+        return f"GSM8K test split bundled with evolora ({BUNDLED_TEST.name}, 1319 problems)"
+
     def held_out(self, limit: int, rng: random.Random) -> list[HeldOutItem] | None:
         """The first ``limit`` GSM8K test problems in file order (deterministic; ``rng``
-        is unused), from ``eval_path`` or Hugging Face ``datasets``; None with a warning
-        when neither is available.
+        is unused), from ``eval_path`` or else the test split bundled in the package.
 
         Raises:
             FileNotFoundError: ``eval_path`` is given but does not exist.
             ValueError: ``eval_path`` has a malformed line.
         """
         if self._eval is None:
-            if self.eval_path is not None:
-                self._eval = load_gsm8k(Path(self.eval_path))
-            else:
-                self._eval = _load_gsm8k_from_hub()
-                if self._eval is None:
-                    warnings.warn("gsm task: no held-out data (set task.params.eval_path to a GSM8K "
-                                  "test.jsonl, or install `datasets` with network access)",
-                                  stacklevel=2)
-                    return None
+            self._eval = load_gsm8k(Path(self.eval_path)) if self.eval_path is not None else load_bundled_test()
         return self._eval[: max(limit, 0)]
 
 

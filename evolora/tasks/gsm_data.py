@@ -7,6 +7,7 @@ Source: GSM8K (Cobbe et al. 2021, arXiv 2110.14168); PopuLoRA (arXiv 2605.16727)
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import operator
 import re
@@ -19,6 +20,10 @@ _CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")
 _ARITHMETIC = re.compile(r"[\d\s+\-*/().]+")
 MAX_EXAMPLE_CHARS = 250
 """GSM8K train questions longer than this are not used as examples (prompt tokens cost)."""
+BUNDLED_TEST = Path(__file__).resolve().parent.parent / "data" / "gsm8k_test.jsonl.gz"
+"""GSM8K's test split (1,319 problems, MIT license in ``evolora/data/GSM8K_LICENSE``), shipped
+gzipped inside the package so held-out evaluation needs no path and no network."""
+BUNDLED_TEST_ROWS = 1319
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -27,7 +32,8 @@ def _read_jsonl(path: Path) -> list[dict]:
             f"gsm task: GSM8K file {str(path)!r} does not exist; set the path to a GSM8K "
             f"jsonl (lines of {{\"question\", \"answer\"}}) or leave it unset")
     rows = []
-    with open(path, encoding="utf-8") as f:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -49,7 +55,13 @@ def _final_answer(answer: str) -> float | None:
 
 
 def load_gsm8k(path: Path) -> list[HeldOutItem]:
-    """GSM8K jsonl → items; every answer must end with "#### <number>"."""
+    """GSM8K jsonl (plain, or gzipped when the name ends ".gz") → items; every answer must
+    end with "#### <number>".
+
+    Raises:
+        FileNotFoundError: ``path`` is not a file.
+        ValueError: a line is not JSON, lacks string "question"/"answer", or has no final answer.
+    """
     items = []
     for number, row in enumerate(_read_jsonl(path), start=1):
         value = _final_answer(row["answer"])
@@ -134,16 +146,17 @@ def _load_train(path: Path) -> list[dict]:
     return examples
 
 
-def _load_gsm8k_from_hub() -> list[HeldOutItem] | None:
-    try:
-        import datasets  # optional extra: pip install evolora[data]
-    except ImportError:
-        return None
-    try:
-        rows = datasets.load_dataset("openai/gsm8k", "main", split="test")
-    except Exception:  # offline, no cache, hub errors: held-out evaluation is optional
-        return None
-    items = [HeldOutItem(r["question"], v) for r in rows
-             if (v := _final_answer(r["answer"])) is not None]
-    return items or None
+def load_bundled_test() -> list[HeldOutItem]:
+    """GSM8K's test split from the copy inside the package (:data:`BUNDLED_TEST`).
+
+    Returns:
+        1,319 items in the file's order; answers are the "#### N" numbers.
+
+    Raises:
+        FileNotFoundError: the package was installed without its data files (reinstall
+            evolora; ``package-data`` ships ``evolora/data/*``).
+
+    Source: GSM8K (Cobbe et al. 2021, arXiv 2110.14168), MIT license.
+    """
+    return load_gsm8k(BUNDLED_TEST)
 

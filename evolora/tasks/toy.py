@@ -16,6 +16,7 @@ class ToyTask:
     """Always-valid proposals, numeric answers: exercises every phase of a step cheaply."""
 
     name = "toy"
+    held_out_source = "toy questions q0, q1, ... (answer: the index mod 10)"
     proposal_prefix = ""
     complexity_kind = "expression"
 

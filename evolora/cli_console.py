@@ -1,0 +1,54 @@
+"""What the command line shows during a run: third-party noise off, and a first line that says
+what is about to happen.
+
+Only the CLI calls these: the library itself never changes global warning filters or logging.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+from evolora.config import Config
+
+NOISY_LIBRARIES = ("transformers", "torch", "peft", "accelerate", "huggingface_hub", "datasets", "safetensors")
+"""Libraries whose warnings and progress bars a user of ``evolora evolve`` cannot act on."""
+
+
+def quiet_libraries(verbose: bool = False) -> None:
+    """Silence third-party warnings, logs below ERROR and progress bars for this process.
+
+    Args:
+        verbose: True leaves everything as the libraries set it (``evolora evolve --verbose``).
+
+    Filters only warnings raised from inside :data:`NOISY_LIBRARIES` modules, so evolora's own
+    warnings (e.g. a task without held-out data) still show.
+    """
+    if verbose:
+        return
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers / datasets are imported
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    pattern = r"(%s)(\.|$)" % "|".join(NOISY_LIBRARIES)
+    for category in (FutureWarning, DeprecationWarning, UserWarning, RuntimeWarning):
+        warnings.filterwarnings("ignore", category=category, module=pattern)
+    for name in NOISY_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # in case transformers was imported before the variable was set
+    transformers_logging.set_verbosity_error()
+
+
+def start_line(config: Config, out, *, resume: bool) -> str:
+    """One line: model (and whether it is converted first), task, population, steps, run directory."""
+    from evolora.model import needs_conversion
+
+    players = ("1 single agent (proposes and solves)" if config.selfplay.mode == "single_agent"
+               else f"{config.population.teachers} teachers + {config.population.students} students")
+    model = config.model.name
+    if needs_conversion(model):
+        model += " (first run: converting the embedded GGUF once, ~20 s)"
+    verb = "resuming" if resume else "starting"
+    return (f"evolora: {verb} {players} on {model}, task {config.task.name}, "
+            f"{config.run.steps} steps -> {out}")

@@ -1,0 +1,77 @@
+"""The CLI's console: third-party warnings and progress bars off (unless --verbose), evolora's
+own warnings kept, and a first line that says what is about to happen."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+
+from evolora.cli_console import NOISY_LIBRARIES, quiet_libraries, start_line
+from evolora.config import config_from_dict
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_state(monkeypatch):
+    """quiet_libraries changes process-wide state: undo it after each test."""
+    from transformers.utils import logging as transformers_logging
+
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+    monkeypatch.setattr(transformers_logging, "_tqdm_active", True)
+    levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
+    verbosity = transformers_logging.get_verbosity()
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    transformers_logging.set_verbosity(verbosity)
+
+
+def _warn_from(module_name: str, message: str) -> list[warnings.WarningMessage]:
+    """Issue a FutureWarning as if from inside ``module_name``; return what was recorded."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries(verbose=False)
+        warnings.warn_explicit(message, FutureWarning, filename=f"{module_name}.py", lineno=1, module=module_name)
+        warnings.warn_explicit("evolora's own", UserWarning, filename="evolora/x.py", lineno=1, module="evolora.tasks.gsm")
+    return caught
+
+
+def test_library_warnings_are_dropped_and_evolora_warnings_kept():
+    caught = _warn_from("transformers.modeling_utils", "`is_gradient_checkpointing` is deprecated")
+    assert [str(w.message) for w in caught] == ["evolora's own"]
+    caught = _warn_from("torch.nn.modules.module", "old API")
+    assert [str(w.message) for w in caught] == ["evolora's own"]
+
+
+def test_verbose_keeps_library_warnings():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries(verbose=True)
+        warnings.warn_explicit("kept", FutureWarning, filename="t.py", lineno=1, module="transformers.modeling_utils")
+    assert [str(w.message) for w in caught] == ["kept"]
+
+
+def test_progress_bars_are_off_after_quieting():
+    import os
+
+    from transformers.utils import logging as transformers_logging
+
+    assert transformers_logging.is_progress_bar_enabled()
+    quiet_libraries(verbose=False)
+    assert not transformers_logging.is_progress_bar_enabled()
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+
+
+@pytest.mark.parametrize("converted", [False, True])
+def test_start_line_names_model_task_population_steps_and_conversion(monkeypatch, tmp_path, converted):
+    import evolora.model as model
+
+    monkeypatch.setattr(model, "is_converted", lambda path: converted)
+    config = config_from_dict({"model": {"name": "smollm2-135m-instruct"}, "task": {"name": "arith"},
+                               "population": {"teachers": 3, "students": 2}, "run": {"steps": 7}})
+    line = start_line(config, tmp_path / "out", resume=False)
+    for part in ("3 teachers + 2 students", "smollm2-135m-instruct", "task arith", "7 steps", str(tmp_path / "out")):
+        assert part in line
+    assert ("converting" in line) is (not converted)
+    assert start_line(config, tmp_path, resume=True).startswith("evolora: resuming")

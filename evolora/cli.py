@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 import time
@@ -30,7 +31,7 @@ console = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -78,36 +79,43 @@ def evolve(
     _execute(config, out, resume=resume is not None, evaluate=not no_eval, verbose=verbose)
 
 
-def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False) -> dict:
-    """Run (or resume) one run to its end in ``out``: checks, progress, final evaluation, table."""
-    from evolora.cli_console import quiet_libraries, start_line
+DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+               errno.EROFS: "the file system is read-only"}
 
+
+def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False) -> dict:
+    """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table."""
     _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
+    from evolora.run_dir import RunDirLocked, lock_run_dir
 
     try:
         check_model_available(config.model.name)
         check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
     except (ModelNotFoundError, ValueError) as error:
         _fail(str(error))
+    try:
+        with lock_run_dir(out):
+            return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
+    except RunDirLocked as error:
+        _fail(str(error))
+    except OSError as error:
+        if error.errno not in DISK_ERRORS:
+            raise
+        _fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
+              f"intact: make room, then continue with: evolora evolve --resume {out}")
 
+
+def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verbose: bool) -> dict:
+    """The body of :func:`_execute`, run while this process holds the run directory's lock."""
     from evolora.callbacks import Checkpointer, JsonlLogger, ProgressBar
-    from evolora.io import truncate_jsonl
-    from evolora.run import Run
+    from evolora.cli_console import quiet_libraries, start_line
 
     began = time.perf_counter()
     quiet_libraries(verbose)
     console.print(start_line(config, out, resume=resume), highlight=False)
-    try:
-        run = Run(config, out)
-    except (ModelNotFoundError, ValueError, OSError) as error:  # found only once the model is loaded
-        _fail(str(error))
-    if resume:
-        if run.load_checkpoint():
-            console.print(f"resumed at step {run.step}")
-        for name, key in (("metrics.jsonl", "metrics"), ("matches.jsonl", "matches")):
-            truncate_jsonl(out / name, run.log_counts[key])  # drop records written after the checkpoint
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    run = _open_run(config, out, resume=resume)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     callbacks = [JsonlLogger(), Checkpointer(config.run.checkpoint_every, config.run.steps)]
     try:
         with ProgressBar(config.run.steps, start=run.step) as progress:
@@ -115,6 +123,8 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
     except KeyboardInterrupt:
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
         raise typer.Exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # in-process callers (tests, notebooks) get theirs back
     source = getattr(run.task, "held_out_source", None)
     console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
                   if evaluate and config.eval.enabled and config.eval.limit and source
@@ -123,6 +133,37 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
     return summary
+
+
+def _open_run(config: Config, out: Path, *, resume: bool):
+    """Build the run; on resume restore the newest intact checkpoint and repair the logs to it."""
+    import warnings
+
+    from evolora.checkpoint import CheckpointError
+    from evolora.model import ModelNotFoundError
+    from evolora.run import Run
+    from evolora.run_dir import log_counts, repair_logs
+
+    try:
+        run = Run(config, out)
+    except (ModelNotFoundError, ValueError) as error:  # found only once the model is loaded
+        _fail(str(error))
+    if not resume:
+        return run
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            restored = run.load_checkpoint()
+        except CheckpointError as error:
+            _fail(str(error))
+    notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning) and "evolora" in w.filename]
+    notes += repair_logs(out, run.step)  # drop records written after the checkpoint, a torn line, duplicates
+    run.log_counts = log_counts(out)
+    for note in notes:
+        console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
+    if restored:
+        console.print(f"resumed at step {run.step}")
+    return run
 
 
 def _raise_interrupt(signum, frame) -> None:

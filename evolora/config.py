@@ -10,18 +10,32 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 
 class ConfigError(ValueError):
     """A config is malformed; the message names the key and what to change."""
 
 
+def _no_bool(value: Any) -> Any:
+    """YAML reads ``true``/``false`` as bools, which pydantic would take as 1/0: refuse them."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got the boolean {str(value).lower()}; write a number such as 4")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_no_bool)]
+"""An int config field: 4 or 4.0, never a bool."""
+Float = Annotated[float, BeforeValidator(_no_bool)]
+"""A float config field: finite (``_Section`` refuses NaN and Inf), never a bool."""
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelConfig(_Section):
@@ -29,18 +43,18 @@ class ModelConfig(_Section):
     """Embedded name (``smollm2-135m-instruct``), a Hugging Face id, a local directory, or ``tiny-random``."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Dtype of the frozen base weights; adapters always train in float32."""
-    num_threads: int | None = Field(default=None, ge=1)
+    num_threads: Int | None = Field(default=None, ge=1)
     """torch intra-op threads; None keeps torch's default."""
 
 
 class LoRAConfig(_Section):
-    rank: int = Field(default=8, ge=1, le=1024)
+    rank: Int = Field(default=8, ge=1, le=1024)
     """LoRA rank r of every adapter (A: (r, d_in), B: (d_out, r))."""
-    alpha: float = Field(default=16.0, gt=0)
+    alpha: Float = Field(default=16.0, gt=0)
     """LoRA alpha; ΔW = (alpha / rank) · B A."""
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     """Names of the linear modules that carry adapters."""
-    init_b_std: float = Field(default=1e-3, ge=0)
+    init_b_std: Float = Field(default=1e-3, ge=0)
     """Std of the Gaussian init of B (PEFT's B = 0 would make every individual identical)."""
 
     @field_validator("target_modules")
@@ -52,9 +66,9 @@ class LoRAConfig(_Section):
 
 
 class PopulationConfig(_Section):
-    teachers: int = Field(default=2, ge=1, le=64)
+    teachers: Int = Field(default=2, ge=1, le=64)
     """Number of teacher individuals (paper: 4)."""
-    students: int = Field(default=2, ge=1, le=64)
+    students: Int = Field(default=2, ge=1, le=64)
     """Number of student individuals (paper: 4)."""
 
 
@@ -68,36 +82,36 @@ class TaskConfig(_Section):
 class MatchmakingConfig(_Section):
     weighting: Literal["variance", "hard", "uniform"] = "variance"
     """PFSP weighting f(p): p(1 − p), (1 − p)^k, or 1 (paper §2 step 1)."""
-    k: float = Field(default=2.0, gt=0)
+    k: Float = Field(default=2.0, gt=0)
     """Exponent of the ``hard`` weighting."""
     scheme: Literal["per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin"] = (
         "per_teacher_without_replacement"
     )
     """How pairs are drawn each step."""
-    hall_of_fame: int = Field(default=0, ge=0, le=64)
+    hall_of_fame: Int = Field(default=0, ge=0, le=64)
     """Past student champions kept as frozen opponents (AlphaStar league); 0 turns the hall off.
     After every evolution step the best student (by μ − 3σ) is snapshotted into it."""
-    hall_prob: float = Field(default=0.2, ge=0, le=1)
+    hall_prob: Float = Field(default=0.2, ge=0, le=1)
     """Probability that a teacher's opponent this step is a frozen hall-of-fame student."""
 
 
 class RewardConfig(_Section):
-    malformed: float = -1.0
+    malformed: Float = -1.0
     """Teacher reward for a proposal that does not parse (format error)."""
-    invalid: float = -0.5
+    invalid: Float = -0.5
     """Teacher reward for a proposal that parses but fails verification (AZR code: −0.5; paper: −1)."""
-    trivial: float = 0.0
+    trivial: Float = 0.0
     """Teacher reward when the student solve rate is 0 or 1 (AZR paper 0, AZR code −0.5)."""
-    correct: float = 1.0
+    correct: Float = 1.0
     """Student reward for a correct answer."""
-    wrong: float = -0.5
+    wrong: Float = -0.5
     """Student reward for a well-formed wrong answer."""
-    format: float = -1.0
+    format: Float = -1.0
     """Student reward when no final answer can be parsed."""
-    copied: float | None = None
+    copied: Float | None = None
     """Teacher reward for a valid proposal equal (after :func:`evolora.tasks.base.normalise_problem`)
     to a reference example of its own prompt; None gives it the ``trivial`` reward."""
-    repetition: float = Field(default=0.0, ge=0)
+    repetition: Float = Field(default=0.0, ge=0)
     """R-Zero's repetition penalty λ (arXiv 2508.05004 §3): a proposal whose normalised problem
     occurs k times among the step's N proposals loses λ · (k − 1) / (N − 1); 0 turns it off."""
 
@@ -109,23 +123,23 @@ class SelfPlayConfig(_Section):
     ``proposals_per_teacher`` proposals and ``samples_per_problem`` attempts per valid one, the
     rollouts of one teacher plus its matched student; the population section and evolution
     are not used."""
-    proposals_per_teacher: int = Field(default=2, ge=1)
+    proposals_per_teacher: Int = Field(default=2, ge=1)
     """Problems each teacher proposes per step."""
-    samples_per_problem: int = Field(default=4, ge=1)
+    samples_per_problem: Int = Field(default=4, ge=1)
     """Student attempts n per valid problem (AZR: 8)."""
-    teacher_max_new_tokens: int = Field(default=160, ge=1)
-    student_max_new_tokens: int = Field(default=128, ge=1)
-    temperature: float = Field(default=1.0, gt=0)
+    teacher_max_new_tokens: Int = Field(default=160, ge=1)
+    student_max_new_tokens: Int = Field(default=128, ge=1)
+    temperature: Float = Field(default=1.0, gt=0)
     """Sampling temperature of every role without its own (``teacher_temperature`` …)."""
-    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_p: Float = Field(default=1.0, gt=0, le=1)
     """Nucleus mass of every role without its own."""
-    teacher_temperature: float | None = Field(default=None, gt=0)
+    teacher_temperature: Float | None = Field(default=None, gt=0)
     """Teacher sampling temperature; None uses ``temperature``. Held-out evaluation is greedy."""
-    teacher_top_p: float | None = Field(default=None, gt=0, le=1)
-    student_temperature: float | None = Field(default=None, gt=0)
+    teacher_top_p: Float | None = Field(default=None, gt=0, le=1)
+    student_temperature: Float | None = Field(default=None, gt=0)
     """Student sampling temperature; None uses ``temperature``."""
-    student_top_p: float | None = Field(default=None, gt=0, le=1)
-    generation_batch_size: int = Field(default=16, ge=1)
+    student_top_p: Float | None = Field(default=None, gt=0, le=1)
+    generation_batch_size: Int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
     routing: Literal["routed", "peft"] = "routed"
     """How a batch mixing adapters is generated: evolora's routed LoRA (batched matmuls) or PEFT's ``adapter_names``."""
@@ -145,18 +159,18 @@ class SelfPlayConfig(_Section):
 class LearnerConfig(_Section):
     algorithm: Literal["grpo", "reinforce_pp"] = "grpo"
     """Advantage estimator: group-centred and std-normalised (GRPO) or group-centred then batch-normalised (REINFORCE++)."""
-    lr: float = Field(default=5e-5, gt=0, le=1)
+    lr: Float = Field(default=5e-5, gt=0, le=1)
     """AdamW learning rate of each adapter."""
-    clip_eps: float = Field(default=0.2, gt=0, lt=1)
+    clip_eps: Float = Field(default=0.2, gt=0, lt=1)
     """PPO ratio clip ε."""
-    kl_coef: float = Field(default=0.0, ge=0)
+    kl_coef: Float = Field(default=0.0, ge=0)
     """Weight of the k3 KL estimate to the base model (adapter disabled); 0 turns it off (paper)."""
-    epochs: int = Field(default=1, ge=1)
+    epochs: Int = Field(default=1, ge=1)
     """Gradient passes over each step's samples."""
-    micro_batch: int = Field(default=4, ge=1)
+    micro_batch: Int = Field(default=4, ge=1)
     """Sequences per forward/backward."""
-    max_grad_norm: float = Field(default=1.0, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
+    max_grad_norm: Float = Field(default=1.0, gt=0)
+    weight_decay: Float = Field(default=0.0, ge=0)
     on_nonfinite: Literal["rollback", "cull"] = "rollback"
     """When an adapter's factors hold NaN/Inf: restore its last finite factors, or replace it by a mutated copy of its role's best."""
 
@@ -168,13 +182,13 @@ class OperatorChoice(_Section):
 
 
 class EvolutionConfig(_Section):
-    every: int = Field(default=10, ge=1)
+    every: Int = Field(default=10, ge=1)
     """Evolve every k RL steps (paper reconstruction: 10)."""
-    gamma: float = Field(default=0.25, ge=0, le=1)
+    gamma: Float = Field(default=0.25, ge=0, le=1)
     """Fraction of each role replaced per evolution (bottom by μ − 3σ)."""
-    elitism: int = Field(default=1, ge=0)
+    elitism: Int = Field(default=1, ge=0)
     """Top individuals per role never replaced."""
-    crossover_rate: float = Field(default=0.5, ge=0, le=1)
+    crossover_rate: Float = Field(default=0.5, ge=0, le=1)
     """Probability a child comes from crossover (else from mutation)."""
     parent_pool: Literal["role", "survivors"] = "role"
     """Parents are selected from the whole role (before replacement) or from the survivors only."""
@@ -191,19 +205,19 @@ class EvolutionConfig(_Section):
 
 class EvalConfig(_Section):
     enabled: bool = True
-    limit: int = Field(default=16, ge=0)
+    limit: Int = Field(default=16, ge=0)
     """Held-out problems evaluated (greedy) per individual; 0 disables."""
-    max_new_tokens: int = Field(default=192, ge=1)
-    batch_size: int = Field(default=16, ge=1)
+    max_new_tokens: Int = Field(default=192, ge=1)
+    batch_size: Int = Field(default=16, ge=1)
     base: bool = True
     """Also evaluate the bare base model as a reference."""
 
 
 class RunConfig(_Section):
-    steps: int = Field(default=6, ge=0)
+    steps: Int = Field(default=6, ge=0)
     """RL steps (self-play games + updates)."""
-    seed: int = 0
-    checkpoint_every: int = Field(default=1, ge=1)
+    seed: Int = 0
+    checkpoint_every: Int = Field(default=1, ge=1)
     """Write a resumable checkpoint every N steps."""
 
 
@@ -254,11 +268,9 @@ def _format_validation_error(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        message = item["msg"]
+        message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key; check the spelling against the documented keys"
-        elif item["type"] == "literal_error":
-            message = f"{message}"
         lines.append(f"  {where}: {message} (got {item.get('input')!r})")
     return "invalid config:\n" + "\n".join(lines)
 
@@ -267,12 +279,15 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse one ``--set a.b.c=value`` override; the value is read as YAML.
 
     Raises:
-        ConfigError: when ``=`` or the key is missing.
+        ConfigError: when ``=`` or the key is missing, or the value is not valid YAML.
     """
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set expects KEY=VALUE such as evolution.gamma=0.5, got {text!r}")
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--set {text}: the value is not valid YAML ({str(error).splitlines()[0]}); quote strings") from None
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -329,21 +344,15 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: i
     """Read a YAML config, apply ``--set`` overrides and the seed, and validate it.
 
     Raises:
-        ConfigError: unreadable file, malformed YAML or any invalid value (message names the key).
+        ConfigError: unreadable or undecodable file, malformed YAML, a top level that is not a
+            mapping (an empty file included), or any invalid value (message names the key).
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as error:
         raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as tasks/gsm.yaml") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path} is not valid YAML: {error}") from None
-    data = apply_overrides(data, overrides or [])
-    if seed is not None:
-        data.setdefault("run", {})["seed"] = seed
-    return config_from_dict(data)
+    return _validated(_mapping(path, raw), overrides or [], seed)
 
 
 def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
@@ -352,12 +361,32 @@ def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] 
     the seed applied, validated (what ``--resume``, ``evolora evaluate`` and studies read).
 
     Raises:
-        OSError: the file cannot be read; ConfigError: malformed or invalid values.
+        OSError: the file cannot be read; ConfigError: undecodable, not a mapping, malformed or invalid values.
     """
-    data = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
-    data = apply_overrides(data, list(overrides))
-    if seed is not None:
-        data.setdefault("run", {})["seed"] = seed
+    path = Path(run_dir) / "config.yaml"
+    return _validated(_mapping(path, path.read_bytes()), list(overrides), seed)
+
+
+def _mapping(path: Path, raw: bytes) -> dict:
+    """The top-level mapping of a YAML file's bytes; ConfigError (one line, naming ``path``) otherwise."""
+    try:
+        data = yaml.safe_load(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, yaml.reader.ReaderError) as error:  # binary, or not UTF-8
+        offset = error.start if isinstance(error, UnicodeDecodeError) else error.position
+        raise ConfigError(f"{path} is not a YAML text file ({error.reason} at offset {offset})") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        got = "an empty document" if data is None else f"the {type(data).__name__} {str(data)[:40]}"
+        raise ConfigError(f"{path}: a config must be a mapping of sections (run, model, ...), got {got}")
+    return data
+
+
+def _validated(data: dict, overrides: list[str], seed: int | None) -> Config:
+    """Apply the ``--set`` overrides and the seed (as ``run.seed``), then validate."""
+    data = apply_overrides(data, overrides)
+    if seed is not None and isinstance(data.setdefault("run", {}), dict):  # else validation names ``run``
+        data["run"]["seed"] = seed
     return config_from_dict(data)
 
 

@@ -77,7 +77,8 @@ def append_jsonl(path: str | Path, record: dict) -> None:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Read JSON lines, ignoring a partial last line left by a crash."""
+    """Read JSON lines, skipping lines that do not parse (a partial last line left by a crash,
+    or a damaged line in the middle: the records after it are still read)."""
     records = []
     path = Path(path)
     if not path.exists():
@@ -86,12 +87,5 @@ def read_jsonl(path: str | Path) -> list[dict]:
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
-            break
+            continue
     return records
-
-
-def truncate_jsonl(path: str | Path, keep: int) -> None:
-    """Keep the first ``keep`` complete records of a JSON-lines file (used on resume)."""
-    records = read_jsonl(path)[:keep]
-    with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -7,7 +7,9 @@
 
 Log-probs are computed over completion tokens only (the LM head runs on the completion
 slice). Samples whose advantage is exactly 0 carry no policy gradient and are skipped
-unless a KL term is on. π_ref is the base model (adapter disabled).
+unless a KL term is on; a group whose rewards are equal within ε gets exactly 0 under both
+estimators. A sample with a NaN/Inf reward is dropped and counted
+(``UpdateResult.nonfinite_rewards``), never zeroed. π_ref is the base model (adapter disabled).
 
 Source: PopuLoRA (arXiv 2605.16727) §2 step 5; GRPO (DeepSeekMath, arXiv 2402.03300);
 REINFORCE++ (arXiv 2501.03262); AZR TRR++ (arXiv 2505.03335); k3 estimator (Schulman 2020).
@@ -55,33 +57,50 @@ def compute_advantages(
 ) -> torch.Tensor:
     """Per-sample advantages from rewards.
 
-    Shapes: rewards (N,) float; groups N labels; returns (N,) float.
-    ``grpo``: centred and divided by the std within each group (0 where the group's
-    rewards are all equal). ``reinforce_pp``: centred within each group, then normalised
-    over the whole batch (mean 0, std 1 when the std is non-zero).
+    Shapes: rewards (N,) float, finite (reward units); groups N labels; returns (N,) float32.
+    ``grpo``: centred and divided by the std within each group. ``reinforce_pp``: centred
+    within each group, then divided by the std over the whole batch (std 1 when non-zero; the
+    batch mean of group-centred values is already 0, so it is not subtracted again). Both give
+    exactly 0 to a group whose rewards are equal within ``eps`` (std ≤ eps), see :func:`group_centred`.
+
+    Source: PopuLoRA (arXiv 2605.16727) §2 step 5; GRPO (arXiv 2402.03300); REINFORCE++ (arXiv 2501.03262).
 
     Raises:
-        ValueError: on length mismatch or an unknown algorithm.
+        ValueError: on length mismatch, an unknown algorithm or a NaN/Inf reward
+            (:func:`policy_update_many` drops those samples first and reports them).
     """
     if rewards.ndim != 1 or rewards.shape[0] != len(groups):
         raise ValueError(f"rewards must be (N,) with N = len(groups) = {len(groups)}, got {tuple(rewards.shape)}")
     if algorithm not in ("grpo", "reinforce_pp"):
         raise ValueError(f"unknown algorithm {algorithm!r}; use 'grpo' or 'reinforce_pp'")
     rewards = rewards.float()
+    if not torch.isfinite(rewards).all():
+        bad = torch.nonzero(~torch.isfinite(rewards)).flatten().tolist()[:5]
+        raise ValueError(f"rewards must be finite; NaN/Inf at indices {bad}")
     advantages = torch.zeros_like(rewards)
     for group in dict.fromkeys(groups):
         index = torch.tensor([i for i, g in enumerate(groups) if g == group])
-        values = rewards[index]
-        centred = values - values.mean()
-        if algorithm == "grpo":
-            std = values.std(unbiased=False)
-            centred = centred / (std + eps) if std > eps else torch.zeros_like(centred)
-        advantages[index] = centred
+        centred, std = group_centred(rewards[index], eps)
+        advantages[index] = centred / (std + eps) if algorithm == "grpo" and std > eps else centred
     if algorithm == "reinforce_pp" and advantages.numel() > 1:
         std = advantages.std(unbiased=False)
         if std > eps:
-            advantages = (advantages - advantages.mean()) / (std + eps)
+            advantages = advantages / (std + eps)  # zero stays exactly zero
     return advantages
+
+
+def group_centred(values: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """One group's rewards minus their mean, and their (population) std.
+
+    Shapes: values (G,) float; returns ((G,), scalar). When the std is ≤ ``eps`` the rewards are
+    equal within tolerance and the centred values are exactly 0: the fp32 mean of equal inexact
+    rewards (e.g. eight 0.1) differs from them by ~1e-8, which AdamW would otherwise amplify
+    into a full-size step on noise. GRPO's rule (arXiv 2402.03300), shared by REINFORCE++.
+    """
+    std = values.std(unbiased=False) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
+    if not std > eps:
+        return torch.zeros_like(values), std
+    return values - values.mean(), std
 
 
 def completion_logprobs(model, samples: list[Sample], *, entropy: bool = False):
@@ -134,6 +153,8 @@ class UpdateResult:
         samples: samples that carried gradient; tokens: their completion tokens.
         finite: False when a loss or gradient was NaN/Inf (the step was not applied).
         entropy: mean token entropy (nats) of the policy on its trained completions.
+        nonfinite_rewards: samples dropped because their reward was NaN/Inf (a fault of the
+            reward code: they are neither trained on nor counted in their group's baseline).
     """
 
     loss: float
@@ -142,6 +163,7 @@ class UpdateResult:
     tokens: int
     finite: bool = True
     entropy: float = math.nan
+    nonfinite_rewards: int = 0
 
 
 def policy_update(
@@ -158,23 +180,16 @@ def policy_update(
     return policy_update_many(bank, {slot: (optimizer, samples)}, **settings)[slot]
 
 
-def policy_update_many(
-    bank,
-    jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]],
-    *,
-    algorithm: Literal["grpo", "reinforce_pp"] = "grpo",
-    clip_eps: float = 0.2,
-    kl_coef: float = 0.0,
-    epochs: int = 1,
-    micro_batch: int = 4,
-    max_grad_norm: float = 1.0,
-) -> dict[str, UpdateResult]:
+def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
+                       algorithm: Literal["grpo", "reinforce_pp"] = "grpo", clip_eps: float = 0.2,
+                       kl_coef: float = 0.0, epochs: int = 1, micro_batch: int = 4,
+                       max_grad_norm: float = 1.0) -> dict[str, UpdateResult]:
     """Update many adapters at once: rows of different adapters share micro-batches.
 
     Each adapter's loss is its own token-mean surrogate, so the summed loss gives every
     adapter exactly the gradient of a separate update; rows are routed through their own
     adapter by :func:`evolora.routed.routed` (two batched matmuls per layer), so P adapters
-    cost one forward/backward instead of P.
+    cost one forward/backward instead of P. Source: PopuLoRA (arXiv 2605.16727) §2 step 5.
 
     Args:
         bank: the :class:`evolora.population.AdapterBank`.
@@ -184,77 +199,101 @@ def policy_update_many(
 
     Returns:
         {slot: :class:`UpdateResult`}. An adapter whose loss or gradient is non-finite is
-        not stepped (``finite=False``); the others are.
+        not stepped (``finite=False``); the others are. Samples with a NaN/Inf reward are
+        dropped before the advantages are computed and counted in ``nonfinite_rewards``.
     """
-    rows: list[tuple[str, Sample, float]] = []
-    tokens: dict[str, int] = {}
-    for slot, (_, samples) in jobs.items():
-        if not samples:
-            continue
-        advantages = compute_advantages(torch.tensor([s.reward for s in samples]), [s.group for s in samples],
-                                        algorithm)
-        for sample, advantage in zip(samples, advantages.tolist()):
-            if (advantage != 0 or kl_coef > 0) and sample.trained_tokens > 0:
-                rows.append((slot, sample, advantage))
-                tokens[slot] = tokens.get(slot, 0) + sample.trained_tokens
-    results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0) for slot in jobs}
+    rows, tokens, dropped = _plan(jobs, algorithm, kl_coef)
+    results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0,
+                                  nonfinite_rewards=dropped[slot]) for slot in jobs}
     if not rows:
         return results
     chunks = [rows[i : i + micro_batch] for i in range(0, len(rows), micro_batch)]
-    model = bank.model
     old_logp = [_no_grad_logps(bank, chunk) for chunk in chunks] if epochs > 1 else None
     ref_logp = [_no_grad_logps(bank, chunk, base=True) for chunk in chunks] if kl_coef > 0 else None
     params = {slot: bank.parameters(slot) for slot in tokens}
-    for group in params.values():
-        for param in group:
-            param.requires_grad_(True)
-    finite = dict.fromkeys(tokens, True)
-    losses: dict[str, float] = {}
-    norms: dict[str, float] = {}
+    _set_trainable(params, True)
+    finite, losses, norms = dict.fromkeys(tokens, True), {}, {}
     entropy_sum = dict.fromkeys(tokens, 0.0)
-    model.train()
+    bank.model.train()
     try:
         for _ in range(epochs):
             for slot in tokens:
                 jobs[slot][0].zero_grad(set_to_none=True)
             epoch_loss = dict.fromkeys(tokens, 0.0)
-            for c, chunk in enumerate(chunks):
-                names = [slot for slot, _, _ in chunk]
-                with routed(bank, names, train=True):
-                    logp, mask, entropy = completion_logprobs(model, [sample for _, sample, _ in chunk], entropy=True)
-                for slot, row_entropy in zip(names, (entropy * mask).sum(dim=1).tolist()):
-                    entropy_sum[slot] += row_entropy / epochs
-                old = old_logp[c] if old_logp is not None else logp.detach()
-                ratio = torch.exp(logp - old)
-                adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
-                per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
-                if ref_logp is not None:
-                    delta = ref_logp[c] - logp
-                    per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
-                weight = torch.tensor([1.0 / tokens[slot] for slot in names]).unsqueeze(1)
-                per_row = (per_token * mask * weight).sum(dim=1)  # each row's share of its adapter's mean
-                for slot, value in zip(names, per_row.tolist()):
+            for c, chunk in enumerate(chunks):  # accumulate every adapter's gradient
+                names, per_row, entropy = _chunk_loss(bank, chunk, tokens, old_logp[c] if old_logp else None,
+                                                      ref_logp[c] if ref_logp else None, clip_eps, kl_coef)
+                for slot, value, row_entropy in zip(names, per_row.tolist(), entropy):
                     epoch_loss[slot] += value
                     finite[slot] &= math.isfinite(value)
+                    entropy_sum[slot] += row_entropy / epochs
                 per_row.sum().backward()
-            for slot, group in params.items():
-                norm = float(torch.nn.utils.clip_grad_norm_(group, max_grad_norm))
-                norms[slot] = norm
-                finite[slot] &= math.isfinite(norm)
-                if finite[slot]:
-                    jobs[slot][0].step()
-                    losses[slot] = epoch_loss[slot]
-                jobs[slot][0].zero_grad(set_to_none=True)
+            _clip_and_step(params, jobs, max_grad_norm, epoch_loss, finite, norms, losses)
     finally:
-        model.eval()
-        for group in params.values():
-            for param in group:
-                param.requires_grad_(False)
+        bank.model.eval()
+        _set_trainable(params, False)
     for slot in tokens:
         results[slot] = UpdateResult(loss=losses.get(slot, math.nan), grad_norm=norms.get(slot, 0.0),
                                      samples=sum(1 for s, _, _ in rows if s == slot), tokens=tokens[slot],
-                                     finite=finite[slot], entropy=entropy_sum[slot] / tokens[slot])
+                                     finite=finite[slot], entropy=entropy_sum[slot] / tokens[slot],
+                                     nonfinite_rewards=dropped[slot])
     return results
+
+
+def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], dict[str, int], dict[str, int]]:
+    """The rows that carry gradient ((slot, sample, advantage)), trained tokens per slot, and the
+    samples per slot dropped for a NaN/Inf reward (never part of a group baseline)."""
+    rows: list[tuple[str, Sample, float]] = []
+    tokens: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    for slot, (_, samples) in jobs.items():
+        kept = [s for s in samples if math.isfinite(s.reward)]
+        dropped[slot] = len(samples) - len(kept)
+        if not kept:
+            continue
+        advantages = compute_advantages(torch.tensor([s.reward for s in kept]), [s.group for s in kept], algorithm)
+        for sample, advantage in zip(kept, advantages.tolist()):
+            if (advantage != 0 or kl_coef > 0) and sample.trained_tokens > 0:
+                rows.append((slot, sample, advantage))
+                tokens[slot] = tokens.get(slot, 0) + sample.trained_tokens
+    return rows, tokens, dropped
+
+
+def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
+                clip_eps: float, kl_coef: float) -> tuple[list[str], torch.Tensor, list[float]]:
+    """One micro-batch: its slots, each row's share of its adapter's token-mean loss (B,), and
+    each row's summed token entropy (nats)."""
+    names = [slot for slot, _, _ in chunk]
+    with routed(bank, names, train=True):
+        logp, mask, entropy = completion_logprobs(bank.model, [sample for _, sample, _ in chunk], entropy=True)
+    old = logp.detach() if old is None else old
+    ratio = torch.exp(logp - old)
+    adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
+    per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    if ref is not None:
+        delta = ref - logp
+        per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
+    weight = torch.tensor([1.0 / tokens[slot] for slot in names]).unsqueeze(1)
+    return names, (per_token * mask * weight).sum(dim=1), (entropy * mask).sum(dim=1).tolist()
+
+
+def _clip_and_step(params, jobs, max_grad_norm: float, epoch_loss: dict[str, float], finite: dict[str, bool],
+                   norms: dict[str, float], losses: dict[str, float]) -> None:
+    """Clip each adapter's gradient and step its optimizer unless its loss or norm is NaN/Inf
+    (fills ``finite``, ``norms`` and ``losses`` in place)."""
+    for slot, group in params.items():
+        norms[slot] = float(torch.nn.utils.clip_grad_norm_(group, max_grad_norm))
+        finite[slot] &= math.isfinite(norms[slot])
+        if finite[slot]:
+            jobs[slot][0].step()
+            losses[slot] = epoch_loss[slot]
+        jobs[slot][0].zero_grad(set_to_none=True)
+
+
+def _set_trainable(params: dict[str, list[torch.nn.Parameter]], on: bool) -> None:
+    for group in params.values():
+        for param in group:
+            param.requires_grad_(on)
 
 
 @torch.no_grad()

@@ -180,28 +180,32 @@ class AdapterBank:
 
     @torch.no_grad()
     def set_factors(self, slot: str, factors: Adapter) -> None:
-        """Overwrite ``slot``'s factors in place.
+        """Overwrite ``slot``'s factors in place: all modules or none.
+
+        Every module is checked before anything is copied, so a rejected adapter leaves the
+        slot bit-identical to before (PopuLoRA (arXiv 2605.16727) §2: children overwrite the
+        slot they take over; a bad child must not leave half of one behind).
+
+        Args:
+            factors: {module: (A (r, d_in), B (d_out, r))}, floating-point tensors of any
+                float dtype (cast to the bank's), the same module names as the bank.
 
         Raises:
-            ValueError: when module names or shapes differ from the bank's, or values are not finite.
+            KeyError: unknown ``slot``.
+            ValueError: module names differ from the bank's (missing or unknown), a factor is not a
+                floating-point tensor, its shape differs (rank ≠ ``self.rank``), or it holds NaN/Inf.
         """
         self._check_slot(slot)
         if set(factors) != set(self.layers):
             missing = sorted(set(self.layers) - set(factors))[:3]
             extra = sorted(set(factors) - set(self.layers))[:3]
             raise ValueError(f"adapter modules do not match the bank: missing {missing}, unexpected {extra}")
-        for name, (a, b) in factors.items():
-            layer = self.layers[name]
-            a_param, b_param = layer.lora_A[slot].weight, layer.lora_B[slot].weight
-            if a.shape != a_param.shape or b.shape != b_param.shape:
-                raise ValueError(
-                    f"{name}: factor shapes A{tuple(a.shape)} B{tuple(b.shape)} differ from the bank's "
-                    f"A{tuple(a_param.shape)} B{tuple(b_param.shape)}; children must keep rank {self.rank}"
-                )
-            if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
-                raise ValueError(f"{name}: factors contain NaN or Inf")
-            a_param.copy_(a)
-            b_param.copy_(b)
+        pairs = [(self.layers[name], name, factors[name]) for name in self.layers]
+        for layer, name, pair in pairs:
+            _check_pair(name, pair, layer.lora_A[slot].weight, layer.lora_B[slot].weight, self.rank)
+        for layer, _, (a, b) in pairs:
+            layer.lora_A[slot].weight.copy_(a)
+            layer.lora_B[slot].weight.copy_(b)
 
     def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
         """Give ``slot`` diverse non-zero ΔW: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
@@ -274,6 +278,25 @@ class AdapterBank:
     def _check_slot(self, slot: str) -> None:
         if slot not in self.slots:
             raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")
+
+
+def _check_pair(name: str, pair, a_param: torch.Tensor, b_param: torch.Tensor, rank: int) -> None:
+    """Raise ValueError unless ``pair`` is two finite float tensors shaped like (A (r, d_in), B (d_out, r))."""
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+            and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in pair)):
+        kinds = [type(t).__name__ if not isinstance(t, torch.Tensor) else str(t.dtype) for t in
+                 (pair if isinstance(pair, (tuple, list)) else [pair])]
+        raise ValueError(f"{name}: factors must be a pair (A, B) of floating-point tensors, got {kinds}")
+    a, b = pair
+    if a.shape != a_param.shape or b.shape != b_param.shape:
+        raise ValueError(
+            f"{name}: factor shapes A{tuple(a.shape)} B{tuple(b.shape)} differ from the bank's "
+            f"A{tuple(a_param.shape)} B{tuple(b_param.shape)}; children must keep rank {rank}"
+        )
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        raise ValueError(f"{name}: factors contain NaN or Inf")
+    if not (torch.isfinite(a.to(a_param.dtype)).all() and torch.isfinite(b.to(b_param.dtype)).all()):
+        raise ValueError(f"{name}: factors overflow the bank's {a_param.dtype} (|value| too large)")
 
 
 def _check_rank(base, rank: int, target_modules: tuple[str, ...]) -> None:

@@ -119,6 +119,8 @@ class Run:
         updates = {m.id: by_slot[m.slot] for m in self.population.members}
         seconds["train"] = time.perf_counter() - t0
         faults += [{"id": i, "where": "update", "action": "skipped"} for i, u in updates.items() if not u.finite]
+        faults += [{"id": i, "where": "reward", "action": "dropped", "samples": u.nonfinite_rewards}
+                   for i, u in updates.items() if u.nonfinite_rewards]
         faults += self._repair_faults("after_update", generator)
 
         self._count(outcome.games)
@@ -222,6 +224,7 @@ class Run:
         rewards = {"teacher": [g.teacher_reward for g in games], "student": [r for g in games for r in g.student_rewards]}
         return {
             "step": step,
+            "games": len(games),
             "validity_rate": len(valid) / len(games) if games else 0.0,
             "solve_rate": sum(x == "correct" for x in grades) / len(grades) if grades else None,
             "format_error_rate": sum(x == "format" for x in grades) / len(grades) if grades else None,

@@ -51,3 +51,11 @@ def tiny_config():
     from evolora.config import config_from_dict
 
     return config_from_dict(TINY_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def crash_reference(tmp_path_factory):
+    """An undisturbed tiny ``evolora evolve`` run (see ``crash_helpers``): metrics and matches."""
+    from crash_helpers import uninterrupted
+
+    return uninterrupted(tmp_path_factory.mktemp("crash") / "uninterrupted")

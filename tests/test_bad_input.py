@@ -54,8 +54,12 @@ def assert_refused(result, output: str, seconds: float, *needles: str) -> None:
         ("run:\n  steps: 3\n\tseed: 1\n", ["not valid YAML"]),  # a tab in the indentation
         ("runn:\n  steps: 3\n", ["runn: unknown key"]),  # unknown top-level section
         ("model: {name: tiny-random, dtyp: float32}\n", ["model.dtyp: unknown key"]),
+        ("population:\n  teachers: true\n", ["population.teachers", "got the boolean true"]),  # not 1
+        ("lora:\n  alpha: false\n", ["lora.alpha", "got the boolean false"]),  # floats refuse bools too
+        ("selfplay:\n  rewards: {correct: .nan}\n", ["selfplay.rewards.correct", "finite number"]),
     ],
-    ids=["list", "scalar-section", "wrong-type", "tab", "unknown-section", "unknown-nested"],
+    ids=["list", "scalar-section", "wrong-type", "tab", "unknown-section", "unknown-nested", "bool-int",
+         "bool-float", "nan-reward"],
 )
 def test_malformed_config_files(tmp_path, yaml_text, needles):
     config = tmp_path / "bad.yaml"
@@ -63,6 +67,51 @@ def test_malformed_config_files(tmp_path, yaml_text, needles):
     result, output, seconds = invoke("evolve", str(config), "--out", str(tmp_path / "run"))
     assert_refused(result, output, seconds, *needles)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("yaml_text", ["", "[]", "false", "0", "~", "# only a comment\n", "- run\n- model\n"],
+                         ids=["empty", "empty-list", "false", "zero", "null", "comment-only", "list"])
+def test_config_whose_top_level_is_not_a_mapping(tmp_path, yaml_text):
+    """Once read as the default config (a run on the real model), or a traceback with --set."""
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml_text)
+    result, output, seconds = invoke("evolve", str(config), "--out", str(tmp_path / "run"), *TINY)
+    assert_refused(result, output, seconds, "bad.yaml", "must be a mapping of sections (run, model, ...), got")
+    assert len(result.output.strip().splitlines()) <= 3, result.output  # one message (wrapped at 80 columns)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b"\x00\x01\x02binary"],
+                         ids=["not-utf8", "nul-bytes"])
+def test_binary_config_file(tmp_path, content):
+    config = tmp_path / "weights.yaml"
+    config.write_bytes(content)
+    result, output, seconds = invoke("evolve", str(config), "--out", str(tmp_path / "run"), *TINY)
+    assert_refused(result, output, seconds, "weights.yaml", "is not a YAML text file")
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_whose_stored_config_is_a_list(tmp_path):
+    (tmp_path / "config.yaml").write_text("- run\n")
+    result, output, seconds = invoke("evolve", "--resume", str(tmp_path), "--set", "run.steps=2")
+    assert_refused(result, output, seconds, "config.yaml", "must be a mapping of sections")
+
+
+def test_bad_yaml_in_an_override_value(tmp_path):
+    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"),
+                                     "--set", "run.steps=[1")
+    assert_refused(result, output, seconds, "--set run.steps=[1", "not valid YAML")
+
+
+@pytest.mark.parametrize("name", ["arith", "code", "gsm"])
+def test_shipped_configs_and_numeric_overrides_still_load(name):
+    from evolora.config import load_config
+
+    config = load_config(f"tasks/{name}.yaml", ["population.teachers=4", "lora.alpha=16", "run.steps=2.0",
+                                                "model.num_threads=2", "eval.enabled=false"], seed=7)
+    assert (config.population.teachers, config.lora.alpha, config.run.steps) == (4, 16.0, 2)
+    assert type(config.run.steps) is int and type(config.lora.alpha) is float
+    assert (config.model.num_threads, config.eval.enabled, config.run.seed) == (2, False, 7)
 
 
 @pytest.mark.parametrize(
@@ -79,6 +128,10 @@ def test_malformed_config_files(tmp_path, yaml_text, needles):
         ("lora.target_modules=[]", ["at least one target module"]),
         ("run.steps", ["--set expects KEY=VALUE"]),
         ("run=3", ["run"]),
+        ("population.teachers=true", ["population.teachers", "boolean"]),
+        ("model.num_threads=true", ["model.num_threads", "boolean"]),
+        ("selfplay.top_p=true", ["selfplay.top_p", "boolean"]),
+        ("selfplay.rewards.copied=.inf", ["selfplay.rewards.copied", "finite number"]),
     ],
 )
 def test_impossible_values_and_negative_budgets(tmp_path, override, needles):

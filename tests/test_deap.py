@@ -206,3 +206,27 @@ def test_user_mutation_from_the_cli(tmp_path):
     assert result.exit_code == 0, result.output
     births = [b for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") for b in r["births"]]
     assert births and {b["operator"] for b in births} == {USER_MUTATION}
+
+
+def _zero_fitness(model, slot):
+    """A picklable fitness, so only the evaluator itself can refuse to travel."""
+    return 0.0
+
+
+def test_bank_evaluator_refuses_to_be_pickled_into_another_process(bank):
+    """Pool(2).map(evaluator, ...) once gave 23-33 of 80 individuals another's fitness, silently:
+    the workers shared the pickled bank's tensors and overwrote one scratch slot."""
+    import multiprocessing
+
+    evaluator = BankEvaluator(bank, "E0", _zero_fitness)
+    with pytest.raises(TypeError, match="one AdapterBank and BankEvaluator per worker.*initializer"):
+        pickle.dumps(evaluator)
+    population, _ = _population(bank, size=4)
+    pool = multiprocessing.get_context("fork").Pool(2)
+    try:
+        with pytest.raises(TypeError, match="cannot be pickled or sent to another process"):
+            pool.map_async(evaluator, population).get(timeout=60)
+    finally:  # close + join, not terminate: no SIGTERM to workers that may inherit a handler
+        pool.close()
+        pool.join()
+    assert [evaluator(ind) for ind in population] == [(0.0,)] * 4  # in-process use is unchanged

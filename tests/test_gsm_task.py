@@ -54,7 +54,8 @@ def test_final_number(completion, value):
 
 def test_numbers_equal_tolerance():
     assert numbers_equal(0.1 + 0.2, 0.3)
-    assert numbers_equal(1e9, 1e9 + 1)  # relative 1e-6
+    assert not numbers_equal(1e9, 1e9 + 1)  # integers compare exactly, no relative tolerance
+    assert numbers_equal(1e9 + 0.5, 1e9 + 0.75)  # non-integers keep the relative 1e-6
     assert not numbers_equal(18, 18.01)
     assert not numbers_equal(None, 0.0)
 
@@ -202,12 +203,18 @@ def test_solve_prompt(task):
 @pytest.mark.parametrize(
     ("completion", "grade"),
     [("2 + 2 = 4\n#### 4", Grade("correct", 4.0)),
-     ("#### 4.0000000001", Grade("correct", 4.0000000001)),
+     ("#### 4.0000000001", Grade("wrong", 4.0000000001)),  # an integer answer compares exactly
      ("The answer is 5", Grade("wrong", 5.0)),
      ("I do not know.", Grade("format", None))],
 )
 def test_grade(task, completion, grade):
     assert task.grade(completion, 4.0) == grade
+
+
+def test_grade_float_noise_in_the_reference(task):
+    noisy = sum([0.1] * 40)  # a program's 4.000000000000002
+    assert noisy != 4.0 and task.grade("#### 4", noisy) == Grade("correct", 4.0)
+    assert task.grade("#### 4.5", noisy).label == "wrong"
 
 
 def test_grade_require_marker():

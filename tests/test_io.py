@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from evolora.io import append_jsonl, atomic_path, read_jsonl, truncate_jsonl, write_json_atomic, write_text_atomic
+from evolora.io import append_jsonl, atomic_path, read_jsonl, write_json_atomic, write_text_atomic
 
 
 def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
@@ -42,13 +42,14 @@ def test_atomic_files_and_directories_get_the_umask_mode(tmp_path):
     assert (tmp_path / "d" / "inner.txt").read_text() == "y"
 
 
-def test_jsonl_ignores_a_partial_last_line_and_truncates(tmp_path):
+def test_jsonl_skips_a_partial_last_line_and_a_damaged_middle_line(tmp_path):
     path = tmp_path / "m.jsonl"
     for step in range(3):
         append_jsonl(path, {"step": step})
     with open(path, "a") as handle:
         handle.write('{"step": 3, "trunc')  # a crash mid-append
     assert read_jsonl(path) == [{"step": 0}, {"step": 1}, {"step": 2}]
-    truncate_jsonl(path, 2)
-    assert path.read_text() == '{"step": 0}\n{"step": 1}\n'
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "#garbage#", *lines[1:3]]) + "\n")
+    assert read_jsonl(path) == [{"step": 0}, {"step": 1}, {"step": 2}]  # not cut at the damaged line
     assert read_jsonl(tmp_path / "missing.jsonl") == []

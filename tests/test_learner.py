@@ -100,3 +100,49 @@ def test_constant_rewards_train_nothing(bank):
     optimizer = make_optimizer(bank.parameters("A0"), lr=1e-2, weight_decay=0.0)
     result = policy_update(bank, "A0", optimizer, samples)
     assert result.samples == 0 and math.isnan(result.loss)
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "reinforce_pp"])
+def test_equal_rewards_inexact_in_fp32_give_exactly_zero_advantages(algorithm):
+    # the fp32 mean of eight 0.1 is off by 7e-9: REINFORCE++ used to train on that noise
+    rewards = torch.tensor([0.1] * 8 + [1.0, 0.0])
+    adv = compute_advantages(rewards, ["g"] * 8 + ["h"] * 2, algorithm)
+    assert adv[:8].tolist() == [0.0] * 8
+    assert adv[8].item() > 0.9 and adv[9].item() < -0.9
+    assert compute_advantages(torch.tensor([0.1] * 8), ["g"] * 8, algorithm).tolist() == [0.0] * 8
+
+
+def test_reinforce_pp_on_equal_rewards_leaves_the_adapter_unchanged(bank):
+    samples = [Sample((5, 6), (7 + i, 2), 0.1, "g") for i in range(8)]
+    before = bank.get_factors("A0")
+    optimizer = make_optimizer(bank.parameters("A0"), lr=1e-2, weight_decay=0.0)
+    result = policy_update(bank, "A0", optimizer, samples, algorithm="reinforce_pp")
+    assert result.samples == 0 and math.isnan(result.loss)
+    after = bank.get_factors("A0")
+    assert all(torch.equal(before[k][0], after[k][0]) and torch.equal(before[k][1], after[k][1]) for k in before)
+
+
+def test_nonfinite_advantage_input_raises():
+    with pytest.raises(ValueError, match="finite; NaN/Inf at indices \\[1\\]"):
+        compute_advantages(torch.tensor([1.0, math.nan, 0.0]), ["g"] * 3, "grpo")
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "reinforce_pp"])
+def test_nonfinite_rewards_are_dropped_and_counted_not_zeroed(algorithm):
+    """A NaN used to zero its whole GRPO group (the finite samples too) without a word."""
+    from evolora.model import load_base
+
+    finite = _samples()[:2]  # group g: rewards 1 and 0
+    bad = [Sample((5, 6), (7, 2), math.nan, "g"), Sample((5, 6), (8, 2), math.inf, "h")]
+    outcomes = []
+    for samples in (finite, [bad[0], finite[0], bad[1], finite[1]]):
+        bank = AdapterBank(load_base("tiny-random")[0], ["A0"], rank=4, alpha=8, target_modules=("q_proj", "v_proj"))
+        bank.init_factors("A0", torch.Generator().manual_seed(0), b_std=0.1)
+        optimizer = make_optimizer(bank.parameters("A0"), lr=1e-2, weight_decay=0.0)
+        outcomes.append((policy_update(bank, "A0", optimizer, samples, algorithm=algorithm),
+                         bank.get_factors("A0")))
+    (clean, clean_factors), (mixed, mixed_factors) = outcomes
+    assert (clean.nonfinite_rewards, mixed.nonfinite_rewards) == (0, 2)
+    assert mixed.samples == clean.samples == 2 and mixed.finite and math.isfinite(mixed.loss)
+    # the finite samples train exactly as if the bad ones had never been there
+    assert all(torch.equal(clean_factors[k][i], mixed_factors[k][i]) for k in clean_factors for i in (0, 1))

@@ -162,3 +162,18 @@ def test_step_records_carry_arms_race_metrics(tiny_config, toy_task, tmp_path):
     trained = [i for i, n in last["trained_samples"].items() if n]
     assert trained and all(0 < last["entropy"][i] < math.log(128) for i in trained)  # nats, vocab 128
     assert last["response_length"]["teacher"]["count"] == 4
+
+
+def test_nonfinite_rewards_are_a_recorded_fault_and_not_trained_on(tiny_config, toy_task, tmp_path, monkeypatch):
+    import evolora.selfplay as selfplay
+
+    monkeypatch.setattr(selfplay, "student_reward", lambda label, rewards: math.nan)
+    model, tokenizer = load_base("tiny-random")
+    run = Run(tiny_config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
+    students = [m.id for m in run.population.role("student")]
+    record, games = run.run_step()
+    attempts = {s: sum(len(g.attempts) for g in games if g.student == s) for s in students}
+    faults = [f for f in record["faults"] if f["where"] == "reward"]
+    assert faults == [{"id": s, "where": "reward", "action": "dropped", "samples": attempts[s]}
+                      for s in students if attempts[s]]
+    assert faults and all(record["trained_samples"][s] == 0 for s in students)

@@ -226,10 +226,25 @@ class BankEvaluator:
         bank: an :class:`evolora.population.AdapterBank` of the individuals' shapes.
         slot: a scratch slot the evaluator may overwrite.
         fitness: (peft model, slot) → float, higher is better under :class:`FitnessMax`.
+
+    Not picklable, so not for ``multiprocessing.Pool.map`` as is: a pickled bank's tensors go
+    to the workers as shared memory, every worker would write the same scratch slot and
+    fitnesses would silently belong to other individuals. Build one bank and evaluator per
+    worker instead (a ``Pool(initializer=...)`` that loads the base and makes the bank there).
+
+    Raises:
+        TypeError: on ``pickle.dumps`` / ``copy.copy`` / sending it to another process.
     """
 
     def __init__(self, bank, slot: str, fitness: Callable[[Any, str], float]):
         self.bank, self.slot, self.fitness = bank, slot, fitness
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "BankEvaluator cannot be pickled or sent to another process: the workers would share the "
+            "bank's tensors and overwrite one scratch slot, giving wrong fitness; build one AdapterBank "
+            "and BankEvaluator per worker, e.g. in a multiprocessing.Pool(initializer=...) function"
+        )
 
     def __call__(self, individual: LoRAIndividual) -> tuple[float]:
         write_individual(individual, self.bank, self.slot)

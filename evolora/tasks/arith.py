@@ -11,7 +11,7 @@ Validity: the expression parses, passes every limit, never divides by zero, and 
 is an integer (``integer_only=True``, the default: a student can then state the answer
 exactly; ``7 / 2 * 2`` is valid, ``1 / 3`` is not). With ``integer_only=False`` any
 finite rational value is valid and graded with ``tolerance``. The student answers with
-a number (:func:`evolora.tasks.numeric.arithmetic_answer`); grading is numeric.
+a number (:func:`evolora.tasks.numeric.arithmetic_value`); grading is exact for integers.
 
 Held-out evaluation: a fixed grid of problems by difficulty (digits per number ×
 binary operators, ``eval_per_cell`` per cell) generated from ``eval_seed``, interleaved
@@ -31,7 +31,7 @@ from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
-from evolora.tasks.numeric import arithmetic_answer, numbers_equal
+from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number, numbers_equal
 
 TEACHER_SYSTEM = "You write arithmetic problems."
 TEACHER_INSTRUCTION = "Write one new arithmetic problem: numbers with + - * / and brackets, on one line."
@@ -42,7 +42,7 @@ EXAMPLES = ("7 + 5", "9 - 4", "6 * 3", "(3 + 4) * 2", "12 - 9 + 2", "15 / 3", "8
 """Teacher few-shot examples (drawn ``num_examples`` at a time), from easy to a little harder."""
 
 _ALLOWED_CHARS = re.compile(r"[0-9.+\-*/%() \t]*")
-_HEADER = re.compile(r"problem\s*\d*\s*:", re.IGNORECASE)
+_HEADER = re.compile(r"problem\s*(?:\d+\s*)?:", re.IGNORECASE)  # one \s* per run of spaces: linear
 
 
 class ExpressionError(ValueError):
@@ -191,7 +191,8 @@ class ArithTask:
         eval_digits: digits per number in the grid, largest (cells 1..eval_digits), in [1, 6].
         eval_ops: binary operators per problem in the grid, largest (cells 1..eval_ops), in [1, 6].
         eval_per_cell: problems per (digits, operators) cell (>= 1).
-        tolerance: relative and absolute tolerance when grading.
+        tolerance: relative and absolute tolerance when grading a non-integer answer
+            (integer answers compare exactly).
         lenient_parse: keep the longest arithmetic span of a line that also holds words
             (else such a line goes to the verifier as is and is refused as "banned").
         examples: "fixed" draws the teacher's examples from :data:`EXAMPLES`; "random" builds
@@ -314,8 +315,8 @@ class ArithTask:
         >>> ArithTask().parse_proposal("Problem: What is (3 + 4) x 2 = 14?\\nProblem: 1 + 1").problem
         '(3 + 4) * 2'
         """
-        header = _HEADER.search(text)
-        body = text[header.end():] if header else text
+        header = _HEADER.search(text, 0, MAX_TEXT_CHARS)
+        body = text[header.end():MAX_TEXT_CHARS] if header else text[:MAX_TEXT_CHARS]
         line = next((ln for ln in body.splitlines() if ln.strip()), "")
         expression = normalise_expression(line)
         if self.lenient_parse and not _ALLOWED_CHARS.fullmatch(expression):
@@ -350,14 +351,16 @@ class ArithTask:
         return [{"role": "user", "content": f"What is {problem.strip()}? {STUDENT_INSTRUCTION}"}]
 
     def grade(self, completion: str, answer: float) -> Grade:
-        """"correct"/"wrong" by numeric comparison of
-        :func:`evolora.tasks.numeric.arithmetic_answer` (an explicit final answer, else the
-        stated result ``= N``, else the last number); "format" when the completion holds no number."""
-        predicted = arithmetic_answer(completion)
+        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.numeric.numbers_equal`:
+        integers exactly, ``tolerance`` only between non-integers) of
+        :func:`evolora.tasks.numeric.arithmetic_value` (an explicit final answer, else the
+        stated result ``= N``, else the last number); "format" when the completion holds no
+        number. ``predicted`` is :func:`~evolora.tasks.numeric.json_number` of it."""
+        predicted = arithmetic_value(completion)
         if predicted is None:
             return Grade("format", None)
         correct = numbers_equal(predicted, answer, rel=self.tolerance, abs=self.tolerance)
-        return Grade("correct" if correct else "wrong", predicted)
+        return Grade("correct" if correct else "wrong", json_number(predicted, nearest=True))
 
     # ------------------------------------------------------------------ evaluation
     def held_out(self, limit: int, rng: random.Random | None = None) -> list[HeldOutItem]:

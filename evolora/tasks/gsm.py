@@ -20,7 +20,7 @@ from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
-from evolora.tasks.numeric import final_number, marked_number, numbers_equal, parse_number
+from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value, numbers_equal, parse_exact
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 EXAMPLES_PATH = DATA / "gsm_examples.json"
@@ -41,11 +41,14 @@ TEACHER_CLOSING = "Now write a new, different problem."
 STUDENT_SYSTEM = "You are a careful math tutor."
 STUDENT_INSTRUCTION = 'Solve it step by step, briefly. End with a line "#### <number>".'
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
-_PROBLEM_HEADER = re.compile(r"(?:^|\n)[#*\s]*(?:new\s+)?problem\s*\d*\s*[*]*\s*:[*]*", re.IGNORECASE)
-_TRAILING_LABEL = re.compile(
-    r"\n[#*\s]*(?:program|python|code|solution|answer)\s*(?:program|code)?\s*[*]*\s*:?[*]*\s*\Z",
-    re.IGNORECASE)
+# Linear-time patterns: no two adjacent quantifiers can match the same characters (a run
+# of spaces or newlines is consumed by one of them only), so a failed match backtracks
+# over each run once.
+_FENCE = re.compile(r"```[ \t]*(?:(?:python3?|py)[ \t]*)?\r?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+_PROBLEM_HEADER = re.compile(
+    r"(?:^|\n)(?:[#*]|[^\S\n])*(?:new\s+)?problem\s*(?:\d+\s*)?(?:\*+\s*)?:\**", re.IGNORECASE)
+_LABEL = re.compile(r"(?:program|python|code|solution|answer)(?:\s*(?:program|code))?", re.IGNORECASE)
+_LABEL_JUNK = "#* \t\n\r\f\v"
 
 
 class GSMTask(PooledVerifier):
@@ -75,7 +78,8 @@ class GSMTask(PooledVerifier):
         require_marker: when True a student completion without "#### <number>" grades as
             "format"; when False the final number is found leniently (boxed, "answer is",
             last number).
-        tolerance: relative and absolute tolerance when comparing numbers.
+        tolerance: relative and absolute tolerance when comparing two non-integers
+            (integers and rationals always compare exactly).
         example_set: which of evolora's own example sets (:data:`EXAMPLE_SETS`) to draw from.
         structured: True makes the teacher rollout two segments (:meth:`proposal_request`):
             the problem, stopped at a blank line or a fence; then the forced
@@ -192,17 +196,20 @@ class GSMTask(PooledVerifier):
 
         Tolerates a fence without a language tag or without its closing backticks, text
         after the program, Markdown bold headers and a "Program:" label before the fence.
-        Returns None when there is no fence, no problem text (>= 3 words, no code), an
-        empty program, or either part is longer than its limit.
+        Returns None when there is no fence (in the first
+        :data:`evolora.tasks.numeric.MAX_TEXT_CHARS` characters), no problem text (>= 3
+        words, no code), an empty program, or either part is longer than its limit.
+        Linear time in ``len(text)``.
         """
-        fence = _FENCE.search(text)
+        fence = _FENCE.search(text, 0, MAX_TEXT_CHARS)
         if fence is None:
             return None
         program = fence.group(1).strip("\n").rstrip()
         before = text[: fence.start()]
-        headers = list(_PROBLEM_HEADER.finditer(before))
-        problem = before[headers[-1].end():] if headers else before
-        problem = _TRAILING_LABEL.sub("", problem).strip().strip("*").strip()
+        header = None
+        for header in _PROBLEM_HEADER.finditer(before):
+            pass
+        problem = _drop_trailing_label(before[header.end():] if header else before).strip().strip("*").strip()
         if (not program.strip() or len(problem.split()) < 3 or "```" in problem
                 or "print(" in problem or len(problem) > self.max_problem_chars
                 or len(program) > self.max_program_chars):
@@ -245,12 +252,14 @@ class GSMTask(PooledVerifier):
                 {"role": "user", "content": f"{problem.strip()}\n\n{STUDENT_INSTRUCTION}"}]
 
     def grade(self, completion: str, answer: float) -> Grade:
-        """"correct"/"wrong" by numeric comparison, "format" when no final number is found."""
-        predicted = marked_number(completion) if self.require_marker else final_number(completion)
+        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.numeric.numbers_equal`:
+        integers exactly, ``tolerance`` only between non-integers), "format" when no final
+        number is found. ``predicted`` is :func:`~evolora.tasks.numeric.json_number` of it."""
+        predicted = marked_value(completion) if self.require_marker else final_value(completion)
         if predicted is None:
             return Grade("format", None)
         correct = numbers_equal(predicted, answer, rel=self.tolerance, abs=self.tolerance)
-        return Grade("correct" if correct else "wrong", predicted)
+        return Grade("correct" if correct else "wrong", json_number(predicted, nearest=True))
 
     # ------------------------------------------------------------------ evaluation
     @property
@@ -293,19 +302,32 @@ def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, mem
         raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
 
 
+def _drop_trailing_label(problem: str) -> str:
+    """``problem`` without a last line that only labels the code after it ("**Program:**",
+    "Python code:"), and without the markup before that line. Linear time."""
+    stripped = problem.rstrip(_LABEL_JUNK + ":")
+    cut = stripped.rfind("\n")
+    if cut < 0 or not _LABEL.fullmatch(stripped[cut + 1:].lstrip(_LABEL_JUNK)):
+        return problem
+    return stripped[:cut].rstrip(_LABEL_JUNK)
+
+
 def format_proposal(problem: str, program: str) -> str:
     """The exact text format the teacher is asked to produce."""
     return f"Problem: {problem.strip()}\n```python\n{program.strip()}\n```"
 
 
-def program_answer(output: str) -> float | None:
-    """The number on the last non-empty line of a program's output, or None.
+def program_answer(output: str) -> float | int | None:
+    """The number on the last non-empty line of a program's output, or None: a float, or
+    an exact ``int`` for an integer beyond 2**53 (:func:`evolora.tasks.numeric.json_number`);
+    None also for a non-integer beyond float range. Linear time.
 
-    >>> program_answer("step 1\\n18\\n\\n"), program_answer("18 apples")
-    (18.0, None)
+    >>> program_answer("step 1\\n18\\n\\n"), program_answer("18 apples"), program_answer("3**41\\n" + str(3**41))
+    (18.0, None, 36472996377170786403)
     """
     lines = [line for line in output.splitlines() if line.strip()]
-    return parse_number(lines[-1]) if lines else None
+    value = parse_exact(lines[-1]) if lines else None
+    return None if value is None else json_number(value)
 
 
 def _load_examples(path: Path) -> list[dict]:

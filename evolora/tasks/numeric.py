@@ -1,115 +1,276 @@
 """Parse and compare numeric answers written by models and programs.
 
-Pure functions, no I/O. ``parse_number`` reads a string that *is* a number (as a program
-prints it, or as it follows "####"); ``final_number`` finds a student's final answer in
-free text; ``numbers_equal`` compares with tolerances.
+Pure functions, no I/O. ``parse_exact`` reads a string that *is* a number (as a program
+prints it, or as it follows "####") into an exact :class:`fractions.Fraction`;
+``final_value`` finds a student's final answer in free text; ``numbers_equal`` compares:
+integers and rationals exactly, only genuinely non-integer values with a tolerance. The
+``*_number`` functions are the same readers returning floats.
+
+Every reader is linear in its input (one pass of regexes without nested or overlapping
+quantifiers; no rescans) and reads at most :data:`MAX_TEXT_CHARS` characters.
+
+Source: PopuLoRA (arXiv 2605.16727) §2 step 4 (grading the student); the "#### <number>"
+final-answer format of GSM8K (Cobbe et al. 2021, arXiv 2110.14168).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+import numbers
 import re
+import unicodedata
+from decimal import Decimal
+from fractions import Fraction
 
-_NUMBER = r"""
-    (?<![\w.])                       # not inside a word or after a decimal point
-    -?                               # sign
-    (?:\d{1,3}(?:,\d{3})+|\d+)       # integer part, optionally with thousands commas
-    (?:\.\d+)?                       # decimals
-    (?:[eE][-+]?\d+)?                # exponent
-    (?:/\d+(?![\d.]))?               # a simple fraction 3/4
-    |(?<![\w.])-?\.\d+               # .5
-"""
+MAX_TEXT_CHARS = 50_000
+"""Free text beyond this many characters is not read (completions are token-limited far below it)."""
+MAX_DIGITS = 1000
+"""Most digits in one number (and largest exponent); longer numbers are not read as numbers."""
+MAX_NUMBER_CHARS = 2 * MAX_DIGITS + 100
+"""Longest string :func:`parse_exact` reads (after stripping surrounding whitespace)."""
+FLOAT_NOISE = Fraction(1, 10**12)
+"""Rounding noise allowed for a float operand: relative, absolute below 1 (float64 steps add ~1e-16)."""
+_EXACT_FLOAT_INT = 2**53  # every integer up to this magnitude is exact as a float
+_abs = abs  # numbers_equal's keyword ``abs`` shadows the builtin there
+
+_SYMBOLS = str.maketrans({
+    "\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\uff04": "$", "\uff0c": ",", "\uff0e": ".", "\uff05": "%",
+    "\uff0f": "/", "\uff03": "#", "\uff1d": "=", "\uff1a": ":", "\u066b": ".", "\u066c": ",", "\u066a": "%"})
+_UNICODE_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: ４, ٤, ۴, ४, ...
+_START = r"(?<![\w.])(?:(?<![-+])[-+]*-|(?<![-+][-+]))"  # a whole sign run ("--5" reads as None)
+_NUMBER = _START + r"""
+    (?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)  # integer part, optionally with thousands commas
+    (?:\.[0-9]+)?                    # decimals
+    (?:[eE][-+]?[0-9]+)?             # exponent
+    (?:/[0-9]+(?![0-9.]))?           # a simple fraction 3/4
+    |""" + _START + r"\.[0-9]+"  # .5
 _NUMBER_RE = re.compile(_NUMBER, re.VERBOSE)
-_LATEX_FRAC = re.compile(r"^(-?)\\[dt]?frac\{([^{}]+)\}\{([^{}]+)\}$")
+_DECIMAL = re.compile(r"(?P<int>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*)(?:\.(?P<frac>[0-9]*))?(?:[eE](?P<exp>[-+]?[0-9]+))?")
+_RATIO = re.compile(r"([0-9]+)/([0-9]+)")
+_LATEX_FRAC = re.compile(r"\\[dt]?frac\{([^{}]+)\}\{([^{}]+)\}")
 _MARKER = re.compile(r"####\s*(.*)")
 _BOXED = re.compile(r"\\boxed\s*\{")
-_ANSWER_IS = re.compile(
-    r"(?:final answer|answer)\s*(?:is|=|:)\s*(?:\*\*)?\s*(?:\\\(|\$)?\s*(.*)", re.IGNORECASE)
+_BRACE = re.compile(r"\\([a-zA-Z]+)\s*\{|[{}]")  # a command's opening brace, or any brace
+_ANSWER_IS = re.compile(r"(?:final answer|answer)\s*(?:is|=|:)[\s*]*(?:\\\()?\s*(.*)", re.IGNORECASE)
+_RESULT_START = re.compile(r"=[\s*]*(?=[-.0-9])")  # "=" then spaces/bold, then what may start a number
+_MORE_ARITHMETIC = frozenset("-+*/^×÷(0123456789")
+_SPACES = re.compile(r"\s*")
+_BOXED_WHOLE_CHARS = 256  # a boxed content longer than this is not parsed as one number (tokens still are)
+
+
+def _normalise(text: str) -> str:
+    """Digits of any script to ASCII, Unicode minus and full-width symbols to ASCII (1:1 in length)."""
+    if text.isascii():
+        return text
+    return _UNICODE_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text.translate(_SYMBOLS))
+
+
+def _clean(completion: str) -> str:
+    """Free text as the readers see it: capped, normalised, currency signs dropped."""
+    return _normalise(completion[:MAX_TEXT_CHARS]).replace("$", "")
+
+
+def _decimal_value(s: str) -> Fraction | None:
+    match = _DECIMAL.fullmatch(s)
+    if match is None:
+        return None
+    digits, frac, exp = match["int"].replace(",", ""), match["frac"] or "", match["exp"] or "0"
+    too_long = len(digits) + len(frac) > MAX_DIGITS or len(exp.lstrip("+-0")) > 4 or _abs(int(exp)) > MAX_DIGITS
+    if too_long or not (digits or frac):
+        return None
+    power, mantissa = int(exp) - len(frac), int(digits + frac)
+    return Fraction(mantissa * 10**power) if power >= 0 else Fraction(mantissa, 10**-power)
+
+
+def parse_exact(text: str) -> Fraction | None:
+    """The exact value of a string that is a single number; None otherwise.
+
+    Accepts thousands separators, a currency sign, a trailing percent sign or period
+    (the number as written: "50%" -> 50), simple fractions and LaTeX ``\\frac``,
+    scientific notation, Unicode minus, digits of any script (full-width ``４２``,
+    Arabic-Indic ``٤٢``) and surrounding Markdown bold. At most one sign ("--5" is None);
+    at most :data:`MAX_DIGITS` digits and exponent magnitude; strings longer than
+    :data:`MAX_NUMBER_CHARS` after stripping are None. Linear time. Never raises.
+
+    >>> [str(parse_exact(s)) for s in ["1,234", "$5.50", "3/4", "-2", "1e3", "50%", "0.1"]]
+    ['1234', '11/2', '3/4', '-2', '1000', '50', '1/10']
+    >>> parse_exact("--5"), parse_exact("1/0"), parse_exact("1e1001"), parse_exact("٤٢")
+    (None, None, None, Fraction(42, 1))
+    """
+    s = text.strip()
+    if len(s) > MAX_NUMBER_CHARS:
+        return None
+    s = _normalise(s).strip("*").strip().rstrip(".").rstrip("%").strip()
+    negative = s.startswith("-")
+    if negative:
+        s = s[1:].lstrip()
+    if s.startswith("$"):
+        s = s.lstrip("$").lstrip()
+        if s.startswith("-") and not negative:  # "$-5"; "-$-5" stays malformed
+            negative, s = True, s[1:]
+    latex, ratio = _LATEX_FRAC.fullmatch(s), _RATIO.fullmatch(s)
+    if latex or ratio:
+        parts = latex.groups() if latex else ratio.groups()
+        num, den = (parse_exact(part) if latex else _decimal_value(part) for part in parts)
+        value = None if num is None or not den else num / den
+    else:
+        value = _decimal_value(s)
+    if value is None:
+        return None
+    return -value if negative else value
+
+
+def _to_float(value: Fraction | None) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except OverflowError:
+        return None
 
 
 def parse_number(text: str) -> float | None:
-    """Parse a string that is a single number; None otherwise (also for inf and nan).
-
-    Accepts thousands separators, a currency sign, a trailing percent sign or period
-    (the number as written: "50%" -> 50.0), simple fractions and LaTeX ``\\frac``,
-    scientific notation, Unicode minus and surrounding Markdown bold.
+    """:func:`parse_exact` as a float; None also when the value is beyond float range.
 
     >>> [parse_number(s) for s in ["1,234", "$5.50", "3/4", "-2", "1e3", "50%", " 7. "]]
     [1234.0, 5.5, 0.75, -2.0, 1000.0, 50.0, 7.0]
     >>> parse_number("\\\\frac{1}{2}"), parse_number("−3"), parse_number("**12**")
     (0.5, -3.0, 12.0)
-    >>> [parse_number(s) for s in ["", "abc", "1 2", "nan", "inf", "1/0", "12 apples"]]
-    [None, None, None, None, None, None, None]
+    >>> [parse_number(s) for s in ["", "abc", "1 2", "nan", "inf", "1/0", "12 apples", "--5"]]
+    [None, None, None, None, None, None, None, None]
     """
-    s = text.strip().replace("\u2212", "-").strip("*").strip()
-    s = s.rstrip(".").rstrip("%").strip()
-    negative = s.startswith("-")
-    if negative:
-        s = s[1:].strip()
-    s = s.lstrip("$").strip()
-    if s.startswith("-"):  # "$-5"
-        negative, s = not negative, s[1:]
-    latex = _LATEX_FRAC.match(s)
-    if latex:
-        num, den = parse_number(latex.group(2)), parse_number(latex.group(3))
-        if num is None or den is None or den == 0:
-            return None
-        value = num / den
-    elif re.fullmatch(r"\d+/\d+", s):
-        num, den = (int(part) for part in s.split("/"))
-        if den == 0:
-            return None
-        value = num / den
-    elif re.fullmatch(r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?", s):
-        try:
-            value = float(s.replace(",", ""))
-        except (ValueError, OverflowError):
-            return None
-    else:
-        return None
-    if not math.isfinite(value):
-        return None
-    return -value if negative else value
+    return _to_float(parse_exact(text))
 
 
-def _first_number(text: str) -> float | None:
-    match = _NUMBER_RE.search(text.replace("\u2212", "-").replace("$", ""))
-    return parse_number(match.group(0)) if match else None
+def json_number(value: Fraction | int | float, *, nearest: bool = False) -> int | float | None:
+    """A number as JSON stores it: an ``int`` for an integer beyond 2**53 (exact), else a
+    float. A non-integer beyond float range is None, or with ``nearest`` its nearest int.
+
+    >>> json_number(Fraction(18)), json_number(Fraction(7, 2)), json_number(Fraction(10**20 + 1))
+    (18.0, 3.5, 100000000000000000001)
+    """
+    value = Fraction(value)
+    if value.denominator == 1 and _abs(value) > _EXACT_FLOAT_INT:
+        return int(value)
+    number = _to_float(value)
+    return round(value) if number is None and nearest else number
 
 
-def _last_number(text: str) -> float | None:
-    matches = _NUMBER_RE.findall(text.replace("\u2212", "-").replace("$", ""))
-    return parse_number(matches[-1]) if matches else None
+def _first_in(text: str, start: int, end: int) -> Fraction | None:
+    """The value of the first number token in ``text[start:end]`` (None if none or unreadable)."""
+    match = _NUMBER_RE.search(text, start, end)
+    return parse_exact(match.group(0)) if match else None
 
 
-def _boxed_contents(text: str) -> list[str]:
-    out = []
-    for match in _BOXED.finditer(text):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                out.append(text[start:i])
-                break
-    return out
+def _in_last(pattern: re.Pattern, text: str, group: int = 1) -> Fraction | None:
+    """The first number in ``group`` of the last match of ``pattern`` (one pass)."""
+    match = None
+    for match in pattern.finditer(text):
+        pass
+    return _first_in(text, match.start(group), match.end(group)) if match else None
+
+
+def _marked(text: str) -> Fraction | None:
+    return _in_last(_MARKER, text)
+
+
+def marked_value(completion: str) -> Fraction | None:
+    """The exact number after the last "####" marker (GSM8K's final-answer format, Cobbe
+    et al. 2021, arXiv 2110.14168), or None when there is none. Linear time.
+
+    >>> marked_value("so 9 * 2 = 18\\n#### 18"), marked_value("18")
+    (Fraction(18, 1), None)
+    """
+    return _marked(_clean(completion))
 
 
 def marked_number(completion: str) -> float | None:
-    """The number after the last "####" marker, or None when there is none.
+    """:func:`marked_value` as a float (None also beyond float range).
 
     >>> marked_number("so 9 * 2 = 18\\n#### 18"), marked_number("18")
     (18.0, None)
     """
-    markers = _MARKER.findall(completion)
-    return _first_number(markers[-1]) if markers else None
+    return _to_float(marked_value(completion))
+
+
+def _boxes_and_arguments(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Content spans of every closed ``\\boxed{...}`` (in order of opening) and of every
+    closed brace-free ``\\command{...}`` argument, from one pass over the braces."""
+    stack: list[list] = []  # [content start, opener name or None, holds a brace]
+    boxes, arguments = [], []
+    for match in _BRACE.finditer(text):
+        if match.group(0) == "}":
+            if stack:
+                start, name, nested = stack.pop()
+                if name == "boxed":
+                    boxes.append((start, match.start()))
+                elif name and not nested:
+                    arguments.append((start, match.start()))
+            continue
+        if stack:
+            stack[-1][2] = True
+        stack.append([match.end(), match.group(1), False])
+    boxes.sort()
+    return boxes, sorted(arguments)
+
+
+def _boxed(text: str) -> Fraction | None:
+    """The last boxed answer: its whole content as one number, else its first number not
+    inside a command argument such as ``\\text{...}``; earlier boxes when that fails."""
+    if _BOXED.search(text) is None:
+        return None
+    boxes, arguments = _boxes_and_arguments(text)
+    tokens, arg_index = [], 0
+    for match in _NUMBER_RE.finditer(text):  # tokens outside command arguments
+        while arg_index < len(arguments) and arguments[arg_index][1] <= match.start():
+            arg_index += 1
+        if arg_index < len(arguments) and arguments[arg_index][0] <= match.start():
+            continue
+        tokens.append(match)
+    starts = [token.start() for token in tokens]
+    for start, end in reversed(boxes):
+        value = parse_exact(text[start:end]) if end - start <= _BOXED_WHOLE_CHARS else None
+        if value is None:
+            index = bisect.bisect_left(starts, start)
+            if index < len(tokens) and tokens[index].end() <= end:
+                value = parse_exact(tokens[index].group(0))
+        if value is not None:
+            return value
+    return None
+
+
+def _answer_is(text: str) -> Fraction | None:
+    return _in_last(_ANSWER_IS, text)
+
+
+def _last(text: str) -> Fraction | None:
+    return _in_last(_NUMBER_RE, text, group=0)
+
+
+def _final(text: str) -> Fraction | None:
+    for reader in (_marked, _boxed, _answer_is, _last):
+        value = reader(text)
+        if value is not None:
+            return value
+    return None
+
+
+def final_value(completion: str) -> Fraction | None:
+    """A student's final answer, exact: the first number after the last "#### ", else in
+    the last ``\\boxed{}``, else after the last "answer is"/"Answer:", else the last
+    number; None when there is none. Reads the first :data:`MAX_TEXT_CHARS` characters,
+    linear time, never raises.
+
+    >>> final_value("She sells 16 - 3 - 4 = 9 eggs, 9 * 2 = $18.\\n#### 18")
+    Fraction(18, 1)
+    >>> final_value("So the total is \\\\boxed{1,250} dollars."), final_value("no digits here")
+    (Fraction(1250, 1), None)
+    """
+    return _final(_clean(completion))
 
 
 def final_number(completion: str) -> float | None:
-    """A student's final answer: the first number after the last "#### ", else in the
-    last ``\\boxed{}``, else after the last "answer is"/"Answer:", else the last number.
+    """:func:`final_value` as a float (None also beyond float range).
 
-    >>> final_number("She sells 16 - 3 - 4 = 9 eggs, 9 * 2 = $18.\\n#### 18")
-    18.0
     >>> final_number("So the total is \\\\boxed{1,250} dollars.")
     1250.0
     >>> final_number("The answer is 42. Check: 40 + 2 = 42, 7 more.")
@@ -117,34 +278,28 @@ def final_number(completion: str) -> float | None:
     >>> final_number("3 apples and then 5 more"), final_number("no digits here")
     (5.0, None)
     """
-    text = completion.replace("\u2212", "-")
-    value = marked_number(text)
-    if value is not None:
-        return value
-    for content in reversed(_boxed_contents(text)):
-        value = parse_number(content)
-        if value is None:
-            value = _first_number(re.sub(r"\\[a-zA-Z]+\{[^{}]*\}", " ", content))
-        if value is not None:
-            return value
-    answers = _ANSWER_IS.findall(text)
-    if answers:
-        value = _first_number(answers[-1])
-        if value is not None:
-            return value
-    return _last_number(text)
+    return _to_float(final_value(completion))
 
 
-_RESULT = re.compile(r"=\s*\**\s*\$?\s*(" + _NUMBER.replace("(?<![\\w.])", "") + r")(?!\s*[-+*/^×÷(\d])", re.VERBOSE)
+def _equation(text: str) -> Fraction | None:
+    for start in _RESULT_START.finditer(text):
+        token = _NUMBER_RE.match(text, start.end())
+        if token is None:
+            continue
+        after = _SPACES.match(text, token.end()).end()
+        value = parse_exact(token.group(0))
+        if value is not None and (after == len(text) or text[after] not in _MORE_ARITHMETIC):
+            return value
+    return None
 
 
 def equation_result(completion: str) -> float | None:
     """The number an answer states as the result of an equation: after the first ``=``
-    whose right-hand side is a lone number (not the start of more arithmetic).
+    whose right-hand side is a lone number (not the start of more arithmetic). Linear time.
 
     Small models restate the problem, give the result, then ramble on (often until the
     token limit) and mention other numbers; "the last number" then grades a right answer
-    wrong. ``None`` when no ``= <number>`` result is stated.
+    wrong. ``None`` when no ``= <number>`` result is stated (or it is beyond float range).
 
     >>> equation_result("4 * 7 = 28\\n\\nIn this scenario, I used the number 7")
     28.0
@@ -153,35 +308,92 @@ def equation_result(completion: str) -> float | None:
     >>> equation_result("694 * 783 = 53,628,400"), equation_result("x = -3.5.")
     (53628400.0, -3.5)
     """
-    match = _RESULT.search(completion.replace("\u2212", "-"))
-    return parse_number(match.group(1)) if match else None
+    return _to_float(_equation(_clean(completion)))
+
+
+def arithmetic_value(completion: str) -> Fraction | None:
+    """A student's answer to an arithmetic question, exact: an explicit final answer
+    ("####", ``\\boxed{}``, "answer is") first, else the stated result of an equation
+    (:func:`equation_result`), else the last number. Linear time, never raises.
+
+    >>> arithmetic_value("6 * 5 = 30\\n\\nIn this scenario, I used the number 6")
+    Fraction(30, 1)
+    """
+    text = _clean(completion)
+    explicit = _marked(text) if "####" in text else None
+    if explicit is None and (_BOXED.search(text) or _ANSWER_IS.search(text)):
+        explicit = _final(text)
+    if explicit is not None:
+        return explicit
+    result = _equation(text)
+    return result if result is not None else _last(text)
 
 
 def arithmetic_answer(completion: str) -> float | None:
-    """A student's answer to an arithmetic question: an explicit final answer ("####",
-    ``\\boxed{}``, "answer is") first, else :func:`equation_result`, else the last number.
+    """:func:`arithmetic_value` as a float (None also beyond float range).
 
     >>> arithmetic_answer("6 * 5 = 30\\n\\nIn this scenario, I used the number 6")
     30.0
     >>> arithmetic_answer("3 * 4 = 12. The answer is 13."), arithmetic_answer("I think 41 or 42")
     (13.0, 42.0)
     """
-    text = completion.replace("\u2212", "-")
-    explicit = marked_number(text) if _MARKER.search(text) else None
-    if explicit is None and (_BOXED.search(text) or _ANSWER_IS.search(text)):
-        explicit = final_number(text)
-    if explicit is not None:
-        return explicit
-    result = equation_result(text)
-    return result if result is not None else _last_number(text)
+    return _to_float(arithmetic_value(completion))
 
 
-def numbers_equal(a: float | None, b: float | None, rel: float = 1e-6, abs: float = 1e-6) -> bool:
-    """True when both are numbers and close within ``rel`` (relative) or ``abs`` (absolute).
+def _exact(value) -> tuple[Fraction, bool] | None:
+    """(exact value, carries float rounding noise) of a number; None for None/inf/nan/non-numbers."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return Fraction(value), not (value.is_integer() and _abs(value) <= _EXACT_FLOAT_INT)
+    if isinstance(value, (numbers.Rational, Decimal)) and not isinstance(value, bool):
+        try:
+            return Fraction(value), False
+        except (ValueError, OverflowError):  # Decimal nan/inf
+            return None
+    return None
+
+
+def _within_noise(gap: Fraction, size: Fraction) -> bool:
+    return gap <= FLOAT_NOISE * max(size, 1)  # relative, and absolute near zero (0.1 + 0.2 - 0.3)
+
+
+def _integer_like(value: Fraction, noisy: bool) -> bool:
+    return value.denominator == 1 or (noisy and _within_noise(_abs(value - round(value)), _abs(value)))
+
+
+def _nearest_integer(value: Fraction, noisy: bool, other: Fraction) -> bool:
+    """False when ``other`` is an integer and ``value`` a noisy float (exact below 2**53) nearer another one."""
+    return not (noisy and other.denominator == 1 and _abs(value) <= _EXACT_FLOAT_INT and round(value) != other)
+
+
+def numbers_equal(a, b, rel: float = 1e-6, abs: float = 1e-6) -> bool:  # noqa: A002 (public keyword)
+    """True when ``a`` and ``b`` (int, float, Fraction or Decimal; None is never equal)
+    are the same number.
+
+    Integers and rationals compare exactly (``1000001`` is not ``1e6``; huge integers
+    beyond float precision too). A float operand may differ by its rounding noise
+    (:data:`FLOAT_NOISE`), so ``0.1 + 0.2`` equals ``0.3`` and a float reference
+    ``17.999999999999996`` equals ``18`` (its nearest integer only, never ``17`` or ``19``).
+    Only when neither value is an integer (a float within its noise of one counts as one)
+    are they compared with ``rel`` (relative) or ``abs`` (absolute) tolerance, as
+    :func:`math.isclose`. Never raises.
 
     >>> numbers_equal(0.1 + 0.2, 0.3), numbers_equal(18, 18.5), numbers_equal(None, 1)
     (True, False, False)
+    >>> numbers_equal(1000001, 1e6), numbers_equal(Fraction(1, 3), 0.333333), numbers_equal(10**20 + 1, 10**20)
+    (False, True, False)
     """
-    if a is None or b is None:
+    x, y = _exact(a), _exact(b)
+    if x is None or y is None:
         return False
-    return math.isclose(a, b, rel_tol=rel, abs_tol=abs)
+    (x, x_noisy), (y, y_noisy) = x, y
+    if x == y:
+        return True
+    gap, size = _abs(x - y), max(_abs(x), _abs(y))
+    if (x_noisy or y_noisy) and _within_noise(gap, size) and _nearest_integer(x, x_noisy, y) \
+            and _nearest_integer(y, y_noisy, x):
+        return True
+    if _integer_like(x, x_noisy) or _integer_like(y, y_noisy):
+        return False
+    return gap <= max(Fraction(rel) * size, Fraction(abs))

@@ -12,7 +12,6 @@ every member against the base).
 from __future__ import annotations
 
 import json
-import random
 import time
 from pathlib import Path
 
@@ -22,8 +21,29 @@ from evolora.io import write_json_atomic
 MEMBER_ROLES = ("student", "agent")
 
 
+def _check_run(run_dir: Path, limit: int | None) -> tuple[Path, list[str], dict]:
+    """(summary path, member ids, summary) of a finished run; errors say what is missing."""
+    summary_path = run_dir / "final" / "summary.json"
+    for path in (run_dir / "config.yaml", summary_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist; give a finished run directory (evolora evolve ... --out DIR)")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    summary = json.loads(summary_path.read_text())
+    members = [i["id"] for i in summary["individuals"] if i["role"] in MEMBER_ROLES]
+    if not members:
+        raise ValueError(f"{summary_path} lists no student or agent to evaluate")
+    for member in members:
+        if not (run_dir / "final" / member).is_dir():
+            raise FileNotFoundError(f"{run_dir / 'final' / member} does not exist; the run's adapters are missing")
+    return summary_path, members, summary
+
+
 def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, tokenizer=None) -> dict:
     """Re-run held-out evaluation of a finished run and update ``final/summary.json`` in place.
+
+    The evaluation is the run's own (:func:`evolora.evaluation.held_out_accuracy`, with the
+    run's ``eval`` section and ``selfplay.routing``), only ``limit`` may differ.
 
     Args:
         run_dir: a run directory with ``config.yaml`` and ``final/summary.json``.
@@ -32,8 +52,8 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
 
     Returns:
         The held-out results, ``{member id or "base": {"correct", "total", "accuracy"}}``;
-        accuracy is a fraction in [0, 1]. The summary's ``held_out``, each member's
-        ``held_out`` and ``held_out_eval`` (limit, items, seconds, time) are rewritten
+        accuracy is a fraction in [0, 1]. The summary's ``held_out``, ``held_out_source``, each
+        member's ``held_out`` and ``held_out_eval`` (limit, items, seconds, time) are rewritten
         atomically; the previous numbers move to ``held_out_previous``.
 
     Raises:
@@ -42,29 +62,13 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
             student or agent.
     """
     run_dir = Path(run_dir)
-    summary_path = run_dir / "final" / "summary.json"
-    for path in (run_dir / "config.yaml", summary_path):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist; give a finished run directory (evolora evolve ... --out DIR)")
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
+    summary_path, members, summary = _check_run(run_dir, limit)
     config = load_run_config(run_dir)
-    summary = json.loads(summary_path.read_text())
-    members = [i["id"] for i in summary["individuals"] if i["role"] in MEMBER_ROLES]
-    if not members:
-        raise ValueError(f"{summary_path} lists no student or agent to evaluate")
-    for member in members:
-        if not (run_dir / "final" / member).is_dir():
-            raise FileNotFoundError(f"{run_dir / 'final' / member} does not exist; the run's adapters are missing")
-
-    from evolora.evaluation import BASE, evaluate
+    from evolora.evaluation import held_out_accuracy
     from evolora.population import AdapterBank
     from evolora.tasks import make_task
 
     task = make_task(config.task.name, **config.task.params)
-    items = task.held_out(limit or config.eval.limit, random.Random(config.run.seed))
-    if not items:
-        raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     if model is None:
         from evolora.model import load_base
 
@@ -74,16 +78,17 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     began = time.perf_counter()
-    results = evaluate(bank.model, tokenizer, task, items, members + [BASE], max_new_tokens=config.eval.max_new_tokens,
-                       batch_size=config.eval.batch_size, bank=bank)
-    seconds = time.perf_counter() - began
-    held_out = {("base" if slot == BASE else slot): {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
-                for slot, r in results.items()}
+    eval_config = config.eval.model_copy(update={"enabled": True})
+    held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,
+                                        seed=config.run.seed, routing=config.selfplay.routing,
+                                        limit=limit or config.eval.limit)
+    if not held_out:
+        raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     summary["held_out_previous"] = summary.get("held_out")
     summary["held_out"] = held_out
     summary["held_out_source"] = getattr(task, "held_out_source", None)
-    summary["held_out_eval"] = {"limit": limit or config.eval.limit, "items": len(items), "seconds": round(seconds, 1),
-                                "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    summary["held_out_eval"] = {"limit": limit or config.eval.limit, "items": items,
+                                "seconds": round(time.perf_counter() - began, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for individual in summary["individuals"]:
         if individual["id"] in held_out:
             individual["held_out"] = held_out[individual["id"]]

@@ -71,3 +71,39 @@ def evaluate(
 
 
 __all__ = ["BASE", "EvalResult", "evaluate"]
+
+
+def held_out_accuracy(bank, tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
+                      routing: str = "routed", limit: int | None = None) -> tuple[dict[str, dict], int]:
+    """The one held-out evaluation of a run's members, used at a run's end and by
+    :func:`evolora.evaluate_run.evaluate_run`.
+
+    Args:
+        bank: the :class:`evolora.population.AdapterBank` holding the members.
+        members: {bank slot: member id} to evaluate; the base model is added as "base" when
+            ``eval_config.base`` is true.
+        eval_config: the run's :class:`evolora.config.EvalConfig` (limit, base, max_new_tokens,
+            batch_size, enabled).
+        seed: the run seed (tasks that sample their held-out set use ``random.Random(seed)``).
+        routing: "routed" (one mixed-adapter stream) or "peft" (PEFT's own adapter switching).
+        limit: problems per member; default ``eval_config.limit``.
+
+    Returns:
+        ({member id or "base": {"correct", "total", "accuracy"}}, number of problems); accuracy
+        is a fraction in [0, 1]. Empty when evaluation is disabled or the task has no held-out data.
+    """
+    import random
+
+    limit = eval_config.limit if limit is None else limit
+    if not eval_config.enabled or limit == 0:
+        return {}, 0
+    items = task.held_out(limit, random.Random(seed))
+    if not items:
+        return {}, 0
+    names = dict(members)
+    if eval_config.base:
+        names[BASE] = "base"
+    results = evaluate(bank.model, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
+                       batch_size=eval_config.batch_size, bank=bank if routing == "routed" else None)
+    return ({names[slot]: {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
+             for slot, r in results.items()}, len(items))

@@ -1,7 +1,8 @@
 """One-time conversion of a GGUF checkpoint into a safetensors directory (atomic, locked).
 
 transformers dequantizes GGUF to fp32 on load but refuses to ``save_pretrained`` a model it
-still marks as quantized; clearing the quantizer state lets it save (design notes §5).
+still marks as quantized; clearing the quantizer state lets it save (the weights are plain
+fp32 tensors by then, so nothing is lost).
 """
 
 from __future__ import annotations

@@ -271,7 +271,8 @@ class HallOfFame:
     Raises:
         ValueError: capacity < 1.
 
-    Source: AlphaStar league (Nature 2019); design.md §8.
+    Source: AlphaStar league (Vinyals et al., Nature 2019): past champions kept as frozen
+    opponents; PopuLoRA (arXiv 2605.16727) §2 (PFSP matchmaking).
     """
 
     def __init__(self, capacity: int) -> None:

@@ -19,7 +19,7 @@ Across proposals and games::
     token_entropy, mean_token_entropy, response_length_stats
 
 Source: PopuLoRA (arXiv 2605.16727) §4 (complexity, coverage, entropy, response length,
-per-matchup solve rates); design notes §6.
+per-matchup solve rates).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ heavy LoRA factors live in the :class:`AdapterBank`: one PEFT model with one nam
 adapter per population slot. Children overwrite the factors of the slot they take over,
 so the bank never grows and the base model is loaded once.
 
-Source: PopuLoRA (arXiv 2605.16727) §1-2; design notes §3.
+Source: PopuLoRA (arXiv 2605.16727) §1-2 (one frozen base shared by every adapter; a child
+takes over the slot of the individual it replaces).
 """
 
 from __future__ import annotations

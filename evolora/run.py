@@ -21,7 +21,7 @@ import torch
 
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
-from evolora.evaluation import BASE, evaluate
+from evolora.evaluation import held_out_accuracy
 from evolora.evolution import evolve, resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora import metrics
@@ -310,21 +310,12 @@ class Run:
 
     # -- the end ------------------------------------------------------------------------------
     def evaluate(self) -> dict[str, dict]:
-        """Greedy held-out accuracy of every student (and the base model when configured)."""
-        cfg = self.config.eval
-        if not cfg.enabled or cfg.limit == 0:
-            return {}
-        items = self.task.held_out(cfg.limit, random.Random(self.config.run.seed))
-        if not items:
-            return {}
-        names = {m.slot: m.id for m in self.population.players()[1]}
-        if cfg.base:
-            names[BASE] = "base"
-        results = evaluate(self.bank.model, self.tokenizer, self.task, items, list(names),
-                           max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
-                           bank=self.bank if self.config.selfplay.routing == "routed" else None)
-        return {names[slot]: {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
-                for slot, r in results.items()}
+        """Greedy held-out accuracy of every student (and the base model when configured), by
+        :func:`evolora.evaluation.held_out_accuracy`."""
+        members = {m.slot: m.id for m in self.population.players()[1]}
+        results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
+                                       seed=self.config.run.seed, routing=self.config.selfplay.routing)
+        return results
 
     def diversity(self) -> dict[str, float]:
         """Per role with >= 2 members: mean pairwise ‖ΔW_i − ΔW_j‖_F / mean ‖ΔW_i‖_F

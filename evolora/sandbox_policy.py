@@ -5,7 +5,8 @@ dangerous builtins, dunder and private attribute access, attributes that lead ba
 banned modules, and helpers that evaluate strings with the real builtins. The runtime
 layers (limits, audit hook, namespaces) live in :mod:`evolora.sandbox`.
 
-Source: design notes §7; Absolute Zero Reasoner (arXiv 2505.03335) executor checks.
+Source: Absolute Zero Reasoner (arXiv 2505.03335) executor checks (banned modules and
+builtins before a proposed program runs); the threat model is in README.md, "Security model".
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ Held-out evaluation: a fixed grid of problems by difficulty (digits per number �
 binary operators, ``eval_per_cell`` per cell) generated from ``eval_seed``, interleaved
 so that the first k items cover the cells as evenly as possible.
 
-Source: design notes §5-6; PopuLoRA (arXiv 2605.16727) §2 steps 2-3.
+Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (the teacher proposes a verifiable problem,
+the verifier computes its answer). The arithmetic task and its grid are evolora's own, sized
+so that learning shows on a CPU.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fractions import Fraction
 
 from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
+from evolora.tasks.arith_params import check_params
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number, numbers_equal
@@ -229,36 +232,11 @@ class ArithTask:
         example_digits: int = 2,
         example_ops: int = 2,
     ) -> None:
-        for key, value in (("num_examples", num_examples), ("max_chars", max_chars), ("max_digits", max_digits),
-                           ("max_depth", max_depth), ("max_ops", max_ops), ("max_value", max_value),
-                           ("max_exponent", max_exponent), ("eval_seed", eval_seed),
-                           ("eval_digits", eval_digits), ("eval_ops", eval_ops), ("eval_per_cell", eval_per_cell),
-                           ("example_digits", example_digits), ("example_ops", example_ops)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"arith task: {key} must be a whole number (got {value!r})")
-        checks = [
-            (0 <= num_examples <= len(EXAMPLES), f"num_examples in [0, {len(EXAMPLES)}]", num_examples),
-            (max_chars >= 3, "max_chars >= 3", max_chars),
-            (max_digits >= 1, "max_digits >= 1", max_digits),
-            (max_depth >= 1, "max_depth >= 1", max_depth),
-            (max_ops >= 1, "max_ops >= 1", max_ops),
-            (10 <= max_value <= 2**53, "10 <= max_value <= 2**53", max_value),
-            (max_exponent >= 0, "max_exponent >= 0", max_exponent),
-            (1 <= eval_digits <= 6, "eval_digits in [1, 6]", eval_digits),
-            (1 <= eval_ops <= 6, "eval_ops in [1, 6]", eval_ops),
-            (eval_per_cell >= 1, "eval_per_cell >= 1", eval_per_cell),
-            (tolerance >= 0, "tolerance >= 0", tolerance),
-            (examples in ("fixed", "random"), "examples in ('fixed', 'random')", examples),
-            (1 <= example_digits <= 6, "example_digits in [1, 6]", example_digits),
-            (1 <= example_ops <= 6, "example_ops in [1, 6]", example_ops),
-        ]
-        for ok, rule, value in checks:
-            if not ok:
-                raise ValueError(f"arith task: need {rule} (got {value!r}); "
-                                 f"set it with --set task.params.<name>=VALUE")
-        for key, value in (("integer_only", integer_only), ("lenient_parse", lenient_parse)):
-            if not isinstance(value, bool):
-                raise ValueError(f"arith task: {key} must be true or false (got {value!r})")
+        check_params(num_examples=num_examples, max_chars=max_chars, max_digits=max_digits, max_depth=max_depth,
+                     max_ops=max_ops, max_value=max_value, max_exponent=max_exponent, eval_seed=eval_seed,
+                     eval_digits=eval_digits, eval_ops=eval_ops, eval_per_cell=eval_per_cell, tolerance=tolerance,
+                     examples=examples, example_digits=example_digits, example_ops=example_ops,
+                     integer_only=integer_only, lenient_parse=lenient_parse, fixed_examples=len(EXAMPLES))
         self.lenient_parse = lenient_parse
         self.num_examples = num_examples
         self.examples = examples

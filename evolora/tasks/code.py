@@ -21,8 +21,7 @@ times with identical output (determinism), and every output is a Python literal 
 induction inputs must be distinct. Held-out evaluation: HumanEval pass@1 greedy in the
 sandbox (:mod:`evolora.tasks.humaneval`).
 
-Source: Absolute Zero Reasoner (arXiv 2505.03335) §3; PopuLoRA (arXiv 2605.16727) §2-4;
-design notes §6.
+Source: Absolute Zero Reasoner (arXiv 2505.03335) §3; PopuLoRA (arXiv 2605.16727) §2-4.
 """
 
 from __future__ import annotations
@@ -34,8 +33,8 @@ from collections import OrderedDict
 
 from evolora.sandbox import SandboxPool, run_program
 from evolora.tasks.pooled import PooledVerifier
-from evolora.tasks import code_prompts as fmt
-from evolora.tasks import code_values
+import evolora.tasks.code_prompts as fmt
+import evolora.tasks.code_values as code_values
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
 from evolora.tasks.humaneval import check_program, completion_program, humaneval_prompt, load_humaneval
 

@@ -1,0 +1,44 @@
+"""Parameter checks of the ``arith`` task: every out-of-range value is refused with the rule
+it breaks and the key to set, before any model loads."""
+
+from __future__ import annotations
+
+
+def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max_value, max_exponent, eval_seed,
+                 eval_digits, eval_ops, eval_per_cell, tolerance, examples, example_digits, example_ops,
+                 integer_only, lenient_parse, fixed_examples: int) -> None:
+    """Raise ValueError naming the first :class:`evolora.tasks.arith.ArithTask` parameter that is
+    not allowed (whole numbers are ints, not bools; flags are bools; ranges as in the message).
+
+    ``fixed_examples`` is the number of fixed reference examples (the bound of ``num_examples``).
+    """
+    for key, value in (("num_examples", num_examples), ("max_chars", max_chars), ("max_digits", max_digits),
+                       ("max_depth", max_depth), ("max_ops", max_ops), ("max_value", max_value),
+                       ("max_exponent", max_exponent), ("eval_seed", eval_seed),
+                       ("eval_digits", eval_digits), ("eval_ops", eval_ops), ("eval_per_cell", eval_per_cell),
+                       ("example_digits", example_digits), ("example_ops", example_ops)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"arith task: {key} must be a whole number (got {value!r})")
+    checks = [
+        (0 <= num_examples <= fixed_examples, f"num_examples in [0, {fixed_examples}]", num_examples),
+        (max_chars >= 3, "max_chars >= 3", max_chars),
+        (max_digits >= 1, "max_digits >= 1", max_digits),
+        (max_depth >= 1, "max_depth >= 1", max_depth),
+        (max_ops >= 1, "max_ops >= 1", max_ops),
+        (10 <= max_value <= 2**53, "10 <= max_value <= 2**53", max_value),
+        (max_exponent >= 0, "max_exponent >= 0", max_exponent),
+        (1 <= eval_digits <= 6, "eval_digits in [1, 6]", eval_digits),
+        (1 <= eval_ops <= 6, "eval_ops in [1, 6]", eval_ops),
+        (eval_per_cell >= 1, "eval_per_cell >= 1", eval_per_cell),
+        (tolerance >= 0, "tolerance >= 0", tolerance),
+        (examples in ("fixed", "random"), "examples in ('fixed', 'random')", examples),
+        (1 <= example_digits <= 6, "example_digits in [1, 6]", example_digits),
+        (1 <= example_ops <= 6, "example_ops in [1, 6]", example_ops),
+    ]
+    for ok, rule, value in checks:
+        if not ok:
+            raise ValueError(f"arith task: need {rule} (got {value!r}); "
+                             f"set it with --set task.params.<name>=VALUE")
+    for key, value in (("integer_only", integer_only), ("lenient_parse", lenient_parse)):
+        if not isinstance(value, bool):
+            raise ValueError(f"arith task: {key} must be true or false (got {value!r})")

@@ -2,7 +2,7 @@
 
     for role in (teacher, student):
         fitness  = μ − 3σ of each member                      # conservative rating
-        losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation
+        losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation (pbt_truncation)
         for each loser:
             parents = selection(role or survivors)            # e.g. tournament within the role
             child   = crossover(parents) w.p. crossover_rate, else mutation(parent)
@@ -21,7 +21,7 @@ import torch
 
 from evolora.config import EvolutionConfig
 from evolora.operator_choice import Operators, resolve_operators  # noqa: F401  (re-exported)
-from evolora.operators.selection import num_replaced
+from evolora.operators.selection import pbt_truncation
 from evolora.population import ROLES, Individual, Population
 
 
@@ -61,11 +61,15 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
     births = []
     for role in ROLES:
         members = population.role(role)
-        # Ties in fitness break by position, so older slots survive first (deterministic).
-        order = sorted(range(len(members)), key=lambda i: (-fitness[members[i].id], i))
-        count = num_replaced(len(members), config.gamma, config.elitism)
-        losers = [members[i] for i in order[len(members) - count:]]
-        pool = members if config.parent_pool == "role" else [members[i] for i in order[: len(members) - count]]
+        values = torch.tensor([fitness[m.id] for m in members], dtype=torch.float64)
+        # The registered replacement rule picks the losers (ties: the later slot goes first);
+        # its own parent draw is not used: parents come from ``evolution.selection``.
+        replace, _ = pbt_truncation(values, generator=torch.Generator().manual_seed(0), gamma=config.gamma,
+                                    elitism=config.elitism)
+        losers = [members[i] for i in replace.flip(0).tolist()]
+        lost = set(replace.tolist())
+        survivors = sorted((i for i in range(len(members)) if i not in lost), key=lambda i: (-values[i].item(), i))
+        pool = members if config.parent_pool == "role" else [members[i] for i in survivors]
         pool_fitness = torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64)
         # Make every child from the pre-evolution pool before any slot is overwritten.
         children = [_make_child(bank, pool, pool_fitness, config, operators, generator) for _ in losers]

@@ -55,19 +55,22 @@ def _draw(count: int, high: int, generator: torch.Generator) -> Tensor:
     return torch.randint(high, (count,), generator=generator, device=generator.device).cpu()
 
 
-@register("selection", k=Param(3, low=1, high=1_000_000, doc="tournament size (clipped to P)"))
-def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int = 3) -> Tensor:
-    """Tournament selection: the fittest of min(k, P) distinct random contestants, ``num`` times.
+@register("selection", k=Param(3, low=1, high=1_000_000, doc="tournament size"),
+          replace=Param(True, doc="draw contestants with replacement (DEAP selTournament); false: distinct"))
+def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int = 3, replace: bool = True) -> Tensor:
+    """Tournament selection: the fittest of k random contestants, ``num`` independent times.
 
-    Contestants are drawn uniformly without replacement within a tournament; ties go to the lower
-    index. Tournaments are independent, so an individual can win several. k ≥ P always returns
-    the best.
+    With ``replace=True`` (the default, DEAP's ``selTournament``) the k contestants are drawn
+    uniformly with replacement, so the best of P wins a tournament with probability
+    1 − (1 − 1/P)^k. With ``replace=False`` they are min(k, P) distinct members, and k ≥ P
+    always returns the best. Ties go to the lower index. An individual can win several
+    tournaments.
 
     Shapes:
         fitness: (P,) → (num,) long indices in [0, P).
 
     Args:
-        num: number of selected parents, ≥ 0. k: tournament size ≥ 1.
+        num: number of selected parents, ≥ 0. k: tournament size ≥ 1. replace: see above.
 
     Raises:
         ValueError: empty/non-1-D/NaN fitness, num < 0, k < 1.
@@ -79,11 +82,13 @@ def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int 
     _check_num(num)
     if k < 1:
         raise ValueError(f"tournament size k must be ≥ 1, got {k}")
-    size = min(k, f.numel())
     position = torch.empty_like(rank_order(f))
     position[rank_order(f)] = torch.arange(f.numel())                     # 0 = best
-    keys = torch.rand(num, f.numel(), generator=generator, device=generator.device).cpu()
-    contestants = keys.argsort(dim=-1)[:, :size]                          # (num, size) distinct per row
+    if replace:
+        contestants = _draw(num * k, f.numel(), generator).view(num, k)  # (num, k), repeats allowed
+    else:
+        keys = torch.rand(num, f.numel(), generator=generator, device=generator.device).cpu()
+        contestants = keys.argsort(dim=-1)[:, :min(k, f.numel())]        # (num, size) distinct per row
     winners = contestants.gather(1, position[contestants].argmin(dim=1, keepdim=True)).squeeze(1)
     return winners.to(torch.as_tensor(fitness).device)
 
@@ -182,7 +187,11 @@ def rank(fitness: Tensor, num: int, *, generator: torch.Generator, pressure: flo
 
 
 def num_replaced(size: int, gamma: float, elitism: int) -> int:
-    """How many of a role of ``size`` a generation replaces: ⌈γ·size⌉, at most size − elitism.
+    """The one replacement count, used by :func:`pbt_truncation` and the evolution loop alike:
+    n = min(⌈γ·size⌉, size − max(elitism, 1)), and 0 when γ = 0.
+
+    The ceiling forgives float error (γ·size = 3.0000000000000004 counts as 3), and at least
+    one member always survives, so children always have a parent from the generation before.
 
     Args:
         size: members of the role, >= 0; gamma: replaced fraction in [0, 1] (0 replaces none);
@@ -192,7 +201,12 @@ def num_replaced(size: int, gamma: float, elitism: int) -> int:
     """
     if gamma <= 0:
         return 0
-    return max(0, min(math.ceil(gamma * size - 1e-9), size - elitism))
+    return max(0, min(_ceil(gamma * size), size - max(elitism, 1)))
+
+
+def _ceil(value: float) -> int:
+    """⌈value⌉ that ignores float error below 1e-9 (0.3 · 10 → 3, not 4)."""
+    return math.ceil(value - 1e-9)
 
 
 @register("replacement", gamma=Param(0.25, low=0.0, high=1.0, doc="fraction of the population replaced"),
@@ -201,8 +215,9 @@ def pbt_truncation(fitness: Tensor, *, generator: torch.Generator, gamma: float 
                    elitism: int = 1) -> tuple[Tensor, Tensor]:
     """PBT truncation: the bottom ceil(γ·P) are replaced by children of parents from the top.
 
-    n = min(ceil(γ·P), P − max(elitism, 1)) (n ≥ 1 when γ > 0 and P > max(elitism, 1)): the n worst
-    are replaced, so the top ``elitism`` (and always at least one survivor) are never touched.
+    n = :func:`num_replaced` (P, γ, elitism) = min(⌈γ·P⌉, P − max(elitism, 1)) (n ≥ 1 when γ > 0 and
+    P > max(elitism, 1)): the n worst are replaced, so the top ``elitism`` (and always at least one
+    survivor) are never touched. The evolution loop replaces exactly these.
     Parents are drawn uniformly with replacement from the top max(1, ceil(γ·P)) survivors (the
     PBT "exploit" pool), one per replaced slot. Ties: lower index ranks higher.
 
@@ -226,8 +241,8 @@ def pbt_truncation(fitness: Tensor, *, generator: torch.Generator, gamma: float 
     if isinstance(elitism, bool) or not isinstance(elitism, int) or elitism < 0:
         raise ValueError(f"elitism must be an int ≥ 0, got {elitism!r}")
     size = f.numel()
-    wanted = math.ceil(gamma * size) if gamma > 0 else 0
-    count = max(0, min(wanted, size - max(elitism, 1)))
+    wanted = _ceil(gamma * size) if gamma > 0 else 0
+    count = num_replaced(size, gamma, elitism)
     order = rank_order(f)
     device = torch.as_tensor(fitness).device
     if count == 0:

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from evolora.config import EvolutionConfig, OperatorChoice
-from evolora.evolution import evolve, num_replaced
+from evolora.evolution import evolve
+from evolora.operators.selection import num_replaced
 from evolora.population import AdapterBank, Population
 
 
@@ -67,3 +68,19 @@ def test_user_operator_from_module_path(setup):
                              mutation=OperatorChoice(name="evolora.operators.mutation:gaussian", params={"sigma": 0.5}))
     births = evolve(bank, population, fitness, config, step=1, generator=torch.Generator().manual_seed(0))
     assert {b.operator for b in births} == {"evolora.operators.mutation:gaussian"}
+
+
+@pytest.mark.parametrize("size", range(1, 11))
+@pytest.mark.parametrize("gamma", [0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 1.0])
+@pytest.mark.parametrize("elitism", [0, 1, 2])
+def test_one_replacement_rule_for_the_loop_and_the_registered_operator(size, gamma, elitism):
+    import torch
+
+    from evolora.operators.selection import pbt_truncation
+
+    replace, _ = pbt_truncation(torch.zeros(size), generator=torch.Generator().manual_seed(0), gamma=gamma,
+                                elitism=elitism)
+    assert replace.numel() == num_replaced(size, gamma, elitism)
+    assert num_replaced(size, gamma, elitism) <= size - 1  # one member always survives
+    if gamma == 0.3 and size == 10:
+        assert num_replaced(size, gamma, elitism) == 3  # 0.3 * 10 = 3.0000000000000004 is still 3

@@ -329,8 +329,16 @@ def test_selection_contract(name):
 
 def test_tournament_full_size_returns_best_and_breaks_ties_by_index():
     fitness = torch.tensor([1.0, 3.0, 0.0, 3.0])
-    assert (tournament(fitness, 20, generator=gen(), k=4) == 1).all()
-    assert (tournament(fitness, 20, generator=gen(), k=100) == 1).all()
+    assert (tournament(fitness, 20, generator=gen(), k=4, replace=False) == 1).all()
+    assert (tournament(fitness, 20, generator=gen(), k=100, replace=False) == 1).all()
+    assert (tournament(fitness, 20, generator=gen(), k=200) == 1).all()  # with replacement: 1 is drawn
+
+
+@pytest.mark.parametrize(("replace", "p_best"), [(True, 1 - (3 / 4) ** 2), (False, 1 - 3 / 6)])
+def test_tournament_with_and_without_replacement_win_rates(replace, p_best):
+    """P = 4, k = 2: the best wins 7/16 of tournaments drawn with replacement (DEAP), 1/2 without."""
+    picks = tournament(torch.tensor([0.0, 1.0, 2.0, 3.0]), 40_000, generator=gen(), k=2, replace=replace)
+    assert abs((picks == 3).double().mean().item() - p_best) < 0.01  # 4 standard errors
 
 
 def test_truncation_only_from_top():

@@ -2,8 +2,10 @@
 
     evolora evolve tasks/gsm.yaml [--out DIR] [--set a.b=value ...] [--seed N]
     evolora evolve --resume RUN_DIR [--set run.steps=20]
+    evolora evolve CONFIG --set 'run.loggers=[jsonl,tensorboard,wandb]'   # trackers: evolora.loggers
     evolora operators [--kind mutation]
     evolora evaluate RUN_DIR [--limit N]
+    evolora export RUN_DIR [--member best|ID] [--out DIR] [--merge/--no-merge]   # a member as a HF model or adapter
     evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
     evolora compare RUN_A RUN_B [...] [--out DIR]
     evolora study CONFIG [--seeds 0,1,2] [--arms population,single_agent] [--out DIR] [--set ...]
@@ -21,6 +23,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from evolora.config import Config, ConfigError, load_config, load_run_config
@@ -31,7 +34,7 @@ console = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'
     raise typer.Exit(code)
 
 
@@ -108,28 +111,33 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
 
 def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verbose: bool) -> dict:
     """The body of :func:`_execute`, run while this process holds the run directory's lock."""
-    from evolora.callbacks import Checkpointer, JsonlLogger, ProgressBar
+    from evolora.callbacks import Checkpointer, ProgressBar
     from evolora.cli_console import quiet_libraries, start_line
+    from evolora.loggers import LoggerError, close_loggers, open_loggers
 
     began = time.perf_counter()
     quiet_libraries(verbose)
     console.print(start_line(config, out, resume=resume), highlight=False)
     run = _open_run(config, out, resume=resume)
+    try:
+        loggers, summary = open_loggers(config.run.loggers, out, start_step=run.step), None  # jsonl, tensorboard, wandb
+    except LoggerError as error:
+        _fail(str(error))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    callbacks = [JsonlLogger(), Checkpointer(config.run.checkpoint_every, config.run.steps)]
     try:
         with ProgressBar(config.run.steps, start=run.step) as progress:
-            run.train(callbacks + [progress])
+            run.train(loggers + [Checkpointer(config.run.checkpoint_every, config.run.steps), progress])
+        source = getattr(run.task, "held_out_source", None)
+        console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
+                      if evaluate and config.eval.enabled and config.eval.limit and source
+                      else "writing final adapters ...", highlight=False)
+        summary = run.finish(evaluate=evaluate)
     except KeyboardInterrupt:
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
         raise typer.Exit(130)
     finally:
         signal.signal(signal.SIGTERM, previous)  # in-process callers (tests, notebooks) get theirs back
-    source = getattr(run.task, "held_out_source", None)
-    console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
-                  if evaluate and config.eval.enabled and config.eval.limit and source
-                  else "writing final adapters ...", highlight=False)
-    summary = run.finish(evaluate=evaluate)
+        close_loggers(loggers, summary)
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
     return summary
@@ -297,6 +305,32 @@ def evaluate_command(
     for name, result in held_out.items():
         table.add_row(name, str(result["correct"]), str(result["total"]), f"{result['accuracy']:.1%}")
     Console(width=None if sys.stdout.isatty() else 140).print(table)
+
+
+@app.command("export")
+def export_command(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A finished run directory."),
+    member: str = typer.Option("best", "--member", help="best (top student by held-out accuracy, else μ−3σ) or an id."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default RUN_DIR/export/<id>)."),
+    merge: bool = typer.Option(True, "--merge/--no-merge", help="Merged standalone model, or the PEFT adapter."),
+) -> None:
+    """Export one member with a model card: merged into a standalone Hugging Face model, or as its PEFT adapter."""
+    from evolora.cli_console import quiet_libraries
+    from evolora.export import CANDIDATE_ROLES, export_member, plan_export
+    from evolora.model import ModelNotFoundError
+
+    try:
+        plan = plan_export(run_dir, member, out=out, merge=merge)
+    except (FileNotFoundError, ValueError, ConfigError) as error:
+        _fail(str(error))
+    role = plan.member["role"] + ("" if plan.member["role"] in CANDIDATE_ROLES else ", not a student")
+    console.print(f"exporting {plan.member['id']} ({role}; {plan.criterion}) as "
+                  f"{'a merged model' if merge else 'its PEFT adapter'} ...", highlight=False, soft_wrap=True)
+    quiet_libraries()
+    try:
+        typer.echo(str(export_member(plan)))
+    except (ModelNotFoundError, ValueError) as error:
+        _fail(str(error))
 
 
 def _write_report(run_dirs: list[Path], out: Optional[Path]):

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      field_validator, model_validator)
+
+from evolora.loggers import check_loggers
 
 
 class ConfigError(ValueError):
@@ -219,6 +221,8 @@ class RunConfig(_Section):
     seed: Int = 0
     checkpoint_every: Int = Field(default=1, ge=1)
     """Write a resumable checkpoint every N steps."""
+    loggers: Annotated[tuple[Literal["jsonl", "tensorboard", "wandb"], ...], AfterValidator(check_loggers)] = ("jsonl",)
+    """Step loggers (:mod:`evolora.loggers`): jsonl (always), tensorboard, wandb (pip extras of the same names)."""
 
 
 class Config(_Section):

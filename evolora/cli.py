@@ -127,7 +127,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     try:
         with ProgressBar(config.run.steps, start=run.step) as progress:
             run.train(loggers + [Checkpointer(config.run.checkpoint_every, config.run.steps), progress])
-        source = getattr(run.task, "held_out_source", None)
+        source = run.task.held_out_source
         console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
                       if evaluate and config.eval.enabled and config.eval.limit and source
                       else "writing final adapters ...", highlight=False)

@@ -86,14 +86,12 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     summary["held_out_previous"] = summary.get("held_out")
     summary["held_out"] = held_out
-    summary["held_out_source"] = getattr(task, "held_out_source", None)
+    summary["held_out_source"] = task.held_out_source
     summary["held_out_eval"] = {"limit": limit or config.eval.limit, "items": items,
                                 "seconds": round(time.perf_counter() - began, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for individual in summary["individuals"]:
         if individual["id"] in held_out:
             individual["held_out"] = held_out[individual["id"]]
     write_json_atomic(summary_path, summary)
-    close = getattr(task, "close", None)
-    if callable(close):
-        close()
+    task.close()
     return held_out

@@ -41,9 +41,8 @@ def evaluate(
 
     Args:
         model: the PEFT model holding the adapters; ``"__base__"`` in ``adapters`` means the base.
-        items: held-out problems. The task's optional hooks ``held_out_prompt(item)`` and
-            ``grade_held_out(completions, items)`` (batched) replace ``solve_prompt(item.question)``
-            and ``grade(completion, item.answer)`` when present (e.g. HumanEval for ``code``).
+        items: held-out problems, prompted with ``task.held_out_prompt(item)`` and graded with
+            ``task.grade_held_out(completions, items)`` (batched; e.g. HumanEval for ``code``).
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
         bank: route rows with :func:`evolora.routed.routed` when given (else PEFT's mixed batches).
@@ -51,19 +50,13 @@ def evaluate(
     Returns:
         {adapter name: EvalResult}.
     """
-    prompt_of = getattr(task, "held_out_prompt", None)
-    prompts = [chat_prompt(tokenizer, prompt_of(item) if callable(prompt_of) else task.solve_prompt(item.question))
-               for item in items]
+    prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(adapter, i) for adapter in adapters for i in range(len(items))]
     completions = generate(
         model, tokenizer, [prompts[i] for _, i in rows], [a for a, _ in rows],
         max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=bank,
     )
-    grade_all = getattr(task, "grade_held_out", None)
-    if callable(grade_all):
-        grades = grade_all([c.text for c in completions], [items[i] for _, i in rows])
-    else:
-        grades = [task.grade(c.text, items[i].answer) for (_, i), c in zip(rows, completions)]
+    grades = task.grade_held_out([c.text for c in completions], [items[i] for _, i in rows])
     correct = dict.fromkeys(adapters, 0)
     for (adapter, _), grade in zip(rows, grades):
         correct[adapter] += grade.label == "correct"

@@ -31,21 +31,9 @@ from evolora.tasks.base import ProposalRequest, Task, normalise_problem
 
 
 def proposal_request(task: Task, rng: random.Random) -> ProposalRequest:
-    """One teacher prompt: its messages, forced start, shown examples and segment structure.
-
-    Uses the task's optional ``proposal_request(rng) -> ProposalRequest`` hook when it has
-    one; else ``proposal_with_prefix(rng) -> (messages, prefix)`` (a prefix per prompt, e.g.
-    the ``code`` task's ``"Task: abduction\nInput:"``); else ``proposal_prompt(rng)`` and the
-    fixed ``proposal_prefix`` ("" when the task has none).
-    """
-    hook = getattr(task, "proposal_request", None)
-    if callable(hook):
-        return hook(rng)
-    hook = getattr(task, "proposal_with_prefix", None)
-    if callable(hook):
-        messages, prefix = hook(rng)
-        return ProposalRequest(messages, prefix)
-    return ProposalRequest(task.proposal_prompt(rng), getattr(task, "proposal_prefix", ""))
+    """One teacher prompt: its messages, forced start, shown examples and segment structure
+    (:meth:`evolora.tasks.base.Task.proposal_request`)."""
+    return task.proposal_request(rng)
 
 
 def repetition_penalties(problems: list[str | None], coefficient: float) -> list[float]:

@@ -32,7 +32,16 @@ def make_task(name: str, **params) -> Task:
     Raises:
         ValueError: unknown task name, or a parameter the task does not accept (the
             message lists the accepted ones).
+        TypeError: the factory did not return a :class:`evolora.tasks.base.Task`.
     """
+    task = _construct(name, params)
+    if not isinstance(task, Task):
+        raise TypeError(f"task {name!r}: its factory returned {type(task).__name__}, not a Task; subclass "
+                        f"evolora.tasks.base.Task (its six abstract methods, every other hook has a default)")
+    return task
+
+
+def _construct(name: str, params: dict):
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
     factory = TASKS[name]
@@ -57,10 +66,7 @@ def check_task(name: str, params: dict) -> None:
         ValueError: unknown task, unknown parameter or a value the task rejects.
         FileNotFoundError: a data path the task needs does not exist.
     """
-    task = make_task(name, **params)
-    close = getattr(task, "close", None)
-    if callable(close):
-        close()
+    make_task(name, **params).close()
 
 
 register_task("gsm", GSMTask)

@@ -33,7 +33,7 @@ from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
 from evolora.tasks.arith_params import check_params
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
-from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number, numbers_equal
 
 TEACHER_SYSTEM = "You write arithmetic problems."
@@ -172,7 +172,7 @@ def _binary(op: ast.operator, left: Fraction, right: Fraction, max_exponent: int
     return left % right  # ast.Mod, Python semantics (sign of the divisor)
 
 
-class ArithTask:
+class ArithTask(Task):
     """Arithmetic expressions with exactly computed answers (task name "arith").
 
     The teacher's answer is forced to begin with ``"Problem:"`` (:attr:`proposal_prefix`);

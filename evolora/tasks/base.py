@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from typing import Any, Literal
 
 Message = dict[str, str]
 """One chat message: {"role": "system" | "user" | "assistant", "content": str}."""
@@ -134,46 +135,71 @@ class HeldOutItem:
     answer: Any
 
 
-@runtime_checkable
-class Task(Protocol):
-    """What the self-play loop needs from a task.
+class Task(ABC):
+    """A verifiable game between a teacher and a student: everything the loop needs from one.
 
-    Implementations: :class:`evolora.tasks.gsm.GSMTask`, :class:`evolora.tasks.arith.ArithTask`,
-    :class:`evolora.tasks.code.CodeTask`. Register new ones with :func:`evolora.tasks.register_task`.
+    Subclass it and implement the six abstract methods; every other hook has a default that
+    a task overrides only when it needs to. Implementations: :class:`evolora.tasks.gsm.GSMTask`,
+    :class:`evolora.tasks.arith.ArithTask`, :class:`evolora.tasks.code.CodeTask`,
+    :class:`evolora.tasks.toy.ToyTask`. Register new ones with :func:`evolora.tasks.register_task`.
 
-    Optional hooks, used by :func:`evolora.evaluation.evaluate` when a task has them:
-    ``held_out_prompt(item) -> list[Message]`` (else ``solve_prompt(item.question)``) and
-    ``grade_held_out(completions, items) -> list[Grade]`` (batched; else ``grade`` per item).
-    And by :func:`evolora.selfplay.play_step`: ``proposal_request(rng) -> ProposalRequest``
-    (the prompt, its forced start, the examples it shows and a multi-segment structure), else
-    ``proposal_with_prefix(rng) -> (messages, prefix)``, a forced answer start per prompt, else
-    ``proposal_prompt(rng)`` and ``proposal_prefix``. And by :meth:`evolora.run.Run.finish`:
-    ``held_out_source`` (str), where the held-out problems come from, recorded in ``summary.json``.
+    Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-4 (propose, verify, solve, grade).
     """
 
-    name: str
-    proposal_prefix: str
+    name: str = "task"
+    """The name used in YAML (``task.name``)."""
+    proposal_prefix: str = ""
     """Text the teacher's answer is forced to start with (e.g. ``"Problem:"``); "" for none.
     It is appended after the chat template's assistant header and prepended to the
     completion before parsing, which keeps a small model on the expected format."""
+    complexity_kind: str = "program"
+    """How :func:`evolora.metrics.proposal_complexity` measures a valid problem: "program"
+    (its program's AST) or "expression" (the problem's arithmetic expression)."""
+    held_out_source: str = "the task's held-out set"
+    """Where :meth:`held_out` problems come from, recorded in ``summary.json``."""
 
+    @abstractmethod
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
         """The teacher's chat prompt, with reference examples drawn with ``rng``."""
 
+    @abstractmethod
     def parse_proposal(self, text: str) -> Proposal | None:
         """Parse a teacher completion; None when it is malformed."""
 
-    def verify(self, proposals: list[Proposal]) -> list[Verdict]:
+    @abstractmethod
+    def verify(self, proposals: list[Proposal | None]) -> list[Verdict]:
         """Run the verifier on each proposal (sandboxed, possibly in parallel)."""
 
+    @abstractmethod
     def solve_prompt(self, problem: str) -> list[Message]:
         """The student's chat prompt for one problem."""
 
+    @abstractmethod
     def grade(self, completion: str, answer: Any) -> Grade:
         """Grade a student completion against the ground truth."""
 
+    @abstractmethod
     def held_out(self, limit: int, rng: random.Random) -> list[HeldOutItem] | None:
         """Up to ``limit`` held-out problems, or None when no data is available."""
+
+    def proposal_request(self, rng: random.Random) -> ProposalRequest:
+        """One teacher rollout's request: prompt, forced start, shown examples and segments.
+
+        Default: :meth:`proposal_prompt` with the fixed :attr:`proposal_prefix`, one segment.
+        """
+        return ProposalRequest(self.proposal_prompt(rng), self.proposal_prefix)
+
+    def held_out_prompt(self, item: HeldOutItem) -> list[Message]:
+        """The prompt of one held-out problem. Default: :meth:`solve_prompt` of its question."""
+        return self.solve_prompt(item.question)
+
+    def grade_held_out(self, completions: list[str], items: list[HeldOutItem]) -> list[Grade]:
+        """Grades of held-out completions, batched (one per item, in order). Default:
+        :meth:`grade` of each against its item's answer."""
+        return [self.grade(completion, item.answer) for completion, item in zip(completions, items)]
+
+    def close(self) -> None:
+        """Release what the verifier holds (worker pools); a later call to it starts anew."""
 
 
 @dataclass

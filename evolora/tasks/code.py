@@ -35,7 +35,7 @@ from evolora.sandbox import SandboxPool, run_program
 from evolora.tasks.pooled import PooledVerifier
 import evolora.tasks.code_prompts as fmt
 import evolora.tasks.code_values as code_values
-from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
 from evolora.tasks.humaneval import check_program, completion_program, humaneval_prompt, load_humaneval
 
 _MEMO_SIZE = 4096
@@ -145,10 +145,15 @@ class CodeTask(PooledVerifier):
         what the student will see, the format, ``num_examples`` examples of that type, a request."""
         return self.proposal_with_prefix(rng)[0]
 
+    def proposal_request(self, rng: random.Random) -> ProposalRequest:
+        """The teacher prompt with its per-prompt forced start (:meth:`proposal_with_prefix`)."""
+        messages, prefix = self.proposal_with_prefix(rng)
+        return ProposalRequest(messages, prefix)
+
     def proposal_with_prefix(self, rng: random.Random) -> tuple[list[Message], str]:
         """The teacher prompt (:meth:`proposal_prompt`) and the answer's forced start
         ``"Task: <type>\nInput:"``, so the proposal carries exactly the type the prompt drew
-        (the first ``Task:`` line wins when parsing). Used by :func:`evolora.selfplay.play_step`."""
+        (the first ``Task:`` line wins when parsing). Used by :meth:`proposal_request`."""
         kinds = list(self.type_weights)
         kind = rng.choices(kinds, weights=[self.type_weights[k] for k in kinds])[0]
         limits = self.format_limits

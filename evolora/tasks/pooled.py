@@ -8,10 +8,11 @@ their constructor; the pool starts on the first :meth:`_get_pool` call, so build
 from __future__ import annotations
 
 from evolora.sandbox import SandboxPool
+from evolora.tasks.base import Task
 
 
-class PooledVerifier:
-    """Mixin: ``_get_pool()`` starts the :class:`evolora.sandbox.SandboxPool` on first use;
+class PooledVerifier(Task):
+    """A :class:`evolora.tasks.base.Task` whose ``_get_pool()`` starts the :class:`evolora.sandbox.SandboxPool` on first use;
     ``close()`` stops it (a later call starts a new one); pickles without it."""
 
     workers: int

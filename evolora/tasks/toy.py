@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import random
 
-from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Verdict
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, Verdict
 from evolora.tasks.numeric import final_number
 
 
-class ToyTask:
+class ToyTask(Task):
     """Always-valid proposals, numeric answers: exercises every phase of a step cheaply."""
 
     name = "toy"

@@ -18,12 +18,17 @@ REINFORCE++ (arXiv 2501.03262); AZR TRR++ (arXiv 2505.03335); k3 estimator (Schu
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import Iterator, Literal
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
+from evolora import heap
+from evolora.logprobs import token_logprobs
 from evolora.routed import BASE, routed
 
 
@@ -107,11 +112,13 @@ def completion_logprobs(model, samples: list[Sample], *, entropy: bool = False):
     """Log-probabilities of each sample's completion tokens under ``model``'s active adapter.
 
     Rows are laid out ``[pad… prompt | completion …pad]`` so every completion starts at
-    the same column; the LM head only runs on the last T_c + 1 positions.
+    the same column; the LM head only runs on completion positions, in chunks through
+    :func:`evolora.logprobs.token_logprobs` (no full-vocabulary log-softmax is kept for
+    backward), and on padding not at all.
 
     Shapes: returns ``logp`` (B, T_c) float32 and ``mask`` (B, T_c) bool, T_c = longest completion
-    (``mask`` is False on padding and on forced tokens, see :attr:`Sample.mask`);
-    with ``entropy=True`` also the policy's token entropy (B, T_c) in nats (no gradient).
+    (``mask`` is False on padding and on forced tokens, see :attr:`Sample.mask`; ``logp`` is 0
+    on padding); with ``entropy=True`` also the policy's token entropy (B, T_c) in nats (no gradient).
     """
     pad_id = 0
     prompt_width = max(len(s.prompt_ids) for s in samples)
@@ -127,20 +134,33 @@ def completion_logprobs(model, samples: list[Sample], *, entropy: bool = False):
         attention[row, prompt_width - p : prompt_width + c] = 1
         mask[row, :c] = True if sample.mask is None else torch.tensor(sample.mask, dtype=torch.bool)
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)  # as in generate() with left padding
-    logits = model(
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=position_ids,
-        logits_to_keep=completion_width + 1,
-        use_cache=False,
-    ).logits[:, :-1]  # (B, T_c, V): position t predicts completion token t
+    inputs = dict(input_ids=input_ids, attention_mask=attention, position_ids=position_ids, use_cache=False)
     targets = input_ids[:, prompt_width:]
-    logp = -F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T_c)
+    body, head = _body_and_head(model)
+    if body is None:  # a head this path does not know: full logits (B, T_c, V)
+        logits = model(**inputs, logits_to_keep=completion_width + 1).logits[:, :-1]
+        logp = -F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")
+        log_p = torch.log_softmax(logits.detach().float(), dim=-1)
+        return (logp, mask, -(log_p.exp() * log_p).sum(-1)) if entropy else (logp, mask)
+    hidden = body(**inputs).last_hidden_state[:, prompt_width - 1 : -1]  # (B, T_c, d): position t predicts token t
+    valid = attention[:, prompt_width:].bool()  # completion tokens, not padding
+    logp_flat, entropy_flat = token_logprobs(hidden[valid], head.weight, targets[valid])
+    logp = torch.zeros(valid.shape, dtype=torch.float32).index_put((valid,), logp_flat)
     if entropy:
-        with torch.no_grad():
-            log_p = torch.log_softmax(logits.detach().float(), dim=-1)
-            return logp, mask, -(log_p.exp() * log_p).sum(-1)
+        return logp, mask, torch.zeros(valid.shape, dtype=torch.float32).index_put_((valid,), entropy_flat)
     return logp, mask
+
+
+def _body_and_head(model):
+    """(decoder body returning ``last_hidden_state``, bias-free linear LM head) of a causal LM
+    (PEFT-wrapped or not), or (None, None) when the head is not a plain linear map."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    body = base.get_decoder() if hasattr(base, "get_decoder") else None
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    config = base.config
+    plain = (isinstance(head, torch.nn.Linear) and head.bias is None and hasattr(head, "weight")
+             and not getattr(config, "final_logit_softcapping", None) and getattr(config, "logits_scaling", 1) == 1)
+    return (body, head) if body is not None and plain and body is not base else (None, None)
 
 
 @dataclass(frozen=True)
@@ -203,6 +223,7 @@ def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[S
         dropped before the advantages are computed and counted in ``nonfinite_rewards``.
     """
     rows, tokens, dropped = _plan(jobs, algorithm, kl_coef)
+    heap.trim()  # the rollouts' freed blocks: the update's activations start from live memory only
     results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0,
                                   nonfinite_rewards=dropped[slot]) for slot in jobs}
     if not rows:
@@ -227,7 +248,6 @@ def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[S
                     epoch_loss[slot] += value
                     finite[slot] &= math.isfinite(value)
                     entropy_sum[slot] += row_entropy / epochs
-                per_row.sum().backward()
             _clip_and_step(params, jobs, max_grad_norm, epoch_loss, finite, norms, losses)
     finally:
         bank.model.eval()
@@ -261,20 +281,46 @@ def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], di
 
 def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
                 clip_eps: float, kl_coef: float) -> tuple[list[str], torch.Tensor, list[float]]:
-    """One micro-batch: its slots, each row's share of its adapter's token-mean loss (B,), and
-    each row's summed token entropy (nats)."""
+    """One micro-batch, forward and backward (gradients accumulate in the adapters): its slots,
+    each row's share of its adapter's token-mean loss (B,) (detached), and each row's summed
+    token entropy (nats). Backward runs inside the routing context: with
+    :data:`CHECKPOINT_LAYERS` the decoder layers are recomputed there, hooks included."""
     names = [slot for slot, _, _ in chunk]
-    with routed(bank, names, train=True):
+    with routed(bank, names, train=True), _checkpointed_layers(bank.model, CHECKPOINT_LAYERS):
         logp, mask, entropy = completion_logprobs(bank.model, [sample for _, sample, _ in chunk], entropy=True)
-    old = logp.detach() if old is None else old
-    ratio = torch.exp(logp - old)
-    adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
-    per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
-    if ref is not None:
-        delta = ref - logp
-        per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
-    weight = torch.tensor([1.0 / tokens[slot] for slot in names]).unsqueeze(1)
-    return names, (per_token * mask * weight).sum(dim=1), (entropy * mask).sum(dim=1).tolist()
+        old = logp.detach() if old is None else old
+        ratio = torch.exp(logp - old)
+        adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
+        per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+        if ref is not None:
+            delta = ref - logp
+            per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
+        weight = torch.tensor([1.0 / tokens[slot] for slot in names]).unsqueeze(1)
+        per_row = (per_token * mask * weight).sum(dim=1)
+        per_row.sum().backward()
+    return names, per_row.detach(), (entropy * mask).sum(dim=1).tolist()
+
+
+CHECKPOINT_LAYERS = True
+"""Recompute each decoder layer's activations in backward instead of keeping them (torch
+non-reentrant checkpointing). SmolLM2-135M, micro-batch 4 × ~430 tokens: the kept activations
+are ~78 MB per layer, 2.3 GB over 30 layers, against one extra forward per micro-batch."""
+
+
+@contextmanager
+def _checkpointed_layers(model, on: bool) -> Iterator[None]:
+    """Decoder-layer activation checkpointing of ``model`` (PEFT-wrapped or not) inside; a model
+    without ``transformers``' checkpointing support runs unchanged."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    setter = getattr(base, "_set_gradient_checkpointing", None)
+    if not on or setter is None or not getattr(base, "supports_gradient_checkpointing", False):
+        yield
+        return
+    setter(enable=True, gradient_checkpointing_func=partial(checkpoint, use_reentrant=False))
+    try:
+        yield
+    finally:
+        setter(enable=False)
 
 
 def _clip_and_step(params, jobs, max_grad_norm: float, epoch_loss: dict[str, float], finite: dict[str, bool],

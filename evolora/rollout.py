@@ -1,19 +1,24 @@
 """Batched rollouts: one ``generate`` call serves many adapters at once (mixed-adapter batches).
 
-PEFT routes each row of a batch through its own adapter when ``adapter_names`` is given
-(one name per row; ``"__base__"`` for the bare base model). Rows are grouped into
-batches of similar prompt length to limit padding.
+With the adapter bank, rows are routed through their own adapter by :mod:`evolora.routed` and
+decoded by :mod:`evolora.decode` (preallocated KV cache, last-position logits, a batch that
+shrinks as rows end). Without it, PEFT routes each row when ``adapter_names`` is given to
+``transformers``' ``generate`` (one name per row; ``"__base__"`` for the bare base model): the
+reference path the routed one is tested against. Rows are grouped into batches of similar
+prompt length to limit padding.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
+from evolora import heap
+from evolora.decode import choose_tokens, decode
 from evolora.routed import BASE, routed  # noqa: F401  (BASE re-exported)
 
 
@@ -73,6 +78,7 @@ def generate(
     bank=None,
     stop: tuple[str, ...] = (),
     keep_stop: bool = True,
+    generator: torch.Generator | None = None,
 ) -> list[Completion]:
     """Generate one completion per (prompt, adapter) row, many adapters per batch.
 
@@ -84,18 +90,20 @@ def generate(
         max_new_tokens: cap on generated tokens per row, >= 1.
         greedy: argmax decoding (held-out evaluation) instead of sampling.
         temperature, top_p: sampling parameters (ignored when greedy).
-        batch_size: rows per ``generate`` call.
+        batch_size: rows per batch (rows sorted by prompt length, then grouped by adapter in a batch).
         stats: accumulates generated tokens and seconds when given.
         bank: the :class:`evolora.population.AdapterBank` of ``model``; when given, rows are
-            routed with :func:`evolora.routed.routed` (batched matmuls, ~base speed) instead
-            of PEFT's mixed-adapter batches.
+            routed with :func:`evolora.routed.routed` (batched matmuls, ~base speed) and decoded
+            by :func:`evolora.decode.decode` (preallocated KV cache, shrinking batch). None:
+            ``transformers``' ``generate`` with PEFT's mixed-adapter batches (the reference path).
         stop: stop strings; a row ends once its generated text holds one of them.
         keep_stop: keep the tokens through the stop string (else every token that holds part
             of it is dropped).
+        generator: the RNG of sampling with ``bank`` (torch's global RNG when None; the
+            ``generate`` path always draws from the global RNG: seed it with ``torch.manual_seed``).
 
     Returns:
-        N completions in the order of ``prompts``. Sampling uses torch's global RNG: seed
-        it (``torch.manual_seed``) for reproducible rollouts.
+        N completions in the order of ``prompts``.
 
     Raises:
         ValueError: when ``prompts`` and ``adapters`` differ in length.
@@ -103,52 +111,74 @@ def generate(
     if len(prompts) != len(adapters):
         raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
     model.eval()
-    pad_id = tokenizer.pad_token_id
     eos_ids = _eos_ids(model, tokenizer)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     results: list[Completion | None] = [None] * len(prompts)
+    sampling = dict(greedy=greedy, temperature=temperature, top_p=top_p)
     for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
-        width = max(len(prompts[i]) for i in rows)
-        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, i in enumerate(rows):  # left padding: completions start at column `width`
-            input_ids[j, width - len(prompts[i]) :] = torch.tensor(prompts[i])
-            attention[j, width - len(prompts[i]) :] = 1
-        kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
-        names = [adapters[i] for i in rows]
+        rows = sorted(order[start : start + batch_size], key=lambda i: adapters[i])  # grouped: routed views rows
         began = time.perf_counter()
-        criteria = StoppingCriteriaList([_StopOnText(tokenizer, stop, width)]) if stop else None
-        with routed(bank, names) if bank is not None else contextlib.nullcontext():
-            output = model.generate(
-                stopping_criteria=criteria,
-                input_ids=input_ids,
-                attention_mask=attention,
-                max_new_tokens=max_new_tokens,
-                pad_token_id=pad_id,
-                eos_token_id=list(eos_ids),
-                **({} if bank is not None else {"adapter_names": names}),
-                **kwargs,
-            )
-        new = output[:, width:]
+        input_ids, attention = _left_pad([prompts[i] for i in rows], tokenizer.pad_token_id)
+        names = [adapters[i] for i in rows]
+        run = _decode_routed if bank is not None else _decode_peft
+        new = run(model, tokenizer, input_ids, attention, names, bank=bank, max_new_tokens=max_new_tokens,
+                  eos_ids=eos_ids, stop=stop, generator=generator, **sampling)
         for j, i in enumerate(rows):
-            ids = new[j].tolist()
-            end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
-            kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens
-            cut = _stop_cut(tokenizer, kept, stop, keep_stop) if stop else None
-            if cut is not None:
-                kept, end = kept[:cut], cut
-            results[i] = Completion(
-                adapter=adapters[i],
-                prompt_ids=tuple(prompts[i]),
-                completion_ids=tuple(kept),
-                text=tokenizer.decode(kept, skip_special_tokens=True),
-                truncated=end is None,
-            )
+            results[i] = _completion(tokenizer, prompts[i], adapters[i], new[j].tolist(), eos_ids, stop, keep_stop)
         if stats is not None:
             stats.seconds += time.perf_counter() - began
             stats.tokens += sum(len(results[i].completion_ids) for i in rows)
+    heap.trim()  # the KV caches just freed (see evolora.heap)
     return results  # type: ignore[return-value]
+
+
+def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) input ids and attention mask, left padded: completions start at column T."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for j, prompt in enumerate(prompts):
+        input_ids[j, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention[j, width - len(prompt) :] = 1
+    return input_ids, attention
+
+
+def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank, max_new_tokens, eos_ids, stop,
+                   generator, greedy, temperature, top_p) -> torch.Tensor:
+    """(B, t) new tokens of one batch: routed LoRA through the preallocated-cache engine."""
+    config = getattr(model, "generation_config", None)
+    return decode(
+        model, input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
+        pad_id=tokenizer.pad_token_id, context=lambda rows: routed(bank, rows),
+        choose=partial(choose_tokens, greedy=greedy, temperature=temperature, top_p=top_p, generator=generator),
+        stopped=_StopOnText(tokenizer, stop, 0).tails if stop else None,
+        min_new_tokens=getattr(config, "min_new_tokens", None) or 0,
+    )
+
+
+def _decode_peft(model, tokenizer, input_ids, attention, names, *, bank, max_new_tokens, eos_ids, stop,
+                 generator, greedy, temperature, top_p) -> torch.Tensor:
+    """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
+    width = input_ids.shape[1]
+    kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+    criteria = StoppingCriteriaList([_StopOnText(tokenizer, stop, width)]) if stop else None
+    output = model.generate(
+        stopping_criteria=criteria, input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=sorted(eos_ids), adapter_names=names, **kwargs,
+    )
+    return output[:, width:]
+
+
+def _completion(tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],
+                stop: tuple[str, ...], keep_stop: bool) -> Completion:
+    """One row's completion: cut after its first EOS, or at its stop string."""
+    end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
+    kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens
+    cut = _stop_cut(tokenizer, kept, stop, keep_stop) if stop else None
+    if cut is not None:
+        kept, end = kept[:cut], cut
+    return Completion(adapter=adapter, prompt_ids=tuple(prompt), completion_ids=tuple(kept),
+                      text=tokenizer.decode(kept, skip_special_tokens=True), truncated=end is None)
 
 
 class _StopOnText(StoppingCriteria):
@@ -158,8 +188,11 @@ class _StopOnText(StoppingCriteria):
         self.tokenizer, self.stops, self.start, self.window = tokenizer, stops, start, window
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-        tails = input_ids[:, max(self.start, input_ids.shape[1] - self.window):].tolist()
-        texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+        return self.tails(input_ids[:, self.start :])
+
+    def tails(self, generated: torch.Tensor, *_) -> torch.Tensor:
+        """(B,) bool: the last ``window`` of the (B, t) generated tokens hold a stop string."""
+        texts = self.tokenizer.batch_decode(generated[:, -self.window :].tolist(), skip_special_tokens=True)
         return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool)
 
 

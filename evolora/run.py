@@ -88,7 +88,8 @@ class Run:
         self.step = 0
         self.log_counts = {"metrics": 0, "matches": 0}
         self.tally: dict[str, dict[str, int]] = {}  # id -> games played: attempts/correct or proposals/valid
-        self._good = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}  # last finite factors
+        self._good: dict = {}  # slot -> its last finite factors (buffers reused every step)
+        self._snapshot()
         self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
@@ -146,7 +147,7 @@ class Run:
         self.step = step
         record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
         record["faults"] = faults
-        self._good = {slot: self.bank.get_factors(slot) for slot in self.bank.slots}
+        self._snapshot()
         return record, outcome.games
 
     def _frozen(self) -> list[Individual]:
@@ -178,8 +179,7 @@ class Run:
         """
         events = []
         for member in list(self.population.members):
-            factors = self.bank.get_factors(member.slot)
-            if all(torch.isfinite(a).all() and torch.isfinite(b).all() for a, b in factors.values()):
+            if all(bool(torch.isfinite(p).all()) for p in self.bank.parameters(member.slot)):  # no copies
                 continue
             action = self.config.learner.on_nonfinite
             if action == "rollback":
@@ -189,6 +189,19 @@ class Run:
             else:
                 events.append({"id": member.id, "where": where, "action": "cull", **self._cull(member, generator)})
         return events
+
+    @torch.no_grad()
+    def _snapshot(self) -> None:
+        """Keep every slot's current factors as its last finite ones, copied into the buffers of
+        the previous snapshot (no per-step clones of every slot; new buffers only for a new slot)."""
+        for slot in self.bank.slots:
+            held = self._good.get(slot)
+            if held is None or held.keys() != self.bank.layers.keys():
+                self._good[slot] = self.bank.get_factors(slot)
+                continue
+            for name, layer in self.bank.layers.items():
+                held[name][0].copy_(layer.lora_A[slot].weight)
+                held[name][1].copy_(layer.lora_B[slot].weight)
 
     def _cull(self, member, generator: torch.Generator) -> dict:
         peers = [m for m in self.population.role(member.role) if m is not member]
@@ -250,7 +263,7 @@ class Run:
         self.signatures.update(metrics.signature(g.problem) for g in games if g.valid and g.problem)
         entropy = {i: u.entropy for i, u in updates.items() if u.samples}
         return {
-            "complexity": metrics.proposal_complexity(games, getattr(self.task, "complexity_kind", "program")),
+            "complexity": metrics.proposal_complexity(games, self.task.complexity_kind),
             "coverage": metrics.coverage(self.signatures),
             "matchup": metrics.matchup_matrix(games),
             "response_length": {role: metrics.response_length_stats(
@@ -291,7 +304,7 @@ class Run:
         factors, optimizer_states, state = load_checkpoint(path)
         for slot, adapter in factors.items():
             self.bank.set_factors(slot, adapter)
-        self._good = factors
+        self._snapshot()
         self.population = Population.from_state_dict(state["population"])
         self.ratings = Ratings.from_state_dict(state["ratings"])
         self.lineage = state["lineage"]
@@ -344,7 +357,7 @@ class Run:
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
                    "hall_of_fame": self.hall.ids if self.hall else [],
-                   "held_out_source": getattr(self.task, "held_out_source", None) if evaluate else None,
+                   "held_out_source": self.task.held_out_source if evaluate else None,
                    "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
                    "diversity": self.diversity()}
         write_json_atomic(final / "summary.json", summary)

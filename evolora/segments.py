@@ -17,14 +17,22 @@ Source: PopuLoRA (arXiv 2605.16727) §2 step 2 (the teacher's proposal, here str
 
 from __future__ import annotations
 
-from evolora.rollout import Completion, RolloutStats, _eos_ids, generate
+import time
+from functools import partial
+
+import torch
+
+from evolora import heap
+from evolora.decode import Decoder, choose_tokens
+from evolora.rollout import Completion, RolloutStats, _completion, _eos_ids, _left_pad, _StopOnText, generate
+from evolora.routed import routed
 from evolora.tasks.base import Segment
 
 
 def generate_segments(
     model, tokenizer, prompts: list[list[int]], adapters: list[str], segments: tuple[Segment, ...], *,
     max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 16,
-    stats: RolloutStats | None = None, bank=None,
+    stats: RolloutStats | None = None, bank=None, generator: torch.Generator | None = None,
 ) -> list[Completion]:
     """Generate every row through the same sequence of segments.
 
@@ -34,8 +42,11 @@ def generate_segments(
             and appended before it is generated. An EOS ends a segment, and the row only in
             the last segment; it is dropped from the middle of a row.
         max_new_tokens: token limit of a segment without its own.
-        temperature, top_p, batch_size, stats, bank: as :func:`evolora.rollout.generate`; a
-            segment's own ``temperature`` replaces ``temperature``.
+        temperature, top_p, batch_size, stats, bank, generator: as :func:`evolora.rollout.generate`;
+            a segment's own ``temperature`` replaces ``temperature``. With ``bank`` every batch
+            stays in one :class:`evolora.decode.Decoder`: the prompt is prefilled once and each
+            segment continues from the cache (tokens a segment drops are masked out of it);
+            without, each segment is one ``generate`` call over the whole context so far.
 
     Returns:
         N completions: ``completion_ids`` hold every sampled and forced token in order,
@@ -47,6 +58,20 @@ def generate_segments(
     """
     if not segments:
         raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
+    if bank is not None:
+        if len(prompts) != len(adapters):
+            raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        out: list[Completion | None] = [None] * len(prompts)
+        for start in range(0, len(order), batch_size):
+            rows = sorted(order[start : start + batch_size], key=lambda i: adapters[i])  # as generate()
+            done = _routed_batch(model, tokenizer, [prompts[i] for i in rows], [adapters[i] for i in rows], segments,
+                                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stats=stats,
+                                 bank=bank, generator=generator)
+            for i, completion in zip(rows, done):
+                out[i] = completion
+        heap.trim()  # the KV caches just freed (see evolora.heap)
+        return out  # type: ignore[return-value]
     eos = _eos_ids(model, tokenizer)
     ids: list[list[int]] = [[] for _ in prompts]
     mask: list[list[bool]] = [[] for _ in prompts]
@@ -76,3 +101,52 @@ def generate_segments(
                    mask=tuple(row_mask))
         for adapter, prompt, row_ids, row_mask, trunc in zip(adapters, prompts, ids, mask, truncated)
     ]
+
+
+def _routed_batch(model, tokenizer, prompts, adapters, segments, *, max_new_tokens, temperature, top_p, stats,
+                  bank, generator) -> list[Completion]:
+    """One batch of rows through every segment in one :class:`evolora.decode.Decoder`."""
+    began = time.perf_counter()
+    eos_ids = _eos_ids(model, tokenizer)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long)
+    forced = [tokenizer(s.forced, add_special_tokens=False)["input_ids"] if s.forced else [] for s in segments]
+    limits = [s.max_new_tokens or max_new_tokens for s in segments]
+    input_ids, attention = _left_pad([list(p) + forced[0] for p in prompts], tokenizer.pad_token_id)
+    decoder = Decoder(model, input_ids, attention, list(adapters), context=lambda names: routed(bank, names),
+                      capacity=input_ids.shape[1] + sum(limits) + sum(map(len, forced)) + len(segments))
+    ids = [list(forced[0]) for _ in prompts]
+    mask = [[False] * len(forced[0]) for _ in prompts]
+    truncated, kept, sampled = [False] * len(prompts), [], 0
+    minimum = getattr(getattr(model, "generation_config", None), "min_new_tokens", None) or 0
+    try:
+        for k, segment in enumerate(segments):
+            last = k == len(segments) - 1
+            if k:
+                decoder.extend(kept, new, forced[k])
+                for row in range(len(prompts)):
+                    ids[row] += forced[k]
+                    mask[row] += [False] * len(forced[k])
+            choose = partial(choose_tokens, greedy=False, top_p=top_p, generator=generator,
+                             temperature=segment.temperature if segment.temperature is not None else temperature)
+            stop = _StopOnText(tokenizer, segment.stop, 0).tails if segment.stop else None
+            new = decoder.run(limits[k], choose, eos=eos, pad_id=tokenizer.pad_token_id, stopped=stop,
+                              min_new_tokens=minimum, compact=last)
+            kept = []
+            for row in range(len(prompts)):
+                done = _completion(tokenizer, [], "", new[row].tolist(), eos_ids, segment.stop, segment.keep_stop)
+                part = list(done.completion_ids)
+                sampled += len(part)
+                if not last and part and part[-1] in eos_ids:
+                    part = part[:-1]  # the row goes on with the next segment's forced text
+                kept.append(len(part))
+                ids[row] += part
+                mask[row] += [True] * len(part)
+                truncated[row] = done.truncated
+    finally:
+        decoder.close()
+    if stats is not None:
+        stats.seconds += time.perf_counter() - began
+        stats.tokens += sampled
+    return [Completion(adapter=a, prompt_ids=tuple(p), completion_ids=tuple(i),
+                       text=tokenizer.decode(i, skip_special_tokens=True), truncated=t, mask=tuple(m))
+            for a, p, i, m, t in zip(adapters, prompts, ids, mask, truncated)]

@@ -20,6 +20,8 @@ CASES = {
                             r"ratio population/single seconds per adapter-sample: \d+\.\d+x"),
     "memory": (["--adapters", "1", "2", "--batch", "2", "--tokens", "4"],
                r"ratio increment per adapter / \(factors \+ grads \+ Adam\): -?\d+\.\d+x"),
+    "rollout_limit": (["--quick"], r"gsm run, 2 steps: peak RSS \d+ MB.*\nratio evolora routed, 8 adapters decode / limit: "
+                                   r"\d+\.\d+"),
     "rl_step": (["--tokens", "6", "--steps", "1"], r"ratio evolora/TRL update time per sample: \d+\.\d+x"),
     "sampling": (["--task", "arith", "--temperatures", "0.5", "1.0", "--proposals", "2", "--problems", "2", "--n", "2",
                   "--teacher-tokens", "4", "--student-tokens", "4"], r"ratio T=0\.50 vs T=1\.00: \{'validity'"),

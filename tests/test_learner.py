@@ -67,6 +67,33 @@ def test_batched_logprobs_equal_one_at_a_time(bank):
             assert torch.allclose(batched[row, :n], alone[0, :n], atol=1e-5)
 
 
+def test_chunked_completion_logprobs_equal_full_logits_path(bank, monkeypatch):
+    """The chunked LM-head path equals full logits + log_softmax: values, entropy, LoRA grads."""
+    import evolora.learner as learner
+
+    samples = _samples() + [Sample((5, 6), (7, 8, 9), 1.0, "g", mask=(True, False, True))]
+    bank.activate("A0")
+    params = bank.parameters("A0")
+
+    def run():
+        logp, mask, entropy = completion_logprobs(bank.model, samples, entropy=True)
+        grads = torch.autograd.grad((logp * mask).sum(), params)
+        return logp, mask, entropy, grads
+
+    chunked = run()
+    monkeypatch.setattr(learner, "_body_and_head", lambda model: (None, None))
+    full = run()
+    valid = torch.zeros_like(full[1])
+    for row, sample in enumerate(samples):
+        valid[row, : len(sample.completion_ids)] = True
+    assert torch.equal(chunked[1], full[1])
+    assert torch.allclose(chunked[0][valid], full[0][valid], atol=1e-6, rtol=0)
+    assert torch.allclose(chunked[2][valid], full[2][valid], atol=1e-5, rtol=0)
+    assert chunked[0][~valid].abs().max() == 0
+    for got, want in zip(chunked[3], full[3]):
+        assert torch.allclose(got, want, atol=1e-6, rtol=1e-5), (got - want).abs().max()
+
+
 def test_logprobs_differ_between_adapters(bank):
     samples = _samples()
     with torch.no_grad():
@@ -146,3 +173,28 @@ def test_nonfinite_rewards_are_dropped_and_counted_not_zeroed(algorithm):
     assert mixed.samples == clean.samples == 2 and mixed.finite and math.isfinite(mixed.loss)
     # the finite samples train exactly as if the bad ones had never been there
     assert all(torch.equal(clean_factors[k][i], mixed_factors[k][i]) for k in clean_factors for i in (0, 1))
+
+
+def test_checkpointed_layers_give_the_same_update(monkeypatch):
+    """Recomputing the decoder layers in backward (routed hooks included) changes no gradient."""
+    import evolora.learner as learner
+    from evolora.model import load_base
+
+    samples = _samples()
+    factors = []
+    for on in (True, False):
+        monkeypatch.setattr(learner, "CHECKPOINT_LAYERS", on)
+        bank = AdapterBank(load_base("tiny-random")[0], ["A0", "A1"], rank=4, alpha=8,
+                           target_modules=("q_proj", "v_proj", "down_proj"))
+        for slot in bank.slots:
+            bank.init_factors(slot, torch.Generator().manual_seed(0), b_std=0.1)
+        jobs = {s: (make_optimizer(bank.parameters(s), lr=1e-2, weight_decay=0.0), samples) for s in bank.slots}
+        results = learner.policy_update_many(bank, jobs, micro_batch=2)
+        assert not bank.model.get_base_model().model.layers[0].gradient_checkpointing
+        factors.append(({s: bank.get_factors(s) for s in bank.slots}, results))
+    (ours, ours_results), (plain, plain_results) = factors
+    for slot in ours:
+        assert ours_results[slot].grad_norm == pytest.approx(plain_results[slot].grad_norm, rel=1e-5)
+        for module in ours[slot]:
+            for got, want in zip(ours[slot][module], plain[slot][module]):
+                assert torch.allclose(got, want, atol=1e-6), module

@@ -92,3 +92,51 @@ def test_stop_strings_cut_rows_and_drop_or_keep_the_stop_token(tiny):
         assert keep.text == full.text[: hits[0] + 1] and not keep.truncated
         assert drop.completion_ids == keep.completion_ids[:-1]
         assert full.completion_ids[: len(keep.completion_ids)] == keep.completion_ids
+
+
+def _both(bank, tokenizer, prompts, names, segments, seed, batch_size):
+    """generate_segments with bank (one Decoder: prefill once, continue from the cache, cut
+    tokens masked out) and without (one PEFT ``generate`` over the whole context per segment)."""
+    outs = []
+    for router in (bank, None):
+        torch.manual_seed(seed)
+        outs.append(generate_segments(bank.model, tokenizer, prompts, names, segments, max_new_tokens=9,
+                                      batch_size=batch_size, bank=router))
+    return outs
+
+
+def test_decoder_segments_with_cut_stops_equal_generate_per_segment(tiny):
+    """One row at a time (so both draw the same noise in the same order), sampled at T = 1 and
+    0.7: stop strings end rows early and keep_stop=False cuts the stop token from the cache."""
+    bank, tokenizer = _bank(tiny)
+    prompts, names = _prompts(tokenizer), ["A0", "A1", "A0"]
+    torch.manual_seed(2)
+    free = generate(bank.model, tokenizer, prompts, names, max_new_tokens=8, bank=bank)
+    stops = tuple(dict.fromkeys(ch for c in free for ch in c.text[1:4]))
+    segments = (Segment(stop=stops, max_new_tokens=8, keep_stop=False),
+                Segment(forced=FORCED, stop=stops[::2], max_new_tokens=6, temperature=0.7),
+                Segment(forced="print(", max_new_tokens=4, keep_stop=False))
+    early = 0
+    for seed in range(3):
+        for prompt, name in zip(prompts, names):
+            (ours,), (reference,) = _both(bank, tokenizer, [prompt], [name], segments, seed, 1)
+            assert (ours.completion_ids, ours.mask, ours.truncated) == (
+                reference.completion_ids, reference.mask, reference.truncated)
+            early += sum(ours.mask) < 8 + 6 + 4
+    assert stops and early  # some rows stopped early
+
+
+def test_decoder_segments_equal_generate_per_segment_in_one_batch(tiny):
+    """Several rows in one batch (equal prompt lengths and no EOS, so both keep the row order)."""
+    bank, tokenizer = _bank(tiny)
+    prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("ab", "cd", "ef", "gh")]
+    names = ["A0", "A1", "A1", "A0"]
+    segments = (Segment(max_new_tokens=5), Segment(forced=FORCED, max_new_tokens=4, temperature=0.7))
+    bank.model.generation_config.min_new_tokens = 100  # no EOS: every row runs every token
+    try:
+        ours, reference = _both(bank, tokenizer, prompts, names, segments, 5, 8)
+    finally:
+        bank.model.generation_config.min_new_tokens = None
+    for got, want in zip(ours, reference):
+        assert (got.completion_ids, got.mask) == (want.completion_ids, want.mask)
+    assert len({c.completion_ids for c in ours}) == 4

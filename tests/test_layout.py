@@ -1,0 +1,106 @@
+"""The size budget and the import graph of the library (``evolora/`` and ``operators/``):
+no file over 400 lines, no function over 60 code lines (docstring excluded), and no cycle
+among module-level imports (imports inside functions are how a module defers a heavy or
+optional dependency, and do not run at import time)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, Path]:
+    """{dotted module name: path} for the installed layout (``operators/`` is ``evolora.operators``)."""
+    found = {}
+    for base, package in ((ROOT / "evolora", "evolora"), (ROOT / "operators", "evolora.operators")):
+        for path in sorted(base.rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _code_lines(node: ast.AST) -> int:
+    lines = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
+def _module_level_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Library modules that ``name`` imports when it is imported (top level, not in functions)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
+    for node in tree.body:  # only statements that run at import time
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                child = f"{base}.{alias.name}"
+                targets.add(child if child in modules else base)
+    return {t for t in targets if t in modules and t != name}
+
+
+def test_no_library_file_is_over_the_line_budget():
+    over = {str(p.relative_to(ROOT)): n for p in _modules().values()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES}
+    assert not over, f"files over {MAX_FILE_LINES} lines: {over}; split them by job"
+
+
+def test_no_function_is_over_the_line_budget():
+    over = {}
+    for path in _modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(node) > MAX_FUNCTION_LINES:
+                over[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = _code_lines(node)
+    assert not over, f"functions over {MAX_FUNCTION_LINES} code lines: {over}"
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a path that starts and ends at the same node, or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str, path: list[str]) -> list[str] | None:
+        state[name] = 1
+        for target in sorted(graph.get(name, ())):
+            if state.get(target) == 1:
+                trail = path + [name]
+                return trail[trail.index(target):] + [target]
+            if target not in state and (cycle := visit(target, path + [name])):
+                return cycle
+        state[name] = 2
+        return None
+
+    for name in sorted(graph):
+        if name not in state and (cycle := visit(name, [])):
+            return cycle
+    return None
+
+
+def test_module_level_imports_have_no_cycle():
+    modules = _modules()
+    graph = {name: _module_level_imports(name, path, modules) for name, path in modules.items()}
+    cycle = _find_cycle(graph)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "d": {"a", "c"}}) is None
+
+
+def test_the_checks_see_the_library():
+    modules = _modules()
+    assert {"evolora.run", "evolora.tasks.gsm", "evolora.operators.crossover"} <= set(modules)
+    graph_of_run = _module_level_imports("evolora.run", modules["evolora.run"], modules)
+    assert "evolora.learner" in graph_of_run and "evolora.tasks" in graph_of_run

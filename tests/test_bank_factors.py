@@ -5,16 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evolora.population import AdapterBank
+from bank_helpers import random_bank
 
 
 @pytest.fixture
 def bank(tiny, single_thread):
     model, _ = tiny
-    bank = AdapterBank(model, ["S0", "S1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj"))
-    generator = torch.Generator().manual_seed(0)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.1)
+    bank = random_bank(model, ["S0", "S1"], target_modules=("q_proj", "v_proj"), b_std=0.1)
     return bank
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from evolora.decode import BufferLayer, choose_tokens, decode, skinny_linears
-from evolora.population import AdapterBank
+from bank_helpers import random_bank
 from evolora.rollout import BASE, _left_pad, chat_prompt
 from evolora.routed import routed
 
@@ -24,10 +24,7 @@ NAMES = ["A0", "A1", BASE, "A1", "A0", "A2"]
 @pytest.fixture
 def setup(tiny):
     model, tokenizer = tiny
-    bank = AdapterBank(model, ["A0", "A1", "A2"], rank=4, alpha=8, target_modules=MODULES)
-    generator = torch.Generator().manual_seed(0)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.3)
+    bank = random_bank(model, ["A0", "A1", "A2"], target_modules=MODULES, b_std=0.3)
     texts = ("hi", "what is 2+2?", "x", "what is 2+2?", "hi", "a longer prompt here")
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in texts]
     ids, attention = _left_pad(prompts, tokenizer.pad_token_id)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from evolora.learner import Sample, compute_advantages, completion_logprobs, make_optimizer, policy_update
+from bank_helpers import random_bank
 from evolora.population import AdapterBank
 
 
@@ -40,10 +41,7 @@ def test_bad_advantage_input_raises():
 @pytest.fixture
 def bank(tiny):
     model, _ = tiny
-    bank = AdapterBank(model, ["A0", "A1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj"))
-    generator = torch.Generator().manual_seed(0)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.1)
+    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj"), b_std=0.1)
     return bank
 
 

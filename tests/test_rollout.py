@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import torch
-
+from bank_helpers import random_bank
 from evolora.population import AdapterBank
 from evolora.rollout import BASE, RolloutStats, chat_prompt, generate
 
 
 def test_mixed_batch_equals_per_adapter_generation(tiny):
     model, tokenizer = tiny
-    bank = AdapterBank(model, ["A0", "A1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj", "down_proj"))
-    generator = torch.Generator().manual_seed(1)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.5)
+    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=1)
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": text}]) for text in ("hi", "what is 2+2?", "x")]
     names = ["A0", "A1", BASE]
     stats = RolloutStats()

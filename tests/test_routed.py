@@ -7,6 +7,7 @@ import torch
 
 from evolora.model import load_base
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
+from bank_helpers import random_bank
 from evolora.population import AdapterBank
 from evolora.rollout import BASE, chat_prompt, generate
 from evolora.routed import routed
@@ -17,10 +18,7 @@ MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 @pytest.fixture
 def bank(tiny):
     model, _ = tiny
-    bank = AdapterBank(model, ["A0", "A1", "A2"], rank=4, alpha=8, target_modules=MODULES)
-    generator = torch.Generator().manual_seed(0)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.3)
+    bank = random_bank(model, ["A0", "A1", "A2"], target_modules=MODULES, b_std=0.3)
     return bank
 
 
@@ -60,10 +58,7 @@ def test_routed_generation_equals_peft(bank, tiny):
 def test_batched_update_equals_sequential_updates():
     def fresh():
         model, _ = load_base("tiny-random")  # the same seed: identical weights each time
-        bank = AdapterBank(model, ["A0", "A1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj"))
-        generator = torch.Generator().manual_seed(0)
-        for slot in bank.slots:
-            bank.init_factors(slot, generator, b_std=0.3)
+        bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj"), b_std=0.3)
         return bank
 
     jobs_samples = {"A0": SAMPLES[:2], "A1": SAMPLES[2:]}

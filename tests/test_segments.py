@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from evolora.learner import Sample, completion_logprobs
-from evolora.population import AdapterBank
+from bank_helpers import random_bank
 from evolora.rollout import chat_prompt, generate
 from evolora.routed import routed
 from evolora.segments import generate_segments
@@ -17,10 +17,7 @@ FORCED = "\n```python\n"
 
 def _bank(tiny, b_std=0.5):
     model, tokenizer = tiny
-    bank = AdapterBank(model, ["A0", "A1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj", "down_proj"))
-    generator = torch.Generator().manual_seed(3)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=b_std)
+    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=b_std, seed=3)
     return bank, tokenizer
 
 

@@ -2,7 +2,7 @@
 
     for role in (teacher, student):
         fitness  = μ − 3σ of each member                      # conservative rating
-        losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation (pbt_truncation)
+        losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation (replaced_indices)
         for each loser:
             parents = selection(role or survivors)            # e.g. tournament within the role
             child   = crossover(parents) w.p. crossover_rate, else mutation(parent)
@@ -21,7 +21,7 @@ import torch
 
 from evolora.config import EvolutionConfig
 from evolora.operator_choice import Operators, resolve_operators  # noqa: F401  (re-exported)
-from evolora.operators.selection import pbt_truncation
+from evolora.operators.selection import replaced_indices
 from evolora.population import ROLES, Individual, Population
 
 
@@ -62,10 +62,9 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
     for role in ROLES:
         members = population.role(role)
         values = torch.tensor([fitness[m.id] for m in members], dtype=torch.float64)
-        # The registered replacement rule picks the losers (ties: the later slot goes first);
-        # its own parent draw is not used: parents come from ``evolution.selection``.
-        replace, _ = pbt_truncation(values, generator=torch.Generator().manual_seed(0), gamma=config.gamma,
-                                    elitism=config.elitism)
+        # The losers of the registered pbt_truncation rule (ties: the later slot goes first);
+        # parents come from ``evolution.selection``, not from PBT's exploit pool.
+        replace = replaced_indices(values, config.gamma, config.elitism)
         losers = [members[i] for i in replace.flip(0).tolist()]
         lost = set(replace.tolist())
         survivors = sorted((i for i in range(len(members)) if i not in lost), key=lambda i: (-values[i].item(), i))

@@ -22,7 +22,8 @@ from torch import Tensor
 
 from .registry import Param, register
 
-__all__ = ["tournament", "truncation", "fitness_proportional", "rank", "pbt_truncation", "rank_order"]
+__all__ = ["tournament", "truncation", "fitness_proportional", "rank", "pbt_truncation", "rank_order", "num_replaced",
+           "replaced_indices"]
 
 
 def _fitness(fitness: Tensor | Sequence[float]) -> Tensor:
@@ -204,6 +205,20 @@ def num_replaced(size: int, gamma: float, elitism: int) -> int:
     return max(0, min(_ceil(gamma * size), size - max(elitism, 1)))
 
 
+def replaced_indices(fitness: Tensor | Sequence[float], gamma: float, elitism: int) -> Tensor:
+    """The members a generation replaces: the :func:`num_replaced` worst, worst first.
+
+    Shapes:
+        fitness: (P,) → (n,) long indices, n = num_replaced(P, gamma, elitism). Ties: the lower
+        index ranks higher, so the later one goes first.
+
+    References: PopuLoRA (arXiv 2605.16727) §2 step 7; PBT truncation (arXiv 1711.09846).
+    """
+    order = rank_order(_fitness(fitness))
+    count = num_replaced(order.numel(), gamma, elitism)
+    return order[order.numel() - count:].flip(0)
+
+
 def _ceil(value: float) -> int:
     """⌈value⌉ that ignores float error below 1e-9 (0.3 · 10 → 3, not 4)."""
     return math.ceil(value - 1e-9)
@@ -242,13 +257,13 @@ def pbt_truncation(fitness: Tensor, *, generator: torch.Generator, gamma: float 
         raise ValueError(f"elitism must be an int ≥ 0, got {elitism!r}")
     size = f.numel()
     wanted = _ceil(gamma * size) if gamma > 0 else 0
-    count = num_replaced(size, gamma, elitism)
+    replace = replaced_indices(f, gamma, elitism)                        # worst first
+    count = replace.numel()
     order = rank_order(f)
     device = torch.as_tensor(fitness).device
     if count == 0:
         empty = torch.empty(0, dtype=torch.long, device=device)
         return empty, empty.clone()
-    replace = order[size - count:].flip(0)                               # worst first
     pool = order[: min(max(1, wanted), size - count)]
     parents = pool[_draw(count, pool.numel(), generator)]
     return replace.to(device), parents.to(device)

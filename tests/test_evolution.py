@@ -76,11 +76,12 @@ def test_user_operator_from_module_path(setup):
 def test_one_replacement_rule_for_the_loop_and_the_registered_operator(size, gamma, elitism):
     import torch
 
-    from evolora.operators.selection import pbt_truncation
+    from evolora.operators.selection import pbt_truncation, replaced_indices
 
-    replace, _ = pbt_truncation(torch.zeros(size), generator=torch.Generator().manual_seed(0), gamma=gamma,
-                                elitism=elitism)
+    fitness = torch.randperm(size, generator=torch.Generator().manual_seed(size)).double()
+    replace, _ = pbt_truncation(fitness, generator=torch.Generator().manual_seed(0), gamma=gamma, elitism=elitism)
     assert replace.numel() == num_replaced(size, gamma, elitism)
+    assert torch.equal(replace, replaced_indices(fitness, gamma, elitism))  # the loop's losers
     assert num_replaced(size, gamma, elitism) <= size - 1  # one member always survives
     if gamma == 0.3 and size == 10:
         assert num_replaced(size, gamma, elitism) == 3  # 0.3 * 10 = 3.0000000000000004 is still 3

@@ -89,7 +89,9 @@ def save_checkpoint(run_dir: Path, step: int, *, factors: dict, optimizers: dict
     with atomic_path(target, directory=True) as tmp:
         for name, data in contents.items():  # serialised in memory first: a full disk is a plain OSError
             _write(tmp / name, data)
-        _write(tmp / MANIFEST, json.dumps({name: _digest(tmp / name) for name in FILES}, indent=1).encode())
+        manifest = {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                    for name, data in contents.items()}  # hashed from memory, not read back
+        _write(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
     for old in sorted(root.glob("step_*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target

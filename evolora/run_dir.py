@@ -56,9 +56,12 @@ def lock_run_dir(run_dir: str | Path) -> Iterator[Path]:
         handle.close()  # closing the descriptor releases the lock
 
 
-def _parse_lines(path: Path) -> tuple[list[dict], list[str]]:
-    """Records of a JSON-lines file and warnings; a torn last line is dropped silently."""
-    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def _parse_lines(text: str, name: str) -> tuple[list[dict], list[str]]:
+    """Records of the JSON-lines text of file ``name`` and warnings; a torn last line is dropped silently."""
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline, else a partial last line
     records, problems = [], []
@@ -68,7 +71,7 @@ def _parse_lines(path: Path) -> tuple[list[dict], list[str]]:
         except json.JSONDecodeError:
             record = None
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            problems.append(f"{path.name}:{number} is not a step record; dropped")
+            problems.append(f"{name}:{number} is not a step record; dropped")
             continue
         records.append(record)
     if torn.strip():
@@ -128,13 +131,14 @@ def repair_logs(run_dir: str | Path, step: int) -> list[str]:
         path = run_dir / name
         if not path.exists():
             continue
-        records, problems = _parse_lines(path)
+        original = _read(path)
+        records, problems = _parse_lines(original, name)
         warnings.extend(problems)
         kept = _keep(records, step, (per_step or {}) if name == "matches.jsonl" else None)
         if name == "metrics.jsonl":
             per_step = _games_per_step(kept)
         text = "".join(json.dumps(r) + "\n" for r in kept)
-        if text != path.read_text(encoding="utf-8", errors="replace"):
+        if text != original:
             with atomic_path(path) as tmp:
                 tmp.write_text(text, encoding="utf-8")
         if name == "metrics.jsonl":
@@ -146,4 +150,4 @@ def repair_logs(run_dir: str | Path, step: int) -> list[str]:
 
 def log_counts(run_dir: str | Path) -> dict[str, int]:
     """Records in each log now: {"metrics": n, "matches": m}."""
-    return {name.split(".")[0]: len(_parse_lines(Path(run_dir) / name)[0]) for name in LOGS}
+    return {name.split(".")[0]: len(_parse_lines(_read(Path(run_dir) / name), name)[0]) for name in LOGS}

@@ -7,6 +7,7 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (greedy pass@1 of every member vs the ba
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from evolora.rollout import BASE, chat_prompt, generate
@@ -85,8 +86,6 @@ def held_out_accuracy(bank, tokenizer, task: Task, members: dict[str, str], eval
         ({member id or "base": {"correct", "total", "accuracy"}}, number of problems); accuracy
         is a fraction in [0, 1]. Empty when evaluation is disabled or the task has no held-out data.
     """
-    import random
-
     limit = eval_config.limit if limit is None else limit
     if not eval_config.enabled or limit == 0:
         return {}, 0

@@ -286,7 +286,9 @@ def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, r
     token entropy (nats). Backward runs inside the routing context: with
     :data:`CHECKPOINT_LAYERS` the decoder layers are recomputed there, hooks included."""
     names = [slot for slot, _, _ in chunk]
-    with routed(bank, names, train=True), _checkpointed_layers(bank.model, CHECKPOINT_LAYERS):
+    padded = len(chunk) * max(len(s.prompt_ids) + len(s.completion_ids) for _, s, _ in chunk)
+    recompute = CHECKPOINT_LAYERS and padded >= CHECKPOINT_MIN_TOKENS
+    with routed(bank, names, train=True), _checkpointed_layers(bank.model, recompute):
         logp, mask, entropy = completion_logprobs(bank.model, [sample for _, sample, _ in chunk], entropy=True)
         old = logp.detach() if old is None else old
         ratio = torch.exp(logp - old)
@@ -305,6 +307,11 @@ CHECKPOINT_LAYERS = True
 """Recompute each decoder layer's activations in backward instead of keeping them (torch
 non-reentrant checkpointing). SmolLM2-135M, micro-batch 4 × ~430 tokens: the kept activations
 are ~78 MB per layer, 2.3 GB over 30 layers, against one extra forward per micro-batch."""
+
+CHECKPOINT_MIN_TOKENS = 1024
+"""Checkpoint only micro-batches of at least this many padded tokens (rows × longest row):
+below it (arith: 8 × ~55 tokens, ~0.6 GB of activations in all) the extra forward costs time
+and saves little memory. Values are the same either way; only speed and memory change."""
 
 
 @contextmanager

@@ -16,6 +16,7 @@ Source: PopuLoRA (arXiv 2605.16727) §2 step 7 and §3; PBT (arXiv 1711.09846).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -42,7 +43,8 @@ class Birth:
 
 
 def evolve(bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,
-           generator: torch.Generator, operators: Operators | None = None) -> list[Birth]:
+           generator: torch.Generator, operators: Operators | None = None,
+           enter: Callable[[Individual, Individual], None] | None = None) -> list[Birth]:
     """Replace the bottom γ of each role by children of the survivors, in place.
 
     Args:
@@ -53,9 +55,12 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
         config: γ, elitism, crossover rate and operator choices.
         step: current RL step (recorded as the children's birth step).
         generator: drives selection, the crossover/mutation coin and the operators.
+        enter: puts a newborn in its loser's place, ``enter(loser, child)``; the default swaps
+            them in ``population`` (the loop passes :meth:`evolora.league.League.replace`, which
+            also gives the child a fresh rating and optimizer).
 
     Returns:
-        The births, in order. The caller gives each child a fresh rating and optimizer.
+        The births, in order.
     """
     operators = operators or resolve_operators(config)
     births = []
@@ -76,7 +81,7 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
             bank.set_factors(loser.slot, child)
             newborn = population.new_individual(role, loser.slot, parents=tuple(p.id for p in parents),
                                                 operator=name, born_step=step)
-            population.replace(loser, newborn)
+            (enter or population.replace)(loser, newborn)
             births.append(Birth(step, role, loser.id, newborn.id, newborn.parents, name))
     return births
 

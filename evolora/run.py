@@ -22,14 +22,13 @@ import torch
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
 from evolora.evaluation import held_out_accuracy
-from evolora.evolution import evolve, resolve_operators
+from evolora.evolution import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
+from evolora.league import League
 from evolora import metrics
 from evolora.learner import make_optimizer, policy_update_many
-from evolora.matchmaking import HallOfFame
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
-from evolora.ratings import Ratings
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 
@@ -68,26 +67,19 @@ class Run:
                                          num_threads=config.model.num_threads)
         self.tokenizer = tokenizer
         self.single = config.selfplay.mode == "single_agent"
-        self.population = (Population.single_agent() if self.single
-                           else Population.initial(config.population.teachers, config.population.students))
+        population = (Population.single_agent() if self.single
+                      else Population.initial(config.population.teachers, config.population.students))
         capacity = config.selfplay.matchmaking.hall_of_fame
-        self.hall = HallOfFame(capacity) if capacity else None
-        self.hall_slots: dict[str, str] = {}  # hall-of-fame snapshot id -> its bank slot
         lora = config.lora
         hall_slots = [f"H{i}" for i in range(capacity)]
-        self.bank = AdapterBank(model, [m.slot for m in self.population.members] + hall_slots, rank=lora.rank,
+        self.bank = AdapterBank(model, [m.slot for m in population.members] + hall_slots, rank=lora.rank,
                                 alpha=lora.alpha, target_modules=lora.target_modules)
         init = torch.Generator().manual_seed(config.run.seed)
-        for member in self.population.members:
+        for member in population.members:
             self.bank.init_factors(member.slot, init, b_std=lora.init_b_std)
-        self.ratings = Ratings()
-        for member in self.population.members:
-            self.ratings.add(member.id)
-        self.optimizers = {m.id: self._new_optimizer(m.slot) for m in self.population.members}
-        self.lineage: list[dict] = [dict(m.to_dict(), step=0) for m in self.population.members]
+        self.league = League(population, self._new_optimizer, hall_capacity=capacity)
         self.step = 0
         self.log_counts = {"metrics": 0, "matches": 0}
-        self.tally: dict[str, dict[str, int]] = {}  # id -> games played: attempts/correct or proposals/valid
         self._good: dict = {}  # slot -> its last finite factors (buffers reused every step)
         self._snapshot()
         self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
@@ -96,6 +88,15 @@ class Run:
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
         return make_optimizer(self.bank.parameters(slot), lr=self.config.learner.lr,
                               weight_decay=self.config.learner.weight_decay)
+
+    # read-only views of the league (kept for callers and notebooks)
+    population = property(lambda self: self.league.population, doc="The members (:attr:`League.population`).")
+    ratings = property(lambda self: self.league.ratings, doc="The members' ratings (:attr:`League.ratings`).")
+    optimizers = property(lambda self: self.league.optimizers, doc="{id: optimizer} (:attr:`League.optimizers`).")
+    lineage = property(lambda self: self.league.lineage, doc="Every individual born (:attr:`League.lineage`).")
+    tally = property(lambda self: self.league.tally, doc="{id: games played} (:attr:`League.tally`).")
+    hall = property(lambda self: self.league.hall, doc="The hall of fame or None (:attr:`League.hall`).")
+    hall_slots = property(lambda self: self.league.hall_slots, doc="{snapshot id: bank slot}.")
 
     # -- one step ----------------------------------------------------------------------------
     def run_step(self) -> tuple[dict, list[GameRecord]]:
@@ -124,24 +125,15 @@ class Run:
                    for i, u in updates.items() if u.nonfinite_rewards]
         faults += self._repair_faults("after_update", generator)
 
-        self._count(outcome.games)
-        outcomes = {f"{t}|{s}": self.ratings.record_match(s, t, rate)  # self-play and hall games are not rated
-                    for (t, s), rate in outcome.pair_solve_rates.items() if t != s and s in self.ratings}
+        self.league.count(outcome.games)
+        outcomes = self.league.rate(outcome.pair_solve_rates)
 
         t0 = time.perf_counter()
         births = []
         evo = self.config.evolution
         if step % evo.every == 0 and not self.single and (evo.at_last_step or step < self.config.run.steps):
-            fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
-            births = evolve(self.bank, self.population, fitness, self.config.evolution, step=step,
-                            generator=generator, operators=self.operators)
-            for birth in births:
-                self.ratings.remove(birth.replaced)
-                self.ratings.add(birth.child)
-                self.optimizers.pop(birth.replaced)
-                self.optimizers[birth.child] = self._new_optimizer(self.population.by_id(birth.child).slot)
-                self.lineage.append(dict(self.population.by_id(birth.child).to_dict(), step=step))
-            self._enshrine(step)
+            births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators)
+            self.league.enshrine(self.bank, "student", step)
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
@@ -152,23 +144,7 @@ class Run:
 
     def _frozen(self) -> list[Individual]:
         """The hall-of-fame snapshots as frozen student handles (empty when the hall is off)."""
-        if self.hall is None:
-            return []
-        return [Individual(id=i, role="student", slot=self.hall_slots[i], operator="hall_of_fame") for i in self.hall.ids]
-
-    def _enshrine(self, step: int) -> None:
-        """Snapshot the best student (by μ − 3σ) into the hall of fame, reusing the oldest slot when full."""
-        if self.hall is None:
-            return
-        best = max(self.population.role("student"), key=lambda m: self.ratings.conservative(m.id))
-        snapshot = f"{best.id}@{step}"
-        slot = (self.hall_slots[self.hall.ids[0]] if len(self.hall) == self.hall.capacity
-                else f"H{len(self.hall)}")
-        evicted = self.hall.add(snapshot)
-        if evicted is not None:
-            self.hall_slots.pop(evicted)
-        self.hall_slots[snapshot] = slot
-        self.bank.set_factors(slot, self.bank.get_factors(best.slot))
+        return self.league.frozen("student")
 
     def _repair_faults(self, where: str, generator: torch.Generator) -> list[dict]:
         """Find individuals whose factors hold NaN/Inf and roll them back or cull them.
@@ -184,10 +160,12 @@ class Run:
             action = self.config.learner.on_nonfinite
             if action == "rollback":
                 self.bank.set_factors(member.slot, self._good[member.slot])
-                self.optimizers[member.id] = self._new_optimizer(member.slot)
+                self.league.reset_optimizer(member)
                 events.append({"id": member.id, "where": where, "action": "rollback"})
             else:
-                events.append({"id": member.id, "where": where, "action": "cull", **self._cull(member, generator)})
+                cull = self.league.cull(member, self.bank, self._good, self.operators.mutation, step=self.step + 1,
+                                        generator=generator)
+                events.append({"id": member.id, "where": where, "action": "cull", **cull})
         return events
 
     @torch.no_grad()
@@ -202,30 +180,6 @@ class Run:
             for name, layer in self.bank.layers.items():
                 held[name][0].copy_(layer.lora_A[slot].weight)
                 held[name][1].copy_(layer.lora_B[slot].weight)
-
-    def _cull(self, member, generator: torch.Generator) -> dict:
-        peers = [m for m in self.population.role(member.role) if m is not member]
-        donor = max(peers, key=lambda m: self.ratings.conservative(m.id)) if peers else member
-        spec, params = self.operators.mutation
-        self.bank.set_factors(member.slot, spec.fn(self._good[donor.slot], generator=generator, **params))
-        child = self.population.new_individual(member.role, member.slot, parents=(donor.id,),
-                                               operator=spec.name, born_step=self.step + 1)
-        self.population.replace(member, child)
-        self.ratings.remove(member.id)
-        self.ratings.add(child.id)
-        self.optimizers.pop(member.id)
-        self.optimizers[child.id] = self._new_optimizer(member.slot)
-        self.lineage.append(dict(child.to_dict(), step=self.step + 1))
-        return {"child": child.id, "donor": donor.id}
-
-    def _count(self, games: list[GameRecord]) -> None:
-        for game in games:
-            teacher = self.tally.setdefault(game.teacher, {})  # a single agent holds both tallies
-            teacher["proposals"] = teacher.get("proposals", 0) + 1
-            teacher["valid"] = teacher.get("valid", 0) + game.valid
-            student = self.tally.setdefault(game.student, {})
-            student["attempts"] = student.get("attempts", 0) + len(game.grades)
-            student["correct"] = student.get("correct", 0) + sum(label == "correct" for label in game.grades)
 
     def _record(self, step, outcome, updates, outcomes, births, seconds, roles: dict[str, str]) -> dict:
         games = outcome.games
@@ -285,9 +239,7 @@ class Run:
     # -- checkpoints ------------------------------------------------------------------------
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
-        return {"population": self.population.state_dict(), "ratings": self.ratings.state_dict(),
-                "hall": self.hall.state_dict() if self.hall else None, "hall_slots": dict(self.hall_slots),
-                "lineage": self.lineage, "log_counts": dict(self.log_counts), "tally": self.tally,
+        return {**self.league.state_dict(), "log_counts": dict(self.log_counts),
                 "signatures": sorted(self.signatures)}
 
     def save_checkpoint(self) -> Path:
@@ -305,19 +257,9 @@ class Run:
         for slot, adapter in factors.items():
             self.bank.set_factors(slot, adapter)
         self._snapshot()
-        self.population = Population.from_state_dict(state["population"])
-        self.ratings = Ratings.from_state_dict(state["ratings"])
-        self.lineage = state["lineage"]
+        self.league.load_state_dict(state, optimizer_states)
         self.log_counts = dict(state["log_counts"])
-        self.tally = state["tally"]
         self.signatures = set(state["signatures"])
-        if self.hall is not None and state.get("hall"):
-            self.hall.load_state_dict(state["hall"])
-            self.hall_slots = dict(state["hall_slots"])
-        self.optimizers = {}
-        for member in self.population.members:
-            self.optimizers[member.id] = self._new_optimizer(member.slot)
-            self.optimizers[member.id].load_state_dict(optimizer_states[member.id])
         self.step = state["step"]
         return True
 

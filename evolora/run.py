@@ -66,9 +66,8 @@ class Run:
             model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
                                          num_threads=config.model.num_threads)
         self.tokenizer = tokenizer
-        self.single = config.selfplay.mode == "single_agent"
-        population = (Population.single_agent() if self.single
-                      else Population.initial(config.population.teachers, config.population.students))
+        self.arm = config.arm  # the game each step plays and whether the outer loop evolves
+        population = Population.initial(config.role_sizes)
         capacity = config.selfplay.matchmaking.hall_of_fame
         lora = config.lora
         hall_slots = [f"H{i}" for i in range(capacity)]
@@ -105,9 +104,9 @@ class Run:
         began = time.perf_counter()
         rng, np_rng, generator = step_generators(self.config.run.seed, step)
         faults = self._repair_faults("before_step", generator)
-        teachers, students = self.population.players()
+        proposers, solvers = self.population.players(self.arm.game)
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
-        outcome = play_step(self.bank, self.tokenizer, self.task, teachers, students, self.ratings,
+        outcome = play_step(self.bank, self.tokenizer, self.task, proposers, solvers, self.ratings,
                             self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen())
         seconds = dict(outcome.seconds)
 
@@ -131,9 +130,9 @@ class Run:
         t0 = time.perf_counter()
         births = []
         evo = self.config.evolution
-        if step % evo.every == 0 and not self.single and (evo.at_last_step or step < self.config.run.steps):
+        if self.arm.evolve and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
             births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators)
-            self.league.enshrine(self.bank, "student", step)
+            self.league.enshrine(self.bank, self.arm.game.solver, step)
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
@@ -143,8 +142,8 @@ class Run:
         return record, outcome.games
 
     def _frozen(self) -> list[Individual]:
-        """The hall-of-fame snapshots as frozen student handles (empty when the hall is off)."""
-        return self.league.frozen("student")
+        """The hall-of-fame snapshots as frozen solvers (empty when the hall is off)."""
+        return self.league.frozen(self.arm.game.solver)
 
     def _repair_faults(self, where: str, generator: torch.Generator) -> list[dict]:
         """Find individuals whose factors hold NaN/Inf and roll them back or cull them.
@@ -188,6 +187,7 @@ class Run:
         reasons: dict[str, int] = {}
         for game in games:
             reasons[game.reason] = reasons.get(game.reason, 0) + 1
+        # record keys name the game's sides (proposer: "teacher", solver: "student") in every arm
         rewards = {"teacher": [g.teacher_reward for g in games], "student": [r for g in games for r in g.student_rewards]}
         return {
             "step": step,
@@ -267,7 +267,7 @@ class Run:
     def evaluate(self) -> dict[str, dict]:
         """Greedy held-out accuracy of every student (and the base model when configured), by
         :func:`evolora.evaluation.held_out_accuracy`."""
-        members = {m.slot: m.id for m in self.population.players()[1]}
+        members = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
         results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
                                        seed=self.config.run.seed, routing=self.config.selfplay.routing)
         return results

@@ -1,8 +1,18 @@
-"""A PopuLoRA run: population + task + self-play + learner + evolution, step by step.
+"""A PopuLoRA run: league + task + self-play + learner + evolution, step by step.
 
-    run = Run(config, "runs/demo")              # loads the base once, builds the population
+    run = Run(config, "runs/demo")              # loads the base once, builds the league
     run.train(callbacks=[...])                  # steps; callbacks log, checkpoint, show progress
     summary = run.finish()                      # held-out eval, final/ adapters, summary.json
+
+One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
+
+    repair non-finite members (rollback, or league.cull)
+    proposers, solvers = population.players(arm.game)   # teachers, students; or the agent twice
+    outcome = play_step(proposers, solvers, ...)         # PFSP pairs, proposals, verdicts, answers, rewards
+    policy_update_many(every member's samples)           # one GRPO / REINFORCE++ update per adapter
+    league.count(games); league.rate(pair solve rates)   # tally, OpenSkill + Elo
+    every k steps (arm.evolve): league.evolve(...)       # bottom γ of each role -> children, each
+                                                         #   through league.replace; hall of fame
 
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
 replays exactly what the uninterrupted run would have done.

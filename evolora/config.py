@@ -13,31 +13,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
-                      field_validator, model_validator)
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from evolora.config_population import PopulationConfig, check_evolvable
+from evolora.config_types import ConfigError, Float, Int, _Section
+from evolora.game import ARMS, Arm
 from evolora.loggers import check_loggers
 
-
-class ConfigError(ValueError):
-    """A config is malformed; the message names the key and what to change."""
-
-
-def _no_bool(value: Any) -> Any:
-    """YAML reads ``true``/``false`` as bools, which pydantic would take as 1/0: refuse them."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got the boolean {str(value).lower()}; write a number such as 4")
-    return value
-
-
-Int = Annotated[int, BeforeValidator(_no_bool)]
-"""An int config field: 4 or 4.0, never a bool."""
-Float = Annotated[float, BeforeValidator(_no_bool)]
-"""A float config field: finite (``_Section`` refuses NaN and Inf), never a bool."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
+           "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
+           "SelfPlayConfig", "TaskConfig", "apply_overrides", "config_from_dict", "dump_config", "load_config",
+           "load_run_config", "parse_override"]
 
 
 class ModelConfig(_Section):
@@ -65,13 +51,6 @@ class LoRAConfig(_Section):
         if not value:
             raise ValueError("give at least one target module, e.g. [q_proj, v_proj]")
         return value
-
-
-class PopulationConfig(_Section):
-    teachers: Int = Field(default=2, ge=1, le=64)
-    """Number of teacher individuals (paper: 4)."""
-    students: Int = Field(default=2, ge=1, le=64)
-    """Number of student individuals (paper: 4)."""
 
 
 class TaskConfig(_Section):
@@ -240,32 +219,23 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
-        if self.selfplay.mode == "single_agent":
+        if not self.arm.evolve:
             if self.selfplay.matchmaking.hall_of_fame:
                 raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "
-                                 "set it to 0 with selfplay.mode=single_agent")
+                                 f"set it to 0 with selfplay.mode={self.selfplay.mode}")
             return self  # one agent: the population and evolution sections are not used
-        for role in ("teachers", "students"):
-            size = getattr(self.population, role)
-            if self.evolution.elitism >= size and self.evolution.gamma > 0:
-                # Nothing could ever be replaced: a silent no-op evolution is a config bug.
-                raise ValueError(
-                    f"evolution.elitism={self.evolution.elitism} protects every one of the {size} {role}; "
-                    f"set evolution.elitism below population.{role} or evolution.gamma to 0"
-                )
-        if self.evolution.crossover_rate > 0 and self.evolution.gamma > 0:
-            from evolora.operators.selection import num_replaced
-
-            for role in ("teachers", "students"):
-                size = getattr(self.population, role)
-                evo = self.evolution
-                pool = size if evo.parent_pool == "role" else size - num_replaced(size, evo.gamma, evo.elitism)
-                if pool < 2:
-                    raise ValueError(
-                        f"a crossover needs 2 parents but population.{role}={size} leaves {pool} "
-                        f"(evolution.parent_pool={self.evolution.parent_pool}); grow population.{role} "
-                        "or set evolution.crossover_rate=0")
+        check_evolvable(self.population, self.evolution)
         return self
+
+    @property
+    def arm(self) -> Arm:
+        """The arm of ``selfplay.mode`` (:data:`evolora.game.ARMS`): its game, role sizes and evolution."""
+        return ARMS[self.selfplay.mode]
+
+    @property
+    def role_sizes(self) -> dict[str, int]:
+        """{role: members} of the run: the arm's fixed sizes, else ``population.roles``."""
+        return dict(self.arm.sizes) if self.arm.sizes is not None else self.population.roles
 
 
 def _format_validation_error(error: ValidationError) -> str:

@@ -1,12 +1,12 @@
 """The evolutionary outer loop: replace the weakest of each role by children made in LoRA weight space.
 
-    for role in (teacher, student):
+    for role in population.roles:                             # teacher, student, ...: no names here
         fitness  = μ − 3σ of each member                      # conservative rating
         losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation (replaced_indices)
         for each loser:
             parents = selection(role or survivors)            # e.g. tournament within the role
             child   = crossover(parents) w.p. crossover_rate, else mutation(parent)
-            loser's slot ← child; fresh rating, fresh optimizer; lineage recorded
+            loser's slot ← child; enter(loser, child)         # League.replace: fresh rating, optimizer
 
 Operators come from the registry by the names in the config (``evolution.selection``,
 ``evolution.crossover``, ``evolution.mutation``), so a user's own function plugs in.
@@ -16,13 +16,14 @@ Source: PopuLoRA (arXiv 2605.16727) §2 step 7 and §3; PBT (arXiv 1711.09846).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from evolora.config import EvolutionConfig
 from evolora.operator_choice import Operators, resolve_operators  # noqa: F401  (re-exported)
 from evolora.operators.selection import replaced_indices
-from evolora.population import ROLES, Individual, Population
+from evolora.population import Individual, Population
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,9 @@ class Birth:
 
 
 def evolve(bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,
-           generator: torch.Generator, operators: Operators | None = None) -> list[Birth]:
-    """Replace the bottom γ of each role by children of the survivors, in place.
+           generator: torch.Generator, operators: Operators | None = None,
+           enter: Callable[[Individual, Individual], None] | None = None) -> list[Birth]:
+    """Replace the bottom γ of each role of ``population`` by children of the survivors, in place.
 
     Args:
         bank: the :class:`evolora.population.AdapterBank`; children's factors are written into
@@ -53,13 +55,16 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
         config: γ, elitism, crossover rate and operator choices.
         step: current RL step (recorded as the children's birth step).
         generator: drives selection, the crossover/mutation coin and the operators.
+        enter: puts a newborn in its loser's place, ``enter(loser, child)``; the default swaps
+            them in ``population`` (the loop passes :meth:`evolora.league.League.replace`, which
+            also gives the child a fresh rating and optimizer).
 
     Returns:
-        The births, in order. The caller gives each child a fresh rating and optimizer.
+        The births, in order.
     """
     operators = operators or resolve_operators(config)
     births = []
-    for role in ROLES:
+    for role in population.roles:
         members = population.role(role)
         values = torch.tensor([fitness[m.id] for m in members], dtype=torch.float64)
         # The losers of the registered pbt_truncation rule (ties: the later slot goes first);
@@ -76,7 +81,7 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
             bank.set_factors(loser.slot, child)
             newborn = population.new_individual(role, loser.slot, parents=tuple(p.id for p in parents),
                                                 operator=name, born_step=step)
-            population.replace(loser, newborn)
+            (enter or population.replace)(loser, newborn)
             births.append(Birth(step, role, loser.id, newborn.id, newborn.parents, name))
     return births
 

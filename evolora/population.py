@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -20,13 +21,9 @@ from peft.tuners.lora import LoraLayer
 from peft.utils import get_peft_model_state_dict
 from safetensors.torch import save_file
 
+from evolora.game import Game
 from evolora.io import atomic_path
 from evolora.operators import Adapter
-
-ROLES = ("teacher", "student")
-"""The roles of a co-evolving population (PopuLoRA); evolution acts within each."""
-AGENT = "agent"
-"""The role of the single agent of the baseline that proposes and solves (AZR, arXiv 2505.03335)."""
 
 
 @dataclass
@@ -35,7 +32,8 @@ class Individual:
 
     Attributes:
         id: unique for the whole run, e.g. ``"t0"``, ``"s5"`` (never reused).
-        role: ``"teacher"``, ``"student"``, or ``"agent"`` (single-agent baseline: proposes and solves).
+        role: a role of the run's game (:mod:`evolora.game`): ``"teacher"``, ``"student"``, or
+            ``"agent"`` (the single-agent baseline, which proposes and solves).
         slot: name of the PEFT adapter in the bank holding its factors, e.g. ``"T0"``.
         parents: ids of the parents ((), one or two).
         operator: how it was born: ``"init"`` or an operator name such as ``"svd_merge"``.
@@ -73,41 +71,38 @@ class Individual:
 
 @dataclass
 class Population:
-    """The individuals of a run, grouped by role, and the id counter for newborns."""
+    """The individuals of a run, a mapping role → members, and the id counter for newborns."""
 
     members: list[Individual] = field(default_factory=list)
-    next_index: dict[str, int] = field(default_factory=lambda: {role: 0 for role in (*ROLES, AGENT)})
+    next_index: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def initial(cls, teachers: int, students: int) -> Population:
-        """Initial population with ids ``t0..`` and ``s0..`` on slots ``T0..`` and ``S0..``."""
+    def initial(cls, sizes: Mapping[str, int]) -> Population:
+        """Founders of every role, in the order of ``sizes``: role ``teacher`` gets ids ``t0..`` on
+        slots ``T0..``, ``student`` ``s0..`` on ``S0..``, the single ``agent`` ``a0`` on ``A0``.
+
+        Raises:
+            ValueError: two roles share a first letter (their ids and slots would collide).
+        """
+        initials = [role[0] for role in sizes]
+        if len(set(initials)) != len(initials):
+            raise ValueError(f"roles {list(sizes)} share a first letter; ids and slots need distinct ones")
         population = cls()
-        for role, size in (("teacher", teachers), ("student", students)):
+        for role, size in sizes.items():
+            population.next_index[role] = 0
             for index in range(size):
                 population.members.append(population.new_individual(role, f"{role[0].upper()}{index}"))
         return population
 
-    @classmethod
-    def single_agent(cls) -> Population:
-        """The single-agent baseline: one individual ``a0`` (slot ``A0``) that proposes and solves.
-
-        Source: Absolute Zero Reasoner (arXiv 2505.03335); the baseline of PopuLoRA §4 (arXiv 2605.16727).
-        """
-        population = cls()
-        population.members.append(population.new_individual(AGENT, "A0"))
-        return population
-
     @property
-    def single(self) -> bool:
-        """True for a single-agent population (one ``agent`` playing both roles)."""
-        return any(member.role == AGENT for member in self.members)
+    def roles(self) -> list[str]:
+        """The roles of the members, in order of first appearance (founders' order)."""
+        return list(dict.fromkeys(member.role for member in self.members))
 
-    def players(self) -> tuple[list[Individual], list[Individual]]:
-        """(proposers, solvers): teachers and students, or the agent in both places."""
-        if self.single:
-            agents = self.role(AGENT)
-            return agents, agents
-        return self.role("teacher"), self.role("student")
+    def players(self, game: Game) -> tuple[list[Individual], list[Individual]]:
+        """(proposers, solvers) of ``game``: the members of its two roles (the same list when one
+        role plays both sides, as the single agent does)."""
+        return self.role(game.proposer), self.role(game.solver)
 
     def new_individual(self, role: str, slot: str, **lineage) -> Individual:
         """Allocate a fresh id in ``role`` for an individual living in ``slot``."""
@@ -116,6 +111,7 @@ class Population:
         return Individual(id=f"{role[0]}{index}", role=role, slot=slot, **lineage)
 
     def role(self, role: str) -> list[Individual]:
+        """The members of ``role``, in population order (empty for a role it does not have)."""
         return [member for member in self.members if member.role == role]
 
     def by_id(self, individual_id: str) -> Individual:

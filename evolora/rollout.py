@@ -106,10 +106,12 @@ def generate(
         N completions in the order of ``prompts``.
 
     Raises:
-        ValueError: when ``prompts`` and ``adapters`` differ in length.
+        ValueError: when ``prompts`` and ``adapters`` differ in length, or ``bank`` is given with a
+            ``model`` that is not ``bank.model`` (the two paths must decode the same model).
     """
     if len(prompts) != len(adapters):
         raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
+    check_routing(model, bank)
     model.eval()
     eos_ids = _eos_ids(model, tokenizer)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -130,6 +132,18 @@ def generate(
             stats.tokens += sum(len(results[i].completion_ids) for i in rows)
     heap.trim()  # the KV caches just freed (see evolora.heap)
     return results  # type: ignore[return-value]
+
+
+def check_routing(model, bank) -> None:
+    """Refuse a ``bank`` that does not hold ``model``: with a bank, rows are routed through the bank's
+    adapters, so a different ``model`` would be silently ignored.
+
+    Raises:
+        ValueError: ``bank`` is not None and ``bank.model`` is not ``model``.
+    """
+    if bank is not None and bank.model is not model:
+        raise ValueError("bank= routes rows through the bank's own model, which is not the model given; "
+                         "pass bank.model as the model, or bank=None for the PEFT path")
 
 
 def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,8 +1,18 @@
-"""A PopuLoRA run: population + task + self-play + learner + evolution, step by step.
+"""A PopuLoRA run: league + task + self-play + learner + evolution, step by step.
 
-    run = Run(config, "runs/demo")              # loads the base once, builds the population
+    run = Run(config, "runs/demo")              # loads the base once, builds the league
     run.train(callbacks=[...])                  # steps; callbacks log, checkpoint, show progress
     summary = run.finish()                      # held-out eval, final/ adapters, summary.json
+
+One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
+
+    repair non-finite members (rollback, or league.cull)
+    proposers, solvers = population.players(arm.game)   # teachers, students; or the agent twice
+    outcome = play_step(proposers, solvers, ...)         # PFSP pairs, proposals, verdicts, answers, rewards
+    policy_update_many(every member's samples)           # one GRPO / REINFORCE++ update per adapter
+    league.count(games); league.rate(pair solve rates)   # tally, OpenSkill + Elo
+    every k steps (arm.evolve): league.evolve(...)       # bottom γ of each role -> children, each
+                                                         #   through league.replace; hall of fame
 
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
 replays exactly what the uninterrupted run would have done.
@@ -22,14 +32,13 @@ import torch
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
 from evolora.evaluation import held_out_accuracy
-from evolora.evolution import evolve, resolve_operators
+from evolora.evolution import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
+from evolora.league import League
 from evolora import metrics
 from evolora.learner import make_optimizer, policy_update_many
-from evolora.matchmaking import HallOfFame
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
-from evolora.ratings import Ratings
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 
@@ -67,27 +76,19 @@ class Run:
             model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
                                          num_threads=config.model.num_threads)
         self.tokenizer = tokenizer
-        self.single = config.selfplay.mode == "single_agent"
-        self.population = (Population.single_agent() if self.single
-                           else Population.initial(config.population.teachers, config.population.students))
+        self.arm = config.arm  # the game each step plays and whether the outer loop evolves
+        population = Population.initial(config.role_sizes)
         capacity = config.selfplay.matchmaking.hall_of_fame
-        self.hall = HallOfFame(capacity) if capacity else None
-        self.hall_slots: dict[str, str] = {}  # hall-of-fame snapshot id -> its bank slot
         lora = config.lora
         hall_slots = [f"H{i}" for i in range(capacity)]
-        self.bank = AdapterBank(model, [m.slot for m in self.population.members] + hall_slots, rank=lora.rank,
+        self.bank = AdapterBank(model, [m.slot for m in population.members] + hall_slots, rank=lora.rank,
                                 alpha=lora.alpha, target_modules=lora.target_modules)
         init = torch.Generator().manual_seed(config.run.seed)
-        for member in self.population.members:
+        for member in population.members:
             self.bank.init_factors(member.slot, init, b_std=lora.init_b_std)
-        self.ratings = Ratings()
-        for member in self.population.members:
-            self.ratings.add(member.id)
-        self.optimizers = {m.id: self._new_optimizer(m.slot) for m in self.population.members}
-        self.lineage: list[dict] = [dict(m.to_dict(), step=0) for m in self.population.members]
+        self.league = League(population, self._new_optimizer, hall_capacity=capacity)
         self.step = 0
         self.log_counts = {"metrics": 0, "matches": 0}
-        self.tally: dict[str, dict[str, int]] = {}  # id -> games played: attempts/correct or proposals/valid
         self._good: dict = {}  # slot -> its last finite factors (buffers reused every step)
         self._snapshot()
         self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
@@ -97,6 +98,15 @@ class Run:
         return make_optimizer(self.bank.parameters(slot), lr=self.config.learner.lr,
                               weight_decay=self.config.learner.weight_decay)
 
+    # read-only views of the league (kept for callers and notebooks)
+    population = property(lambda self: self.league.population, doc="The members (:attr:`League.population`).")
+    ratings = property(lambda self: self.league.ratings, doc="The members' ratings (:attr:`League.ratings`).")
+    optimizers = property(lambda self: self.league.optimizers, doc="{id: optimizer} (:attr:`League.optimizers`).")
+    lineage = property(lambda self: self.league.lineage, doc="Every individual born (:attr:`League.lineage`).")
+    tally = property(lambda self: self.league.tally, doc="{id: games played} (:attr:`League.tally`).")
+    hall = property(lambda self: self.league.hall, doc="The hall of fame or None (:attr:`League.hall`).")
+    hall_slots = property(lambda self: self.league.hall_slots, doc="{snapshot id: bank slot}.")
+
     # -- one step ----------------------------------------------------------------------------
     def run_step(self) -> tuple[dict, list[GameRecord]]:
         """Play, train, rate and (every k steps) evolve once; return the metrics record and games."""
@@ -104,9 +114,9 @@ class Run:
         began = time.perf_counter()
         rng, np_rng, generator = step_generators(self.config.run.seed, step)
         faults = self._repair_faults("before_step", generator)
-        teachers, students = self.population.players()
+        proposers, solvers = self.population.players(self.arm.game)
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
-        outcome = play_step(self.bank, self.tokenizer, self.task, teachers, students, self.ratings,
+        outcome = play_step(self.bank, self.tokenizer, self.task, proposers, solvers, self.ratings,
                             self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen())
         seconds = dict(outcome.seconds)
 
@@ -124,24 +134,15 @@ class Run:
                    for i, u in updates.items() if u.nonfinite_rewards]
         faults += self._repair_faults("after_update", generator)
 
-        self._count(outcome.games)
-        outcomes = {f"{t}|{s}": self.ratings.record_match(s, t, rate)  # self-play and hall games are not rated
-                    for (t, s), rate in outcome.pair_solve_rates.items() if t != s and s in self.ratings}
+        self.league.count(outcome.games)
+        outcomes = self.league.rate(outcome.pair_solve_rates)
 
         t0 = time.perf_counter()
         births = []
         evo = self.config.evolution
-        if step % evo.every == 0 and not self.single and (evo.at_last_step or step < self.config.run.steps):
-            fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
-            births = evolve(self.bank, self.population, fitness, self.config.evolution, step=step,
-                            generator=generator, operators=self.operators)
-            for birth in births:
-                self.ratings.remove(birth.replaced)
-                self.ratings.add(birth.child)
-                self.optimizers.pop(birth.replaced)
-                self.optimizers[birth.child] = self._new_optimizer(self.population.by_id(birth.child).slot)
-                self.lineage.append(dict(self.population.by_id(birth.child).to_dict(), step=step))
-            self._enshrine(step)
+        if self.arm.evolve and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
+            births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators)
+            self.league.enshrine(self.bank, self.arm.game.solver, step)
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
@@ -151,24 +152,8 @@ class Run:
         return record, outcome.games
 
     def _frozen(self) -> list[Individual]:
-        """The hall-of-fame snapshots as frozen student handles (empty when the hall is off)."""
-        if self.hall is None:
-            return []
-        return [Individual(id=i, role="student", slot=self.hall_slots[i], operator="hall_of_fame") for i in self.hall.ids]
-
-    def _enshrine(self, step: int) -> None:
-        """Snapshot the best student (by μ − 3σ) into the hall of fame, reusing the oldest slot when full."""
-        if self.hall is None:
-            return
-        best = max(self.population.role("student"), key=lambda m: self.ratings.conservative(m.id))
-        snapshot = f"{best.id}@{step}"
-        slot = (self.hall_slots[self.hall.ids[0]] if len(self.hall) == self.hall.capacity
-                else f"H{len(self.hall)}")
-        evicted = self.hall.add(snapshot)
-        if evicted is not None:
-            self.hall_slots.pop(evicted)
-        self.hall_slots[snapshot] = slot
-        self.bank.set_factors(slot, self.bank.get_factors(best.slot))
+        """The hall-of-fame snapshots as frozen solvers (empty when the hall is off)."""
+        return self.league.frozen(self.arm.game.solver)
 
     def _repair_faults(self, where: str, generator: torch.Generator) -> list[dict]:
         """Find individuals whose factors hold NaN/Inf and roll them back or cull them.
@@ -184,10 +169,12 @@ class Run:
             action = self.config.learner.on_nonfinite
             if action == "rollback":
                 self.bank.set_factors(member.slot, self._good[member.slot])
-                self.optimizers[member.id] = self._new_optimizer(member.slot)
+                self.league.reset_optimizer(member)
                 events.append({"id": member.id, "where": where, "action": "rollback"})
             else:
-                events.append({"id": member.id, "where": where, "action": "cull", **self._cull(member, generator)})
+                cull = self.league.cull(member, self.bank, self._good, self.operators.mutation, step=self.step + 1,
+                                        generator=generator)
+                events.append({"id": member.id, "where": where, "action": "cull", **cull})
         return events
 
     @torch.no_grad()
@@ -203,30 +190,6 @@ class Run:
                 held[name][0].copy_(layer.lora_A[slot].weight)
                 held[name][1].copy_(layer.lora_B[slot].weight)
 
-    def _cull(self, member, generator: torch.Generator) -> dict:
-        peers = [m for m in self.population.role(member.role) if m is not member]
-        donor = max(peers, key=lambda m: self.ratings.conservative(m.id)) if peers else member
-        spec, params = self.operators.mutation
-        self.bank.set_factors(member.slot, spec.fn(self._good[donor.slot], generator=generator, **params))
-        child = self.population.new_individual(member.role, member.slot, parents=(donor.id,),
-                                               operator=spec.name, born_step=self.step + 1)
-        self.population.replace(member, child)
-        self.ratings.remove(member.id)
-        self.ratings.add(child.id)
-        self.optimizers.pop(member.id)
-        self.optimizers[child.id] = self._new_optimizer(member.slot)
-        self.lineage.append(dict(child.to_dict(), step=self.step + 1))
-        return {"child": child.id, "donor": donor.id}
-
-    def _count(self, games: list[GameRecord]) -> None:
-        for game in games:
-            teacher = self.tally.setdefault(game.teacher, {})  # a single agent holds both tallies
-            teacher["proposals"] = teacher.get("proposals", 0) + 1
-            teacher["valid"] = teacher.get("valid", 0) + game.valid
-            student = self.tally.setdefault(game.student, {})
-            student["attempts"] = student.get("attempts", 0) + len(game.grades)
-            student["correct"] = student.get("correct", 0) + sum(label == "correct" for label in game.grades)
-
     def _record(self, step, outcome, updates, outcomes, births, seconds, roles: dict[str, str]) -> dict:
         games = outcome.games
         valid = [g for g in games if g.valid]
@@ -234,6 +197,7 @@ class Run:
         reasons: dict[str, int] = {}
         for game in games:
             reasons[game.reason] = reasons.get(game.reason, 0) + 1
+        # record keys name the game's sides (proposer: "teacher", solver: "student") in every arm
         rewards = {"teacher": [g.teacher_reward for g in games], "student": [r for g in games for r in g.student_rewards]}
         return {
             "step": step,
@@ -285,9 +249,7 @@ class Run:
     # -- checkpoints ------------------------------------------------------------------------
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
-        return {"population": self.population.state_dict(), "ratings": self.ratings.state_dict(),
-                "hall": self.hall.state_dict() if self.hall else None, "hall_slots": dict(self.hall_slots),
-                "lineage": self.lineage, "log_counts": dict(self.log_counts), "tally": self.tally,
+        return {**self.league.state_dict(), "log_counts": dict(self.log_counts),
                 "signatures": sorted(self.signatures)}
 
     def save_checkpoint(self) -> Path:
@@ -305,19 +267,9 @@ class Run:
         for slot, adapter in factors.items():
             self.bank.set_factors(slot, adapter)
         self._snapshot()
-        self.population = Population.from_state_dict(state["population"])
-        self.ratings = Ratings.from_state_dict(state["ratings"])
-        self.lineage = state["lineage"]
+        self.league.load_state_dict(state, optimizer_states)
         self.log_counts = dict(state["log_counts"])
-        self.tally = state["tally"]
         self.signatures = set(state["signatures"])
-        if self.hall is not None and state.get("hall"):
-            self.hall.load_state_dict(state["hall"])
-            self.hall_slots = dict(state["hall_slots"])
-        self.optimizers = {}
-        for member in self.population.members:
-            self.optimizers[member.id] = self._new_optimizer(member.slot)
-            self.optimizers[member.id].load_state_dict(optimizer_states[member.id])
         self.step = state["step"]
         return True
 
@@ -325,7 +277,7 @@ class Run:
     def evaluate(self) -> dict[str, dict]:
         """Greedy held-out accuracy of every student (and the base model when configured), by
         :func:`evolora.evaluation.held_out_accuracy`."""
-        members = {m.slot: m.id for m in self.population.players()[1]}
+        members = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
         results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
                                        seed=self.config.run.seed, routing=self.config.selfplay.routing)
         return results

@@ -24,7 +24,8 @@ import torch
 
 from evolora import heap
 from evolora.decode import Decoder, choose_tokens
-from evolora.rollout import Completion, RolloutStats, _completion, _eos_ids, _left_pad, _StopOnText, generate
+from evolora.rollout import (Completion, RolloutStats, _completion, _eos_ids, _left_pad, _StopOnText, check_routing,
+                             generate)
 from evolora.routed import routed
 from evolora.tasks.base import Segment
 
@@ -53,11 +54,12 @@ def generate_segments(
         ``mask`` is True exactly on the sampled ones, ``truncated`` is the last segment's.
 
     Raises:
-        ValueError: no segments, or ``prompts`` and ``adapters`` differ in length (checked by
-            :func:`evolora.rollout.generate`).
+        ValueError: no segments, ``prompts`` and ``adapters`` differ in length, or ``bank`` does
+            not hold ``model`` (:func:`evolora.rollout.check_routing`).
     """
     if not segments:
         raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
+    check_routing(model, bank)
     if bank is not None:
         if len(prompts) != len(adapters):
             raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")

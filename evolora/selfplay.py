@@ -122,8 +122,8 @@ def play_step(
     bank,
     tokenizer,
     task: Task,
-    teachers: list[Individual],
-    students: list[Individual],
+    proposers: list[Individual],
+    solvers: list[Individual],
     ratings,
     config: SelfPlayConfig,
     *,
@@ -131,32 +131,33 @@ def play_step(
     np_rng: np.random.Generator,
     frozen: list[Individual] = (),
 ) -> StepOutcome:
-    """Play one step of teacher-vs-student games and compute every sample's reward.
+    """Play one step of proposer-vs-solver games (teachers vs students) and compute every sample's reward.
 
     Args:
         bank, tokenizer: the :class:`evolora.population.AdapterBank` and the base's tokenizer.
         task: the game (prompts, parsing, verifier, grading).
-        teachers, students: the current members of each role; in single-agent mode the same
-            one-element list (the agent solves its own problems, AZR arXiv 2505.03335).
+        proposers, solvers: the members on each side of the game (:class:`evolora.game.Game`):
+            teachers and students, or the same one-element list when one agent plays both sides
+            (it solves its own problems, AZR arXiv 2505.03335).
         ratings: :class:`evolora.ratings.Ratings` used by PFSP matchmaking.
         config: self-play settings (batch sizes, n, per-role sampling, rewards, matchmaking).
         rng: Python RNG for prompt construction; np_rng: NumPy RNG for matchmaking.
             Rollouts sample with torch's global RNG (the caller seeds it).
-        frozen: hall-of-fame student snapshots, a teacher's opponent with probability
+        frozen: hall-of-fame solver snapshots, a proposer's opponent with probability
             ``config.matchmaking.hall_prob``; they play but are not trained.
 
     Returns:
-        A :class:`StepOutcome` with samples per individual id (teachers: one per proposal,
-        group = the teacher; students: n per valid problem, group = the problem).
+        A :class:`StepOutcome` with samples per individual id (proposers: one per proposal,
+        group = the proposer; solvers: n per valid problem, group = the problem).
     """
     seconds, stats, router = {}, RolloutStats(), bank if config.routing == "routed" else None
-    pairs, opponents = _matchmake(teachers, students, ratings, config.matchmaking, np_rng, frozen)
-    slot_of = {m.id: m.slot for m in [*teachers, *students, *frozen]}
+    pairs, opponents = _matchmake(proposers, solvers, ratings, config.matchmaking, np_rng, frozen)
+    slot_of = {m.id: m.slot for m in [*proposers, *solvers, *frozen]}
 
     began = time.perf_counter()
-    owners = [t.id for t in teachers for _ in range(config.proposals_per_teacher)]
+    owners = [t.id for t in proposers for _ in range(config.proposals_per_teacher)]
     # proposal j goes to the teacher's j-th opponent, cyclically
-    rivals = [opponents[t.id][j % len(opponents[t.id])] for t in teachers for j in range(config.proposals_per_teacher)]
+    rivals = [opponents[t.id][j % len(opponents[t.id])] for t in proposers for j in range(config.proposals_per_teacher)]
     requests = [proposal_request(task, rng) for _ in owners]
     proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats, router)
     seconds["rollout_teacher"] = time.perf_counter() - began
@@ -176,7 +177,7 @@ def play_step(
     seconds["rollout_student"] = time.perf_counter() - began
 
     samples = _score(task, games, solve_rows, attempts, proposals_out, config.rewards,
-                     [m.id for m in [*teachers, *students, *frozen]])
+                     [m.id for m in [*proposers, *solvers, *frozen]])
     return StepOutcome(samples, games, pairs, _pair_solve_rates(pairs, games), seconds, stats)
 
 
@@ -191,10 +192,10 @@ def _game(teacher: str, student: str, request: ProposalRequest, completion: Comp
     )
 
 
-def _matchmake(teachers, students, ratings, mm, np_rng, frozen) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+def _matchmake(proposers, solvers, ratings, mm, np_rng, frozen) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
     """PFSP pairs (some opponents swapped for hall-of-fame snapshots) and each teacher's opponents."""
     pairs = pfsp_pairs(
-        [t.id for t in teachers], [s.id for s in students], ratings,
+        [t.id for t in proposers], [s.id for s in solvers], ratings,
         weighting=mm.weighting, k=mm.k, scheme=mm.scheme, rng=np_rng,
     )
     if frozen:  # the hall of fame: past champions as frozen opponents (AlphaStar league)
@@ -202,7 +203,7 @@ def _matchmake(teachers, students, ratings, mm, np_rng, frozen) -> tuple[list[tu
                  for t, s in pairs]
     opponents: dict[str, list[str]] = {}
     for teacher_id, student_id in pairs:
-        opponents.setdefault(teacher_id, []).append(student_id)  # round_robin: all students
+        opponents.setdefault(teacher_id, []).append(student_id)  # round_robin: all solvers
     return pairs, opponents
 
 

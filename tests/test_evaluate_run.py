@@ -37,7 +37,7 @@ def test_evaluate_run_reproduces_the_final_evaluation(tiny_config, tmp_path, sin
     run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=ArithTask())
     run.train([])
     first = run.finish()["held_out"]
-    assert set(first) == {"base"} | {m.id for m in run.population.players()[1]}
+    assert set(first) == {"base"} | {m.id for m in run.population.players(run.arm.game)[1]}
     assert len(first) == (2 if mode == "single_agent" else 3)
 
     model, tokenizer = load_base("tiny-random")

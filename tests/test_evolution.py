@@ -20,7 +20,7 @@ def test_num_replaced(size, gamma, elitism, expected):
 @pytest.fixture
 def setup(tiny):
     model, _ = tiny
-    population = Population.initial(3, 3)
+    population = Population.initial({"teacher": 3, "student": 3})
     bank = AdapterBank(model, [m.slot for m in population.members], rank=4, alpha=8, target_modules=("q_proj",))
     generator = torch.Generator().manual_seed(0)
     for m in population.members:
@@ -56,7 +56,7 @@ def test_same_generator_same_children(setup, tiny):
     first = {slot: bank.get_factors(slot) for slot in snapshot}
     for slot, factors in snapshot.items():
         bank.set_factors(slot, factors)
-    again = Population.initial(3, 3)
+    again = Population.initial({"teacher": 3, "student": 3})
     evolve(bank, again, fitness, config, step=1, generator=torch.Generator().manual_seed(3))
     for slot in snapshot:
         assert all(torch.equal(first[slot][k][0], bank.get_factors(slot)[k][0]) for k in first[slot])

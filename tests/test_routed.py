@@ -207,3 +207,16 @@ def test_bfloat16_base_matches_peft_per_row():
             ours = bank.model(input_ids=ids).logits.float()
         ref = _per_row_reference(bank, ids, names).float()
     assert _close(ours, ref, tol=3e-2), (ours - ref).abs().max()
+
+
+def test_a_bank_with_another_model_is_refused_on_every_generation_path(bank, tiny):
+    from evolora.segments import generate_segments
+    from evolora.tasks.base import Segment
+
+    other, tokenizer = tiny  # the bare base: not the bank's PEFT model
+    with pytest.raises(ValueError, match="bank.model"):
+        generate(other, tokenizer, [[5, 6]], ["A0"], max_new_tokens=2, bank=bank)
+    with pytest.raises(ValueError, match="bank.model"):
+        generate_segments(other, tokenizer, [[5, 6]], ["A0"], (Segment(max_new_tokens=2),), max_new_tokens=2, bank=bank)
+    (out,) = generate(bank.model, tokenizer, [[5, 6]], ["A0"], max_new_tokens=2, greedy=True, bank=bank)
+    assert 1 <= len(out.completion_ids) <= 2

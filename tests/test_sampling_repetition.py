@@ -9,6 +9,7 @@ import pytest
 
 from evolora import selfplay
 from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict
+from evolora.game import Game
 from evolora.population import AdapterBank, Population
 from evolora.ratings import Ratings
 from evolora.rollout import Completion
@@ -39,9 +40,9 @@ class _Copier(ArithTask):
 
 def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, monkeypatch):
     model, tokenizer = tiny
-    population = Population.initial(1, 1)
+    population = Population.initial({"teacher": 1, "student": 1})
     bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
-    teachers, students = population.players()
+    teachers, students = population.players(Game("teacher", "student"))
     ratings = Ratings()
     for member in population.members:
         ratings.add(member.id)

@@ -1,0 +1,96 @@
+"""The ``population`` section: a mapping role → number of members, in one of two forms.
+
+    population: {teachers: 2, students: 2}           # the named form (kept for every existing config)
+    population: {roles: {teacher: 2, student: 2}}    # the general form: one size per role
+
+Both give ``PopulationConfig.roles == {"teacher": 2, "student": 2}`` (the roles of the
+``population`` arm's game, :data:`evolora.game.POPULATION_ROLES`) and the same
+``teachers``/``students``. A config mixing the two forms, naming a role the game does not
+have, or leaving one of its roles out is refused with the key to change. The resolved config
+is stored in the named form, so a run directory's ``config.yaml`` reads as before.
+
+Source: PopuLoRA (arXiv 2605.16727) §2 (teacher and student populations; paper: 4 each).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from evolora.config_types import Int, _Section
+from evolora.game import POPULATION_ROLES
+
+_NAMED = {role: f"{role}s" for role in POPULATION_ROLES}  # teacher -> teachers (the named form's keys)
+
+
+class PopulationConfig(_Section):
+    teachers: Int = Field(default=2, ge=1, le=64)
+    """Number of teacher individuals (paper: 4); ``roles.teacher`` in the general form."""
+    students: Int = Field(default=2, ge=1, le=64)
+    """Number of student individuals (paper: 4); ``roles.student`` in the general form."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_roles(cls, data: Any) -> Any:
+        """Read the general form ``roles: {teacher: 2, student: 2}`` into the named fields."""
+        if not isinstance(data, dict) or "roles" not in data:
+            return data
+        named = [key for key in _NAMED.values() if key in data]
+        if named:
+            raise ValueError(f"population.roles and population.{named[0]} both given; declare the sizes once, "
+                             "either roles: {teacher: 2, student: 2} or teachers: 2, students: 2")
+        roles = data["roles"]
+        if not isinstance(roles, dict):
+            raise ValueError(f"population.roles must map each role to its size, such as "
+                             f"{{teacher: 2, student: 2}}, got {roles!r}")
+        unknown = [str(role) for role in roles if role not in POPULATION_ROLES]
+        if unknown:
+            raise ValueError(f"population.roles: unknown role {unknown[0]!r}; the roles are "
+                             f"{', '.join(POPULATION_ROLES)} (the single agent is selfplay.mode=single_agent)")
+        missing = [role for role in POPULATION_ROLES if role not in roles]
+        if missing:
+            raise ValueError(f"population.roles: give a size for {missing[0]!r} too; the game needs "
+                             f"every one of {', '.join(POPULATION_ROLES)}")
+        for role, size in roles.items():
+            if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 64:
+                raise ValueError(f"population.roles.{role} must be a whole number from 1 to 64, got {size!r}")
+        rest = {key: value for key, value in data.items() if key != "roles"}
+        return {**rest, **{_NAMED[role]: roles[role] for role in POPULATION_ROLES}}
+
+    @property
+    def roles(self) -> dict[str, int]:
+        """Members per role, in the game's order: ``{"teacher": 2, "student": 2}``."""
+        return {role: getattr(self, key) for role, key in _NAMED.items()}
+
+    def key(self, role: str) -> str:
+        """The config key of ``role``'s size, for error messages (``population.teachers``)."""
+        return f"population.{_NAMED.get(role, role)}"
+
+
+def check_evolvable(population: PopulationConfig, evolution) -> None:
+    """Refuse an evolution that could never replace anyone, or a crossover without two parents.
+
+    Args:
+        population: the role sizes; evolution: the :class:`evolora.config.EvolutionConfig`.
+
+    Raises:
+        ValueError: ``evolution.elitism`` protects every member of a role while ``gamma > 0``,
+            or a crossover is possible but a role's parent pool holds fewer than 2 members.
+    """
+    evo = evolution
+    for role, size in population.roles.items():
+        if evo.elitism >= size and evo.gamma > 0:  # a silent no-op evolution is a config bug
+            raise ValueError(
+                f"evolution.elitism={evo.elitism} protects every one of the {size} {role}s; "
+                f"set evolution.elitism below {population.key(role)} or evolution.gamma to 0")
+    if evo.crossover_rate > 0 and evo.gamma > 0:
+        from evolora.operators.selection import num_replaced
+
+        for role, size in population.roles.items():
+            pool = size if evo.parent_pool == "role" else size - num_replaced(size, evo.gamma, evo.elitism)
+            if pool < 2:
+                raise ValueError(
+                    f"a crossover needs 2 parents but {population.key(role)}={size} leaves {pool} "
+                    f"(evolution.parent_pool={evo.parent_pool}); grow {population.key(role)} "
+                    "or set evolution.crossover_rate=0")

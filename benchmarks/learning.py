@@ -17,8 +17,8 @@ import argparse
 import statistics
 from pathlib import Path
 
-from evolora.report_data import load_run
-from evolora.report_data import run_numbers as report_numbers
+from evolora.report.data import load_run
+from evolora.report.data import run_numbers as report_numbers
 from evolora.tasks.base import normalise_problem
 
 

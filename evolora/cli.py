@@ -336,7 +336,7 @@ def export_command(
 def _write_report(run_dirs: list[Path], out: Optional[Path]):
     """Load the runs and write the report; bad paths exit 2 naming the path."""
     from evolora.report import write_report
-    from evolora.report_data import load_run
+    from evolora.report.data import load_run
 
     try:
         runs = [load_run(path) for path in run_dirs]
@@ -364,7 +364,7 @@ def compare(
 ) -> None:
     """Compare arms (population vs single agent) over seeds: print a summary table and write the report."""
     from evolora.report import format_stat, summary_rows
-    from evolora.report_data import summarize
+    from evolora.report.data import summarize
 
     if len(run_dirs) < 2:
         _fail(f"compare needs at least two run directories, got {len(run_dirs)}; use `evolora report` for one")

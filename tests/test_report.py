@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from evolora.cli import app
 from evolora.report import write_report
-from evolora.report_data import load_run, slope, summarize, t_interval
-from evolora.report_plots import FIGURES
+from evolora.report.data import load_run, slope, summarize, t_interval
+from evolora.report.plots import FIGURES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STEPS = 4

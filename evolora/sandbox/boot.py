@@ -4,7 +4,7 @@ untrusted program (``python -S -s -B -P -c BOOT mem cpu files allowed banned``).
 It drops the network (new user + network namespace), sets resource limits, compiles
 ``prog.py``, installs an import guard and an audit hook, and executes the program in its own
 ``__main__`` module with a reduced set of builtins. :mod:`evolora.sandbox` spawns it; the
-static checks that run before are in :mod:`evolora.sandbox_policy`.
+static checks that run before are in :mod:`evolora.sandbox.policy`.
 
 Source: Absolute Zero Reasoner (arXiv 2505.03335) executor checks; the threat model is in
 README.md, "Security model".

@@ -3,7 +3,7 @@
 Figures are built as ``matplotlib.figure.Figure`` on an Agg canvas, never through pyplot, so
 making a report changes no global matplotlib state (a notebook's backend stays as it was).
 
-Every ``plot_*`` function takes loaded runs (:class:`evolora.report_data.RunData`) and an
+Every ``plot_*`` function takes loaded runs (:class:`evolora.report.data.RunData`) and an
 output path, writes the PNG atomically and returns its path, or returns None (writing
 nothing) when no run holds the data it needs. Several runs are overlaid: colour = arm
 (mode), one thin line per seed.
@@ -28,7 +28,7 @@ from matplotlib.ticker import MaxNLocator
 
 from evolora import metrics as run_metrics
 from evolora.io import atomic_path
-from evolora.report_data import POPULATION, RunData, complexity_metrics, held_out_members, series
+from evolora.report.data import POPULATION, RunData, complexity_metrics, held_out_members, series
 
 ARM_COLORS = {"population": "tab:blue", "single_agent": "tab:orange"}
 _EXTRA_COLORS = ["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
-from evolora.sandbox_policy import (  # noqa: F401  (re-exported)
+from evolora.sandbox.policy import (  # noqa: F401  (re-exported)
     ALLOWED_MODULES,
     BANNED_NAMES,
     MAX_SOURCE_CHARS,
@@ -76,7 +76,7 @@ class SandboxResult:
         return self.status == "ok"
 
 
-from evolora.sandbox_boot import BOOT as _BOOT, LAZY_IMPORTS as _LAZY_IMPORTS  # the child side
+from evolora.sandbox.boot import BOOT as _BOOT, LAZY_IMPORTS as _LAZY_IMPORTS  # the child side
 
 _log = logging.getLogger(__name__)
 _NOBODY = 65534

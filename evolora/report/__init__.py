@@ -4,9 +4,9 @@
 
 The page holds a table of runs, a summary per arm (held-out accuracy of the base, the best
 member and the member mean with 95 % t-intervals over seeds; the complexity trend) and every
-figure of :mod:`evolora.report_plots`, embedded as base64 PNG data URIs (no external files
+figure of :mod:`evolora.report.plots`, embedded as base64 PNG data URIs (no external files
 needed to view it; the PNGs are also written next to it). Loading and statistics live in
-:mod:`evolora.report_data`.
+:mod:`evolora.report.data`.
 
 Source: PopuLoRA (arXiv 2605.16727) §4.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Iterable
 
 from evolora.io import write_json_atomic, write_text_atomic
-from evolora.report_data import RunData, load_run, summarize
-from evolora.report_plots import FIGURES
+from evolora.report.data import RunData, load_run, summarize
+from evolora.report.plots import FIGURES
 
 REPORT_HTML = "report.html"
 REPORT_JSON = "report.json"
@@ -29,7 +29,7 @@ __all__ = ["REPORT_HTML", "REPORT_JSON", "format_stat", "load_run", "summarize",
 
 
 def format_stat(stat: dict, *, percent: bool = True, digits: int = 1) -> str:
-    """Text of a :func:`evolora.report_data.t_interval` dict: ``12.5% [8.1, 16.9]`` (95 % CI),
+    """Text of a :func:`evolora.report.data.t_interval` dict: ``12.5% [8.1, 16.9]`` (95 % CI),
     ``12.5% (n=1)`` for a single run, ``missing`` when no run has the number."""
     if stat["mean"] is None:
         return "missing"

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from evolora.gguf import convert_gguf, is_converted
-from evolora.tiny import tiny_model, tiny_tokenizer  # noqa: F401  (re-exported for tests and users)
+from evolora.model.gguf import convert_gguf, is_converted
+from evolora.model.tiny import tiny_model, tiny_tokenizer  # noqa: F401  (re-exported for tests and users)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -195,7 +195,7 @@ def _config_dict(name: str) -> dict | None:
         ModelNotFoundError: ``config.json`` exists but is not valid JSON.
     """
     if name == TINY_MODEL_NAME:
-        from evolora.tiny import TINY_CONFIG
+        from evolora.model.tiny import TINY_CONFIG
 
         return dict(TINY_CONFIG)
     key = _embedded_key(name)

@@ -200,6 +200,10 @@ class EvalConfig(_Section):
     batch_size: Int = Field(default=16, ge=1)
     base: bool = True
     """Also evaluate the bare base model as a reference."""
+    critic_limit: Int = Field(default=16, ge=0)
+    """Held-out problems of the critic evaluation (runs with critics only; 0 disables it)."""
+    critic_samples: Int = Field(default=4, ge=1)
+    """Sampled answers n per problem and answerer: majority-of-n and best-of-n by a critic."""
 
 
 class RunConfig(_Section):

@@ -33,6 +33,7 @@ import torch
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
+from evolora.critic_eval import critic_evaluation
 from evolora.evaluation import held_out_accuracy
 from evolora.evolution import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
@@ -307,6 +308,24 @@ class Run:
                                        seed=self.config.run.seed, routing=self.config.selfplay.routing)
         return results
 
+    def evaluate_critics(self) -> dict:
+        """The held-out critic evaluation (:func:`evolora.critic_eval.critic_evaluation`) of a run with
+        critics: the base and every student answer, the base and every critic (best rating first) judge.
+        {} without critics or when evaluation is off."""
+        review, evaluation = self.arm.review, self.config.eval
+        critics = self.population.role(review.solver) if review is not None else []
+        if not critics or not evaluation.enabled:
+            return {}
+        ranked = sorted(critics, key=lambda m: -self.ratings.conservative(m.id))
+        selfplay = self.config.selfplay
+        sampling = {k: v for k, v in selfplay.sampling(review.proposer).items() if k != "max_new_tokens"}
+        return critic_evaluation(
+            self.bank, self.tokenizer, self.task, {m.slot: m.id for m in self.population.role(review.proposer)},
+            {m.slot: m.id for m in ranked}, limit=evaluation.critic_limit, n=evaluation.critic_samples,
+            sampling=sampling, max_new_tokens=evaluation.max_new_tokens,
+            critic_max_new_tokens=selfplay.critic_max_new_tokens, batch_size=evaluation.batch_size,
+            seed=self.config.run.seed, routing=selfplay.routing)
+
     def diversity(self) -> dict[str, float]:
         """Per role with >= 2 members: mean pairwise ‖ΔW_i − ΔW_j‖_F / mean ‖ΔW_i‖_F
         (:func:`evolora.operators.population_diversity`; 0 = identical members)."""
@@ -338,5 +357,8 @@ class Run:
                    "held_out_source": self.task.held_out_source if evaluate else None,
                    "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
                    "diversity": self.diversity()}
+        critic_eval = self.evaluate_critics() if evaluate else {}
+        if critic_eval:  # only a run with critics has the key
+            summary["critic_eval"] = critic_eval
         write_json_atomic(final / "summary.json", summary)
         return summary

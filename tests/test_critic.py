@@ -215,3 +215,41 @@ def test_runs_without_critics_write_no_critic_keys(tmp_path, single_thread):
     assert metrics and matches and all("critic" not in r and "rollout_critic" not in str(r) for r in metrics)
     assert all("reviews" not in m for m in matches)
     assert all(r["role"] != "critic" for m in metrics for r in m["ratings"].values())
+
+
+# -- held-out critic evaluation -------------------------------------------------------------------
+def test_majority_and_best_of_n_pick_the_rows_they_promise():
+    from evolora.critic_eval import _accepted, _majority
+
+    grades = [Grade("wrong", 3.0), Grade("correct", 5.0), Grade("format", None), Grade("correct", 5.0),
+              Grade("wrong", 3.0), Grade("wrong", 3.0)]
+    assert _majority([0, 1, 2], grades) == 0 and _majority([1, 0], grades) == 1  # a tie: the value seen first
+    assert _majority([0, 1, 2, 3], grades) == 1 and _majority([3, 0, 4, 5], grades) == 0
+    assert _majority([2], grades) == 2  # nothing parsed: the first row
+    assert _accepted([0, 1, 3], {0: "incorrect", 1: None, 3: "correct"}) == 3
+    assert _accepted([0, 1], {0: "incorrect", 1: "incorrect"}) == 0
+
+
+def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_thread):
+    from rich.console import Console
+
+    from evolora.cli_console import critic_table
+
+    config = _config(run={"steps": 1}, eval={"limit": 2, "critic_limit": 3, "critic_samples": 2})
+    summary = _run(config, tmp_path).finish()
+    evaluation = summary["critic_eval"]
+    assert evaluation["problems"] == 3 and evaluation["n"] == 2
+    assert list(evaluation["judges"])[0] == "base" and list(evaluation["answerers"])[0] == "base"
+    assert set(evaluation["judges"]) == {"base", *(m["id"] for m in summary["individuals"] if m["role"] == "critic")}
+    assert set(evaluation["answerers"]) == {"base", *(m["id"] for m in summary["individuals"] if m["role"] == "student")}
+    for row in evaluation["answerers"].values():
+        values = [row["greedy"], row["single"], row["majority"], *row["best_of_n"].values()]
+        assert set(row["best_of_n"]) == set(evaluation["judges"]) and all(0 <= v <= 1 for v in values)
+    for judge in evaluation["judges"].values():
+        assert judge["reviews"] == 3 * 2 * 3 and 0 <= judge["parse_rate"] <= 1  # every JudgedToy answer is graded
+    console = Console(record=True, width=200)
+    console.print(critic_table(evaluation))
+    text = console.export_text()
+    assert "best@2 by base" in text and "balanced accuracy of each judge: base" in text
+    plain = _run(_config({"teachers": 2, "students": 2}, run={"steps": 1}), tmp_path / "plain").finish()
+    assert "critic_eval" not in plain

@@ -6,7 +6,6 @@ nothing registers itself.
 
 from __future__ import annotations
 
-import dataclasses
 from statistics import mean
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -22,7 +21,7 @@ class JsonlLogger:
 
     def __call__(self, run, record: dict, games: list) -> None:
         for game in games:
-            append_jsonl(run.out_dir / MATCHES, {"step": record["step"], **dataclasses.asdict(game)})
+            append_jsonl(run.out_dir / MATCHES, {"step": record["step"], **game.to_dict()})
         append_jsonl(run.out_dir / METRICS, record)
         run.log_counts["matches"] += len(games)
         run.log_counts["metrics"] += 1

@@ -194,7 +194,12 @@ def _print_summary(summary: dict) -> None:
     if base:
         table.caption = (f"base model held-out accuracy: {base['accuracy']:.1%} ({base['correct']}/{base['total']}); "
                          f"held-out problems: {summary.get('held_out_source') or 'the task'}")
-    Console(width=None if sys.stdout.isatty() else 140).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    console.print(table)
+    if summary.get("critic_eval"):
+        from evolora.cli_console import critic_table
+
+        console.print(critic_table(summary["critic_eval"]))
 
 
 @app.command()

@@ -45,10 +45,30 @@ def start_line(config: Config, out, *, resume: bool) -> str:
     from evolora.model import needs_conversion
 
     players = ("1 single agent (proposes and solves)" if config.selfplay.mode == "single_agent"
-               else f"{config.population.teachers} teachers + {config.population.students} students")
+               else " + ".join(f"{n} {role}s" for role, n in config.role_sizes.items()))
     model = config.model.name
     if needs_conversion(model):
         model += " (first run: converting the embedded GGUF once, ~20 s)"
     verb = "resuming" if resume else "starting"
     return (f"evolora: {verb} {players} on {model}, task {config.task.name}, "
             f"{config.run.steps} steps -> {out}")
+
+
+def critic_table(critic_eval: dict):
+    """The held-out critic evaluation (``summary.json``'s ``critic_eval``) as a rich table: per judge its
+    balanced accuracy and verdict parse rate; per answerer greedy, single-sample, majority-of-n and
+    best-of-n by each judge (accuracies in %)."""
+    from rich.table import Table
+
+    n, judges = critic_eval["n"], list(critic_eval["judges"])
+    table = Table(title=f"held-out critic evaluation ({critic_eval['problems']} problems, n = {n})")
+    for column in ("answerer", "greedy", "single", f"majority@{n}", *(f"best@{n} by {j}" for j in judges)):
+        table.add_column(column)
+    pct = lambda x: f"{x:.1%}" if x is not None else "-"  # noqa: E731
+    for name, row in critic_eval["answerers"].items():
+        table.add_row(name, pct(row["greedy"]), pct(row["single"]), pct(row["majority"]),
+                      *(pct(row["best_of_n"][j]) for j in judges))
+    table.caption = "balanced accuracy of each judge: " + "; ".join(
+        f"{j} {pct(s['balanced_accuracy'])} (parsed {pct(s['parse_rate'])} of {s['reviews']})"
+        for j, s in critic_eval["judges"].items())
+    return table

@@ -95,6 +95,10 @@ class RewardConfig(_Section):
     repetition: Float = Field(default=0.0, ge=0)
     """R-Zero's repetition penalty λ (arXiv 2508.05004 §3): a proposal whose normalised problem
     occurs k times among the step's N proposals loses λ · (k − 1) / (N − 1); 0 turns it off."""
+    refuted: Float = Field(default=0.0, le=0)
+    """Added to a student's wrong answer for each critic that flagged it ``incorrect`` (≤ 0; 0: off)."""
+    survived: Float = Field(default=0.0, ge=0)
+    """Added to a student's correct answer for each critic that accepted it (≥ 0; 0: off)."""
 
 
 class SelfPlayConfig(_Section):
@@ -120,6 +124,10 @@ class SelfPlayConfig(_Section):
     student_temperature: Float | None = Field(default=None, gt=0)
     """Student sampling temperature; None uses ``temperature``."""
     student_top_p: Float | None = Field(default=None, gt=0, le=1)
+    critic_max_new_tokens: Int = Field(default=8, ge=1)
+    """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
+    critic_temperature: Float | None = Field(default=None, gt=0)
+    critic_top_p: Float | None = Field(default=None, gt=0, le=1)
     generation_batch_size: Int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
     routing: Literal["routed", "peft"] = "routed"
@@ -127,10 +135,10 @@ class SelfPlayConfig(_Section):
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
 
-    def sampling(self, role: Literal["teacher", "student"]) -> dict[str, float | int]:
+    def sampling(self, role: Literal["teacher", "student", "critic"]) -> dict[str, float | int]:
         """The role's rollout settings: {"temperature", "top_p", "max_new_tokens"}."""
-        if role not in ("teacher", "student"):
-            raise ValueError(f"unknown role {role!r}; use 'teacher' or 'student'")
+        if role not in ("teacher", "student", "critic"):
+            raise ValueError(f"unknown role {role!r}; use 'teacher', 'student' or 'critic'")
         own = lambda key: getattr(self, f"{role}_{key}")  # noqa: E731
         return {"temperature": own("temperature") if own("temperature") is not None else self.temperature,
                 "top_p": own("top_p") if own("top_p") is not None else self.top_p,
@@ -192,6 +200,10 @@ class EvalConfig(_Section):
     batch_size: Int = Field(default=16, ge=1)
     base: bool = True
     """Also evaluate the bare base model as a reference."""
+    critic_limit: Int = Field(default=16, ge=0)
+    """Held-out problems of the critic evaluation (runs with critics only; 0 disables it)."""
+    critic_samples: Int = Field(default=4, ge=1)
+    """Sampled answers n per problem and answerer: majority-of-n and best-of-n by a critic."""
 
 
 class RunConfig(_Section):
@@ -223,6 +235,9 @@ class Config(_Section):
             if self.selfplay.matchmaking.hall_of_fame:
                 raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "
                                  f"set it to 0 with selfplay.mode={self.selfplay.mode}")
+            if self.population.critics:
+                raise ValueError("population.critics needs students to judge; set it to 0 with "
+                                 f"selfplay.mode={self.selfplay.mode} or use selfplay.mode=population")
             return self  # one agent: the population and evolution sections are not used
         check_evolvable(self.population, self.evolution)
         return self

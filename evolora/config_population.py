@@ -2,14 +2,18 @@
 
     population: {teachers: 2, students: 2}           # the named form (kept for every existing config)
     population: {roles: {teacher: 2, student: 2}}    # the general form: one size per role
+    population: {roles: {teacher: 2, student: 2, critic: 2}}   # with critics (or critics: 2)
 
-Both give ``PopulationConfig.roles == {"teacher": 2, "student": 2}`` (the roles of the
-``population`` arm's game, :data:`evolora.game.POPULATION_ROLES`) and the same
-``teachers``/``students``. A config mixing the two forms, naming a role the game does not
-have, or leaving one of its roles out is refused with the key to change. The resolved config
-is stored in the named form, so a run directory's ``config.yaml`` reads as before.
+The first two give ``PopulationConfig.roles == {"teacher": 2, "student": 2}`` and the same
+``teachers``/``students``; the roles are those of the ``population`` arm's pipeline
+(:data:`evolora.game.POPULATION_ROLES`). ``teacher`` and ``student`` are required
+(:data:`evolora.game.REQUIRED_ROLES`); ``critic`` is optional (``critics: 0``, the default, is a
+run without critics, which then has no ``critic`` role). A config mixing the two forms, naming
+a role the game does not have, or leaving a required one out is refused with the key to
+change. The resolved config is stored in the named form.
 
-Source: PopuLoRA (arXiv 2605.16727) §2 (teacher and student populations; paper: 4 each).
+Source: PopuLoRA (arXiv 2605.16727) §2 (teacher and student populations; paper: 4 each);
+SPC (arXiv 2504.19162) for the critic.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from evolora.config_types import Int, _Section
-from evolora.game import POPULATION_ROLES
+from evolora.game import POPULATION_ROLES, REQUIRED_ROLES
 
 _NAMED = {role: f"{role}s" for role in POPULATION_ROLES}  # teacher -> teachers (the named form's keys)
 
@@ -29,6 +33,9 @@ class PopulationConfig(_Section):
     """Number of teacher individuals (paper: 4); ``roles.teacher`` in the general form."""
     students: Int = Field(default=2, ge=1, le=64)
     """Number of student individuals (paper: 4); ``roles.student`` in the general form."""
+    critics: Int = Field(default=0, ge=0, le=64)
+    """Number of critic individuals, who judge the students' answers (0: none, the paper's setup);
+    ``roles.critic`` in the general form."""
 
     @model_validator(mode="before")
     @classmethod
@@ -48,20 +55,22 @@ class PopulationConfig(_Section):
         if unknown:
             raise ValueError(f"population.roles: unknown role {unknown[0]!r}; the roles are "
                              f"{', '.join(POPULATION_ROLES)} (the single agent is selfplay.mode=single_agent)")
-        missing = [role for role in POPULATION_ROLES if role not in roles]
+        missing = [role for role in REQUIRED_ROLES if role not in roles]
         if missing:
             raise ValueError(f"population.roles: give a size for {missing[0]!r} too; the game needs "
-                             f"every one of {', '.join(POPULATION_ROLES)}")
+                             f"every one of {', '.join(REQUIRED_ROLES)}")
         for role, size in roles.items():
             if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 64:
                 raise ValueError(f"population.roles.{role} must be a whole number from 1 to 64, got {size!r}")
         rest = {key: value for key, value in data.items() if key != "roles"}
-        return {**rest, **{_NAMED[role]: roles[role] for role in POPULATION_ROLES}}
+        return {**rest, **{_NAMED[role]: roles[role] for role in POPULATION_ROLES if role in roles}}
 
     @property
     def roles(self) -> dict[str, int]:
-        """Members per role, in the game's order: ``{"teacher": 2, "student": 2}``."""
-        return {role: getattr(self, key) for role, key in _NAMED.items()}
+        """Members per role, in the pipeline's order: ``{"teacher": 2, "student": 2}``, with
+        ``"critic"`` last when ``critics > 0``."""
+        return {role: getattr(self, key) for role, key in _NAMED.items()
+                if role in REQUIRED_ROLES or getattr(self, key) > 0}
 
     def key(self, role: str) -> str:
         """The config key of ``role``'s size, for error messages (``population.teachers``)."""

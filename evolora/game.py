@@ -2,6 +2,11 @@
 
     Game(proposer="teacher", solver="student")   # PopuLoRA: teachers propose, students solve
     Game(proposer="agent", solver="agent")       # AZR baseline: one role plays both sides
+    Game(proposer="student", solver="critic")    # the review: critics judge the students' answers
+
+A step is a small pipeline of games (:attr:`Arm.pipeline`): the arm's game, then, when the run
+has critics, its review game, where each critic sees a problem and one student answer and
+returns a verdict (``correct``/``incorrect``) that the verifier's grade scores.
 
 A population is a mapping role → members; the loop asks the game which role sits on which
 side, so selection, ratings, the hall of fame and evolution never name a role. Records keep
@@ -9,7 +14,8 @@ the side names of today's game (``teacher``/``student`` in ``matches.jsonl`` and
 record) for every arm. Nothing here imports the rest of the package.
 
 Source: PopuLoRA (arXiv 2605.16727) §2 (teacher and student populations); Absolute Zero
-Reasoner (arXiv 2505.03335), the single-agent baseline of PopuLoRA §4.
+Reasoner (arXiv 2505.03335), the single-agent baseline of PopuLoRA §4; Self-Play Critic (SPC,
+arXiv 2504.19162), the critic that judges a solver's answers.
 """
 
 from __future__ import annotations
@@ -45,19 +51,36 @@ class Arm:
         game: the game played each step.
         sizes: fixed {role: members}, or None when the ``population`` section declares them.
         evolve: whether the outer loop replaces members (``evolution`` section) every k steps.
+        review: the game played on the solvers' answers after ``game`` (``student`` → ``critic``),
+            when the run has members of its solver role; None when the arm has no review.
     """
 
     game: Game
     sizes: Mapping[str, int] | None = None
     evolve: bool = True
+    review: Game | None = None
+
+    @property
+    def pipeline(self) -> tuple[Game, ...]:
+        """The games a step may play, in order: ``game``, then ``review`` when the arm has one."""
+        return (self.game,) if self.review is None else (self.game, self.review)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Every role of the pipeline, in order of appearance (``teacher, student, critic``)."""
+        return tuple(dict.fromkeys(role for game in self.pipeline for role in game.roles))
 
 
 ARMS: Mapping[str, Arm] = MappingProxyType({
-    "population": Arm(Game(proposer="teacher", solver="student")),
+    "population": Arm(Game(proposer="teacher", solver="student"), review=Game(proposer="student", solver="critic")),
     "single_agent": Arm(Game(proposer="agent", solver="agent"), sizes=MappingProxyType({"agent": 1}), evolve=False),
 })
 """The arm of each ``selfplay.mode``: co-evolving teachers and students (PopuLoRA), or one agent that
-proposes and solves its own problems without evolution (the AZR baseline, PopuLoRA §4)."""
+proposes and solves its own problems without evolution (the AZR baseline, PopuLoRA §4); the
+population arm's critics, when the run has any, review the students' answers."""
 
-POPULATION_ROLES: tuple[str, ...] = ARMS["population"].game.roles
-"""The roles ``population.roles`` declares sizes for (the roles of the ``population`` arm's game)."""
+POPULATION_ROLES: tuple[str, ...] = ARMS["population"].roles
+"""The roles ``population.roles`` may declare sizes for: ``teacher``, ``student``, ``critic``."""
+
+REQUIRED_ROLES: tuple[str, ...] = ARMS["population"].game.roles
+"""The roles every population run has (the main game's): ``teacher`` and ``student``; ``critic`` is optional."""

@@ -45,7 +45,7 @@ class League:
         population, ratings: the members and their TrueSkill/Elo ratings (ids as keys).
         optimizers: {member id: its optimizer}. lineage: one entry per individual ever born
             (``Individual.to_dict()`` plus ``step``). tally: {id: games played}, attempts/correct
-            when it solved and proposals/valid when it proposed. hall, hall_slots: the hall
+            when it solved, proposals/valid when it proposed, reviews/agreed/format when it judged. hall, hall_slots: the hall
             of fame (None when off) and {snapshot id: its bank slot}.
     """
 
@@ -113,10 +113,14 @@ class League:
         """The member with the highest conservative rating μ − 3σ (the first one on a tie)."""
         return max(members, key=lambda m: self.ratings.conservative(m.id))
 
-    def rate(self, pair_solve_rates: dict[tuple[str, str], float | None]) -> dict[str, str]:
+    def rate(self, pair_solve_rates: dict[tuple[str, str], float | None],
+             sides: tuple[str, str] = ("teacher", "student")) -> dict[str, str]:
         """Record each (proposer, solver) pair's match from the solver's solve rate; self-play and
-        hall-of-fame games are not rated. Returns {"proposer|solver": outcome}."""
-        return {f"{t}|{s}": self.ratings.record_match(s, t, rate)
+        hall-of-fame games are not rated. Returns {"proposer|solver": winner}, the winner named
+        by ``sides`` (proposer's, solver's) or "draw": for the review game, (student, critic) pairs
+        with the critic's agreement rate and ``sides=("student", "critic")``."""
+        names = {"teacher": sides[0], "student": sides[1], "draw": "draw"}  # Ratings.record_match's words
+        return {f"{t}|{s}": names[self.ratings.record_match(s, t, rate)]
                 for (t, s), rate in pair_solve_rates.items() if t != s and s in self.ratings}
 
     def count(self, games) -> None:
@@ -128,6 +132,15 @@ class League:
             solver = self.tally.setdefault(game.student, {})
             solver["attempts"] = solver.get("attempts", 0) + len(game.grades)
             solver["correct"] = solver.get("correct", 0) + sum(label == "correct" for label in game.grades)
+
+    def count_reviews(self, reviews) -> None:
+        """Add a step's critic reviews (:class:`evolora.critic.Review`) to each critic's tally:
+        reviews, agreed (verdict = the verifier's) and format (no verdict parsed)."""
+        for review in reviews:
+            critic = self.tally.setdefault(review.critic, {})
+            critic["reviews"] = critic.get("reviews", 0) + 1
+            critic["agreed"] = critic.get("agreed", 0) + (review.verdict == review.truth)
+            critic["format"] = critic.get("format", 0) + (review.verdict is None)
 
     # -- hall of fame ------------------------------------------------------------------------
     def frozen(self, role: str) -> list[Individual]:

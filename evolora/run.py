@@ -9,6 +9,7 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
     repair non-finite members (rollback, or league.cull)
     proposers, solvers = population.players(arm.game)   # teachers, students; or the agent twice
     outcome = play_step(proposers, solvers, ...)         # PFSP pairs, proposals, verdicts, answers, rewards
+    reviews = review_step(students, critics, ...)        # with critics: verdicts on the answers, rewards
     policy_update_many(every member's samples)           # one GRPO / REINFORCE++ update per adapter
     league.count(games); league.rate(pair solve rates)   # tally, OpenSkill + Elo
     every k steps (arm.evolve): league.evolve(...)       # bottom γ of each role -> children, each
@@ -31,6 +32,8 @@ import torch
 
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
+from evolora.critic import Review, review_rates, review_step, review_summary
+from evolora.critic_eval import critic_evaluation
 from evolora.evaluation import held_out_accuracy
 from evolora.evolution import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
@@ -118,6 +121,7 @@ class Run:
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
         outcome = play_step(self.bank, self.tokenizer, self.task, proposers, solvers, self.ratings,
                             self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen())
+        reviews = self._review(outcome, np_rng)  # None: the run has no critics
         seconds = dict(outcome.seconds)
 
         t0 = time.perf_counter()
@@ -136,6 +140,7 @@ class Run:
 
         self.league.count(outcome.games)
         outcomes = self.league.rate(outcome.pair_solve_rates)
+        critic = self._rate_reviews(reviews, outcome, roles) if reviews is not None else None
 
         t0 = time.perf_counter()
         births = []
@@ -148,8 +153,29 @@ class Run:
         self.step = step
         record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
         record["faults"] = faults
+        if critic is not None:
+            record["critic"] = critic
         self._snapshot()
         return record, outcome.games
+
+    def _review(self, outcome, np_rng) -> list[Review] | None:
+        """The review game of the step (:func:`evolora.critic.review_step`) when the run has critics, else None."""
+        review = self.arm.review
+        if review is None or not self.population.role(review.solver):
+            return None
+        students, critics = self.population.players(review)
+        return review_step(self.bank, self.tokenizer, self.task, outcome, students, critics, self.ratings,
+                           self.config.selfplay, np_rng=np_rng)
+
+    def _rate_reviews(self, reviews: list[Review], outcome, roles: dict[str, str]) -> dict:
+        """Tally and rate the step's reviews; the step record's ``critic`` section."""
+        self.league.count_reviews(reviews)
+        rates = review_rates(reviews)
+        outcomes = self.league.rate(rates, sides=self.arm.review.roles)
+        lengths = metrics.response_length_stats(len(s.completion_ids) for i, role in roles.items()
+                                                if role == self.arm.review.solver for s in outcome.samples[i])
+        return {**review_summary(reviews), "pair_agreement": {f"{s}|{c}": r for (s, c), r in rates.items()},
+                "match_outcomes": outcomes, "response_length": lengths}
 
     def _frozen(self) -> list[Individual]:
         """The hall-of-fame snapshots as frozen solvers (empty when the hall is off)."""
@@ -232,7 +258,7 @@ class Run:
             "matchup": metrics.matchup_matrix(games),
             "response_length": {role: metrics.response_length_stats(
                 len(s.completion_ids) for i in roles for s in outcome.samples[i]
-                if s.group.startswith("teacher:") == (role == "teacher"))
+                if s.group.startswith("teacher:") == (role == "teacher") and roles[i] != "critic")
                 for role in ("teacher", "student")},
             "entropy": entropy,
             "mean_entropy": metrics.finite_mean(entropy.values()),
@@ -282,6 +308,24 @@ class Run:
                                        seed=self.config.run.seed, routing=self.config.selfplay.routing)
         return results
 
+    def evaluate_critics(self) -> dict:
+        """The held-out critic evaluation (:func:`evolora.critic_eval.critic_evaluation`) of a run with
+        critics: the base and every student answer, the base and every critic (best rating first) judge.
+        {} without critics or when evaluation is off."""
+        review, evaluation = self.arm.review, self.config.eval
+        critics = self.population.role(review.solver) if review is not None else []
+        if not critics or not evaluation.enabled:
+            return {}
+        ranked = sorted(critics, key=lambda m: -self.ratings.conservative(m.id))
+        selfplay = self.config.selfplay
+        sampling = {k: v for k, v in selfplay.sampling(review.proposer).items() if k != "max_new_tokens"}
+        return critic_evaluation(
+            self.bank, self.tokenizer, self.task, {m.slot: m.id for m in self.population.role(review.proposer)},
+            {m.slot: m.id for m in ranked}, limit=evaluation.critic_limit, n=evaluation.critic_samples,
+            sampling=sampling, max_new_tokens=evaluation.max_new_tokens,
+            critic_max_new_tokens=selfplay.critic_max_new_tokens, batch_size=evaluation.batch_size,
+            seed=self.config.run.seed, routing=selfplay.routing)
+
     def diversity(self) -> dict[str, float]:
         """Per role with >= 2 members: mean pairwise ‖ΔW_i − ΔW_j‖_F / mean ‖ΔW_i‖_F
         (:func:`evolora.operators.population_diversity`; 0 = identical members)."""
@@ -301,7 +345,8 @@ class Run:
             member = self.population.by_id(row["id"])
             tally = self.tally.get(member.id, {})
             rate = (tally.get("correct", 0) / tally["attempts"] if tally.get("attempts")
-                    else tally.get("valid", 0) / tally["proposals"] if tally.get("proposals") else None)
+                    else tally.get("valid", 0) / tally["proposals"] if tally.get("proposals")
+                    else tally.get("agreed", 0) / tally["reviews"] if tally.get("reviews") else None)
             individuals.append({**row, "role": member.role, "parents": list(member.parents), "games": tally,
                                 "solve_or_valid_rate": rate,
                                 "operator": member.operator, "born_step": member.born_step,
@@ -312,5 +357,8 @@ class Run:
                    "held_out_source": self.task.held_out_source if evaluate else None,
                    "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
                    "diversity": self.diversity()}
+        critic_eval = self.evaluate_critics() if evaluate else {}
+        if critic_eval:  # only a run with critics has the key
+            summary["critic_eval"] = critic_eval
         write_json_atomic(final / "summary.json", summary)
         return summary

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -104,6 +104,14 @@ class GameRecord:
     student_rewards: list[float] = field(default_factory=list)
     copied: bool = False  # the problem equals a reference example of the teacher's own prompt
     repetition_penalty: float = 0.0  # R-Zero penalty subtracted from teacher_reward
+    reviews: list[dict] | None = None  # the critics' verdicts on its attempts (None: the run has no critics)
+
+    def to_dict(self) -> dict:
+        """The ``matches.jsonl`` line (``step`` apart); ``reviews`` only in a run with critics."""
+        record = asdict(self)
+        if self.reviews is None:
+            del record["reviews"]
+        return record
 
 
 @dataclass
@@ -219,7 +227,7 @@ def _score(task: Task, games: list[GameRecord], solve_rows: list[int], attempts:
         game.attempts.append(attempt.text)
         game.grades.append(grade.label)
         game.student_rewards.append(reward)
-        samples[game.student].append(_sample(attempt, reward, group=f"problem{g}"))
+        samples[game.student].append(to_sample(attempt, reward, group=f"problem{g}"))
     penalties = repetition_penalties([g.problem for g in games], rewards.repetition)
     for game, completion, penalty in zip(games, proposals, penalties):
         if game.valid:
@@ -227,7 +235,7 @@ def _score(task: Task, games: list[GameRecord], solve_rows: list[int], attempts:
         game.repetition_penalty = penalty
         game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, rewards,
                                              parsed=game.problem is not None, copied=game.copied) - penalty
-        samples[game.teacher].append(_sample(completion, game.teacher_reward, group=f"teacher:{game.teacher}"))
+        samples[game.teacher].append(to_sample(completion, game.teacher_reward, group=f"teacher:{game.teacher}"))
     return samples
 
 
@@ -261,7 +269,8 @@ def _teacher_rollout(bank, tokenizer, requests: list[ProposalRequest], slots: li
     return out  # type: ignore[return-value]
 
 
-def _sample(completion: Completion, reward: float, group: str) -> Sample:
+def to_sample(completion: Completion, reward: float, group: str) -> Sample:
+    """The learner's :class:`evolora.learner.Sample` of one completion (an empty one trains on a single pad token)."""
     if not completion.completion_ids:
         return Sample(prompt_ids=completion.prompt_ids, completion_ids=(0,), reward=reward, group=group)
     return Sample(prompt_ids=completion.prompt_ids, completion_ids=completion.completion_ids, reward=reward,

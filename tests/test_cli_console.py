@@ -75,3 +75,9 @@ def test_start_line_names_model_task_population_steps_and_conversion(monkeypatch
         assert part in line
     assert ("converting" in line) is (not converted)
     assert start_line(config, tmp_path, resume=True).startswith("evolora: resuming")
+
+
+def test_start_line_counts_critics_when_the_population_has_them(tmp_path):
+    config = config_from_dict({"model": {"name": "tiny-random"}, "task": {"name": "arith"},
+                               "population": {"roles": {"teacher": 2, "student": 2, "critic": 3}}})
+    assert "2 teachers + 2 students + 3 critics on tiny-random" in start_line(config, tmp_path, resume=False)

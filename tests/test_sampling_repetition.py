@@ -24,8 +24,9 @@ def test_sampling_keys_fall_back_per_role():
     config = SelfPlayConfig(temperature=0.9, teacher_temperature=0.6, student_top_p=0.8, student_max_new_tokens=5)
     assert config.sampling("teacher") == {"temperature": 0.6, "top_p": 1.0, "max_new_tokens": 160}
     assert config.sampling("student") == {"temperature": 0.9, "top_p": 0.8, "max_new_tokens": 5}
+    assert config.sampling("critic") == {"temperature": 0.9, "top_p": 1.0, "max_new_tokens": 8}
     with pytest.raises(ValueError, match="unknown role"):
-        config.sampling("critic")
+        config.sampling("judge")
     for key, value in (("teacher_temperature", 0), ("student_top_p", 1.5)):
         with pytest.raises(ConfigError, match=f"selfplay.{key}"):
             config_from_dict({"selfplay": {key: value}})

@@ -340,6 +340,13 @@ class ArithTask(Task):
         correct = numbers_equal(predicted, answer, rel=self.tolerance, abs=self.tolerance)
         return Grade("correct" if correct else "wrong", json_number(predicted, nearest=True))
 
+    def critic_answer(self, completion: str) -> str:
+        """The number the student gave (:func:`evolora.tasks.numeric.arithmetic_value`, written as
+        :func:`format_number`), so the critic judges the value and not the wording; the stripped
+        completion when it holds none."""
+        value = arithmetic_value(completion)
+        return format_number(value) if value is not None else completion.strip()[:80]
+
     # ------------------------------------------------------------------ evaluation
     def held_out(self, limit: int, rng: random.Random | None = None) -> list[HeldOutItem]:
         """The first ``limit`` problems of the held-out grid (``rng`` is unused: the grid

@@ -10,6 +10,7 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-4; Absolute Zero Reasoner (arXiv
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from abc import ABC, abstractmethod
 from typing import Any, Literal
@@ -18,6 +19,29 @@ Message = dict[str, str]
 """One chat message: {"role": "system" | "user" | "assistant", "content": str}."""
 
 GradeLabel = Literal["correct", "wrong", "format"]
+
+Judgement = Literal["correct", "incorrect"]
+"""A critic's parsed verdict on one answer (SPC, arXiv 2504.19162)."""
+
+CRITIC_SYSTEM = "You check answers to problems."
+CRITIC_QUESTION = "Is the answer correct? Reply with 'Verdict: correct' or 'Verdict: incorrect'."
+_VERDICT_WORD = re.compile(r"\b(incorrect|not\s+correct|wrong|correct)\b", re.IGNORECASE)
+_VERDICT_MARK = re.compile(r"verdict\s*:", re.IGNORECASE)
+
+
+def parse_verdict(text: str) -> Judgement | None:
+    """A critic's verdict: the first of ``incorrect`` / ``not correct`` / ``wrong`` (→ incorrect) or
+    ``correct`` (→ correct) after the first ``Verdict:`` (anywhere when there is none); None when
+    no such word follows (a format error). Case is ignored.
+
+    >>> parse_verdict("Verdict: correct"), parse_verdict("Verdict: **Incorrect**."), parse_verdict("Verdict: 12")
+    ('correct', 'incorrect', None)
+    """
+    mark = _VERDICT_MARK.search(text)
+    word = _VERDICT_WORD.search(text, mark.end() if mark else 0)
+    if word is None:
+        return None
+    return "correct" if word.group(1).lower() == "correct" else "incorrect"
 
 
 @dataclass(frozen=True)
@@ -157,6 +181,8 @@ class Task(ABC):
     (its program's AST) or "expression" (the problem's arithmetic expression)."""
     held_out_source: str = "the task's held-out set"
     """Where :meth:`held_out` problems come from, recorded in ``summary.json``."""
+    critic_prefix: str = "Verdict:"
+    """Text a critic's verdict is forced to start with (prepended before :meth:`parse_verdict`)."""
 
     @abstractmethod
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
@@ -197,6 +223,23 @@ class Task(ABC):
         """Grades of held-out completions, batched (one per item, in order). Default:
         :meth:`grade` of each against its item's answer."""
         return [self.grade(completion, item.answer) for completion, item in zip(completions, items)]
+
+    def critic_answer(self, completion: str) -> str:
+        """The student's answer as a critic is shown it. Default: the completion, stripped and cut
+        to 400 characters."""
+        return completion.strip()[:400]
+
+    def critic_prompt(self, problem: str, completion: str) -> list[Message]:
+        """A critic's chat prompt for one problem and one student completion (the critic role,
+        SPC arXiv 2504.19162): the problem, :meth:`critic_answer`, and the question to reply
+        ``Verdict: correct`` or ``Verdict: incorrect``."""
+        content = f"Problem: {problem}\nProposed answer: {self.critic_answer(completion)}\n{CRITIC_QUESTION}"
+        return [{"role": "system", "content": CRITIC_SYSTEM}, {"role": "user", "content": content}]
+
+    def parse_verdict(self, text: str) -> Judgement | None:
+        """A critic's verdict from its text (:attr:`critic_prefix` included); None on a format error.
+        Default: :func:`parse_verdict`."""
+        return parse_verdict(text)
 
     def close(self) -> None:
         """Release what the verifier holds (worker pools); a later call to it starts anew."""

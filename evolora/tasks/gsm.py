@@ -19,7 +19,7 @@ from pathlib import Path
 from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
 from evolora.tasks.pooled import PooledVerifier
-from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
+from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value, numbers_equal, parse_exact
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -260,6 +260,14 @@ class GSMTask(PooledVerifier):
             return Grade("format", None)
         correct = numbers_equal(predicted, answer, rel=self.tolerance, abs=self.tolerance)
         return Grade("correct" if correct else "wrong", json_number(predicted, nearest=True))
+
+    def critic_prompt(self, problem: str, completion: str) -> list[Message]:
+        """A critic's prompt: the word problem, the student's worked solution (up to 600 characters)
+        and the question ending in ``Verdict: correct`` / ``Verdict: incorrect`` (SPC arXiv 2504.19162)."""
+        solution = completion.strip()[:600]
+        return [{"role": "system", "content": CRITIC_SYSTEM},
+                {"role": "user", "content": f"Problem: {problem.strip()}\n\nProposed solution:\n{solution}\n\n"
+                                            f"Is the final answer correct? {CRITIC_QUESTION.split('? ', 1)[1]}"}]
 
     # ------------------------------------------------------------------ evaluation
     @property

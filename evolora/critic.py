@@ -1,0 +1,208 @@
+"""The review game: critics judge the students' answers, and the verifier's grade scores them.
+
+    pairs    = pfsp_pairs(critics, students, ratings)      # each critic picks a student (PFSP)
+    reviews  = every parsed answer of that student this step (grade correct / wrong)
+    verdicts = task.parse_verdict(rollout(critics, task.critic_prompt(problem, answer)))
+    critic reward  = ± balanced weight of the answer's true class (below); format -> rewards.format
+    student reward += rewards.refuted (a wrong answer flagged) or rewards.survived (a correct one accepted)
+
+It runs after the teacher → student game of the same step (:attr:`evolora.game.Arm.pipeline`),
+only in a run with critics, and adds the critics' samples to that step's outcome. An answer
+the grader could not parse (``format``) is not reviewed: it is wrong on its face.
+
+Source: SPC (Self-Play Critic, arXiv 2504.19162): a critic rewarded by agreement with the
+ground truth; PopuLoRA (arXiv 2605.16727) §2 (PFSP matchmaking, ratings, per-role evolution).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from evolora.config import RewardConfig, SelfPlayConfig
+from evolora.learner import Sample
+from evolora.matchmaking import pfsp_pairs
+from evolora.population import Individual
+from evolora.rollout import chat_prompt, generate
+from evolora.selfplay import StepOutcome, to_sample
+from evolora.tasks.base import Task
+
+TRUTH = {"correct": "correct", "wrong": "incorrect"}
+"""The verifier's grade label of a reviewed answer -> the verdict a perfect critic gives."""
+
+
+def balanced_weights(truths: list[str]) -> dict[str, float]:
+    """Per true class, the reward magnitude of one review: ``N / (2 · n_class)``.
+
+    With N reviews in a step, n_c of truly correct answers and n_i of truly incorrect ones, a
+    review scores ``+w`` when the verdict agrees with the verifier and ``−w`` when it does not,
+    ``w = N / (2 n)`` of its answer's class. The step's mean critic reward is then
+
+        (1/N) [n_c w_c (2 TPR − 1) + n_i w_i (2 TNR − 1)] = TPR + TNR − 1 = 2 · balanced accuracy − 1,
+
+    so a critic that always says ``incorrect`` (TPR 0, TNR 1) or always ``correct`` earns exactly 0,
+    a coin earns 0 in expectation, and a perfect judge earns 1.
+
+    Worked example: 10 reviews, 2 of correct answers and 8 of wrong ones: w_correct = 10/4 = 2.5,
+    w_incorrect = 10/16 = 0.625. Always ``incorrect``: 2 · (−2.5) + 8 · 0.625 = 0; always
+    ``correct``: 2 · 2.5 − 8 · 0.625 = 0; perfect: (5 + 5) / 10 = 1 per review.
+
+    A step whose reviews hold one class only gives weight 0 to both (agreement there cannot
+    tell a judge from a constant guess).
+
+    Args:
+        truths: the true class of every review, each ``"correct"`` or ``"incorrect"``.
+
+    Returns:
+        {"correct": w_c, "incorrect": w_i}, each >= 0 (units: reward per review).
+
+    >>> balanced_weights(["correct"] * 2 + ["incorrect"] * 8)
+    {'correct': 2.5, 'incorrect': 0.625}
+    """
+    counts = {label: sum(t == label for t in truths) for label in ("correct", "incorrect")}
+    if not all(counts.values()):
+        return {label: 0.0 for label in counts}
+    return {label: len(truths) / (2 * n) for label, n in counts.items()}
+
+
+def critic_rewards(verdicts: list[str | None], truths: list[str], rewards: RewardConfig) -> list[float]:
+    """Every review's critic reward: ``+w`` when the verdict agrees with the truth, ``−w`` when not
+    (:func:`balanced_weights`, over all of the step's reviews), ``rewards.format`` when the
+    verdict did not parse (None).
+
+    >>> from evolora.config import RewardConfig
+    >>> critic_rewards(["incorrect"] * 4, ["correct", "incorrect", "incorrect", "incorrect"], RewardConfig())
+    [-2.0, 0.6666666666666666, 0.6666666666666666, 0.6666666666666666]
+    """
+    weights = balanced_weights(truths)
+    return [rewards.format if verdict is None else weights[truth] * (1.0 if verdict == truth else -1.0)
+            for verdict, truth in zip(verdicts, truths)]
+
+
+def survival_bonus(verdict: str | None, truth: str, rewards: RewardConfig) -> float:
+    """What one review adds to the student's reward: ``rewards.refuted`` (≤ 0) when a wrong answer was
+    flagged ``incorrect``, ``rewards.survived`` (≥ 0) when a correct answer was accepted, else 0."""
+    if verdict == truth:
+        return rewards.survived if truth == "correct" else rewards.refuted
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Review:
+    """One critic's verdict on one student attempt (an entry of a game's ``reviews``).
+
+    Attributes:
+        critic, student: the ids. game, attempt: indices of the step's game and of the attempt in it.
+        truth: the verifier's class, "correct" or "incorrect". verdict: the critic's, or None (format).
+        text: the critic's completion (the forced prefix included). reward: its critic reward.
+    """
+
+    critic: str
+    student: str
+    game: int
+    attempt: int
+    truth: str
+    verdict: str | None
+    text: str
+    reward: float = 0.0
+
+    def to_dict(self) -> dict:
+        """The entry written into ``matches.jsonl`` (game index apart: the line is the game)."""
+        return {"critic": self.critic, "attempt": self.attempt, "truth": self.truth,
+                "verdict": self.verdict, "text": self.text, "reward": self.reward}
+
+
+def review_step(bank, tokenizer, task: Task, outcome: StepOutcome, students: list[Individual],
+                critics: list[Individual], ratings, config: SelfPlayConfig, *, np_rng: np.random.Generator) -> list[Review]:
+    """Play the review game on ``outcome`` (the step's teacher → student games) and fold it in.
+
+    Each critic picks a student by PFSP (``config.matchmaking``; p = P(student fools the critic))
+    and reviews every parsed attempt of that student in the step's games. In place: each
+    game's ``reviews`` (a list, empty when none of its attempts was reviewed), the students'
+    rewards and samples (:func:`survival_bonus`), ``outcome.samples`` of every critic (one
+    sample per review, GRPO group ``critic:<id>``), ``outcome.rollout`` and
+    ``outcome.seconds["rollout_critic"]``. Rollouts sample with torch's global RNG.
+
+    Returns:
+        The step's reviews, in (critic pair, game, attempt) order.
+    """
+    began = time.perf_counter()
+    mm = config.matchmaking
+    pairs = pfsp_pairs([c.id for c in critics], [s.id for s in students], ratings, weighting=mm.weighting,
+                       k=mm.k, scheme=mm.scheme, rng=np_rng)
+    games = outcome.games
+    todo = [(critic, g, k) for critic, student in pairs for g, game in enumerate(games) if game.student == student
+            for k, label in enumerate(game.grades) if label in TRUTH]
+    request = lambda g, k: chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[k]))  # noqa: E731
+    prefix = tokenizer(task.critic_prefix, add_special_tokens=False)["input_ids"] if task.critic_prefix else []
+    prompts = [request(g, k) + prefix for _, g, k in todo]
+    slot = {c.id: c.slot for c in critics}
+    router = bank if config.routing == "routed" else None
+    done = generate(bank.model, tokenizer, prompts, [slot[c] for c, _, _ in todo], **config.sampling("critic"),
+                    batch_size=config.generation_batch_size, stats=outcome.rollout, bank=router,
+                    stop=("\n",)) if todo else []
+    texts = [task.critic_prefix + completion.text for completion in done]
+    reviews = [Review(critic, games[g].student, g, k, TRUTH[games[g].grades[k]], task.parse_verdict(text), text)
+               for (critic, g, k), text in zip(todo, texts)]
+    rewards = critic_rewards([r.verdict for r in reviews], [r.truth for r in reviews], config.rewards)
+    reviews = [replace(review, reward=reward) for review, reward in zip(reviews, rewards)]
+    for critic in critics:
+        outcome.samples[critic.id] = []
+    for review, completion in zip(reviews, done):
+        outcome.samples[review.critic].append(to_sample(completion, review.reward, group=f"critic:{review.critic}"))
+    _fold_into_games(outcome, reviews, config.rewards)
+    outcome.seconds["rollout_critic"] = time.perf_counter() - began
+    return reviews
+
+
+def _fold_into_games(outcome: StepOutcome, reviews: list[Review], rewards: RewardConfig) -> None:
+    """Give every game its ``reviews`` and add each review's survival bonus to the attempt's
+    student reward and sample (the samples of a student follow its games' attempts in order)."""
+    games = outcome.games
+    for game in games:
+        game.reviews = []
+    index: dict[tuple[int, int], int] = {}
+    seen: dict[str, int] = {}
+    for g, game in enumerate(games):
+        for k in range(len(game.attempts)):
+            index[(g, k)] = seen.get(game.student, 0)
+            seen[game.student] = index[(g, k)] + 1
+    for review in reviews:
+        game = games[review.game]
+        game.reviews.append(review.to_dict())
+        bonus = survival_bonus(review.verdict, review.truth, rewards)
+        if bonus:
+            game.student_rewards[review.attempt] += bonus
+            samples: list[Sample] = outcome.samples[game.student]
+            i = index[(review.game, review.attempt)]
+            samples[i] = replace(samples[i], reward=samples[i].reward + bonus)
+
+
+def review_rates(reviews: list[Review]) -> dict[tuple[str, str], float]:
+    """Each (student, critic) pair's agreement rate with the verifier over its reviews (a format
+    verdict counts as a misjudgement): the critic's "solve rate" in its rated match, where the
+    student wins when the critic misjudges it more often than the ratings expect."""
+    pairs: dict[tuple[str, str], list[bool]] = {}
+    for review in reviews:
+        pairs.setdefault((review.student, review.critic), []).append(review.verdict == review.truth)
+    return {pair: sum(hits) / len(hits) for pair, hits in pairs.items()}
+
+
+def review_summary(reviews: list[Review]) -> dict:
+    """The step record's ``critic`` section: reviews, verdict parse rate, agreement, balanced
+    accuracy (mean of the per-class agreement; None without both classes), mean critic reward,
+    and the share of reviewed answers that were truly correct."""
+    if not reviews:
+        return {"reviews": 0, "parse_rate": None, "agreement": None, "balanced_accuracy": None,
+                "reward": None, "truly_correct": None}
+    per_class = [[r.verdict == r.truth for r in reviews if r.truth == label] for label in ("correct", "incorrect")]
+    return {
+        "reviews": len(reviews),
+        "parse_rate": sum(r.verdict is not None for r in reviews) / len(reviews),
+        "agreement": sum(r.verdict == r.truth for r in reviews) / len(reviews),
+        "balanced_accuracy": (sum(sum(c) / len(c) for c in per_class) / 2) if all(per_class) else None,
+        "reward": sum(r.reward for r in reviews) / len(reviews),
+        "truly_correct": len(per_class[0]) / len(reviews),
+    }

@@ -1,0 +1,117 @@
+"""Held-out critic evaluation: how well critics judge answers, and what judging buys at inference.
+
+    answers  = n sampled answers (and one greedy) per held-out problem, from the base and each student
+    truth    = the verifier's grade of each answer (format answers are not judged)
+    verdicts = greedy verdict of each judge (the base as critic, then each critic) on each answer
+    balanced accuracy per judge; per answerer: greedy, single sample, majority-of-n and
+    best-of-n by a judge (the first of the n samples it accepts; the first sample when it accepts none)
+
+Source: SPC (Self-Play Critic, arXiv 2504.19162) for critics judging solutions; best-of-n
+reranking by a verifier model (Cobbe et al., arXiv 2110.14168); PopuLoRA (arXiv 2605.16727) §4
+for the held-out protocol (the base model as the reference).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import torch
+
+from evolora.critic import TRUTH
+from evolora.rollout import BASE, chat_prompt, generate
+from evolora.tasks.base import Task
+
+
+def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], judges: dict[str, str], *,
+                      limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
+                      batch_size: int, seed: int, routing: str = "routed") -> dict:
+    """Judge held-out answers with every judge and rerank each answerer's samples.
+
+    Args:
+        bank: the :class:`evolora.population.AdapterBank`. answerers, judges: {bank slot: id}; the
+            base (slot ``"__base__"``, id ``"base"``) is added first to each as the reference.
+        limit: held-out problems (``task.held_out(limit, random.Random(seed))``). n: samples per
+            problem and answerer, >= 1. sampling: {"temperature", "top_p"} of the sampled answers.
+        max_new_tokens, critic_max_new_tokens: caps of an answer and of a verdict (after the
+            forced :attr:`Task.critic_prefix`). batch_size: rows per ``generate`` call.
+        seed: drives the problem draw and the answer sampling (a torch generator of its own).
+
+    Returns:
+        {} when the task has no held-out data or ``limit`` is 0; else {"problems", "n",
+        "judges": {judge: {"reviews", "parse_rate", "balanced_accuracy"}}, "answerers":
+        {answerer: {"greedy", "single", "majority", "best_of_n": {judge: accuracy}}}}; every
+        accuracy is a fraction in [0, 1] (None without both classes for balanced accuracy).
+    """
+    items = task.held_out(limit, random.Random(seed)) if limit else None
+    if not items:
+        return {}
+    answerers, judges = {BASE: "base", **answerers}, {BASE: "base", **judges}
+    router = bank if routing == "routed" else None
+    prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
+    rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
+    sampled = generate(bank.model, tokenizer, [prompts[i] for _, i in rows], [s for s, _ in rows],
+                       max_new_tokens=max_new_tokens, batch_size=batch_size, bank=router,
+                       generator=torch.Generator().manual_seed(seed), **sampling)
+    grades = task.grade_held_out([c.text for c in sampled], [items[i] for _, i in rows])
+    greedy_rows = [(slot, i) for slot in answerers for i in range(len(items))]
+    greedy = generate(bank.model, tokenizer, [prompts[i] for _, i in greedy_rows], [s for s, _ in greedy_rows],
+                      max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=router)
+    greedy_grades = task.grade_held_out([c.text for c in greedy], [items[i] for _, i in greedy_rows])
+    judged = [r for r, grade in enumerate(grades) if grade.label in TRUTH]
+    verdicts = _verdicts(bank, tokenizer, task, judges, [(items[rows[r][1]].question, sampled[r].text) for r in judged],
+                         max_new_tokens=critic_max_new_tokens, batch_size=batch_size, router=router)
+    by_row = {judge: dict(zip(judged, verdicts[judge])) for judge in verdicts}
+    truths = [TRUTH[grades[r].label] for r in judged]
+    result = {"problems": len(items), "n": n, "judges": {judge: _judge_scores(verdicts[judge], truths)
+                                                         for judge in verdicts}, "answerers": {}}
+    for slot, name in answerers.items():
+        mine = [r for r, (s, _) in enumerate(rows) if s == slot]
+        groups = [mine[i * n:(i + 1) * n] for i in range(len(items))]
+        result["answerers"][name] = {
+            "greedy": sum(g.label == "correct" for (s, _), g in zip(greedy_rows, greedy_grades) if s == slot) / len(items),
+            "single": sum(grades[r].label == "correct" for r in mine) / len(mine),
+            "majority": sum(grades[_majority(group, grades)].label == "correct" for group in groups) / len(items),
+            "best_of_n": {judge: sum(grades[_accepted(group, by_row[judge])].label == "correct" for group in groups)
+                          / len(items) for judge in by_row},
+        }
+    return result
+
+
+def _verdicts(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+              max_new_tokens: int, batch_size: int, router) -> dict[str, list[str | None]]:
+    """{judge id: its greedy verdict on each (problem, answer), in order}."""
+    prefix = tokenizer(task.critic_prefix, add_special_tokens=False)["input_ids"] if task.critic_prefix else []
+    prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer)) + prefix for problem, answer in reviews]
+    rows = [(slot, j) for slot in judges for j in range(len(reviews))]
+    done = generate(bank.model, tokenizer, [prompts[j] for _, j in rows], [s for s, _ in rows],
+                    max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=router,
+                    stop=("\n",)) if rows else []
+    out: dict[str, list[str | None]] = {name: [] for name in judges.values()}
+    for (slot, _), completion in zip(rows, done):
+        out[judges[slot]].append(task.parse_verdict(task.critic_prefix + completion.text))
+    return out
+
+
+def _judge_scores(verdicts: list[str | None], truths: list[str]) -> dict:
+    """Reviews, verdict parse rate and balanced accuracy (mean per-class agreement; None without both classes)."""
+    per_class = [[v == t for v, t in zip(verdicts, truths) if t == label] for label in ("correct", "incorrect")]
+    return {"reviews": len(truths),
+            "parse_rate": sum(v is not None for v in verdicts) / len(verdicts) if verdicts else None,
+            "balanced_accuracy": sum(sum(c) / len(c) for c in per_class) / 2 if all(per_class) else None}
+
+
+def _majority(group: list[int], grades) -> int:
+    """The row of the most common parsed answer among ``group`` (ties: the one seen first;
+    the first row when none parsed)."""
+    keys = [repr(grades[r].predicted) for r in group if grades[r].label != "format"]
+    if not keys:
+        return group[0]
+    top = Counter(keys).most_common(1)[0][1]
+    winner = next(k for k in keys if Counter(keys)[k] == top)
+    return next(r for r in group if grades[r].label != "format" and repr(grades[r].predicted) == winner)
+
+
+def _accepted(group: list[int], verdicts: dict[int, str | None]) -> int:
+    """The first row of ``group`` the judge called ``correct``; the first row when it accepted none."""
+    return next((r for r in group if verdicts.get(r) == "correct"), group[0])

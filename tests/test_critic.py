@@ -1,0 +1,255 @@
+"""The critic role (issue 14): config, prompts and parsing, balanced rewards, survival, ratings,
+matchmaking, evolution and resume on the tiny model."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+
+import pytest
+import torch
+
+from evolora.callbacks import Checkpointer, JsonlLogger
+from evolora.config import ConfigError, RewardConfig, config_from_dict, load_config
+from evolora.critic import Review, balanced_weights, critic_rewards, review_rates, review_summary, survival_bonus
+from evolora.game import ARMS, POPULATION_ROLES, REQUIRED_ROLES, Game
+from evolora.io import read_jsonl
+from evolora.model import load_base
+from evolora.run import Run
+from evolora.tasks.arith import ArithTask
+from evolora.tasks.base import Grade, parse_verdict
+from evolora.tasks.gsm import GSMTask
+from evolora.tasks.toy import ToyTask
+from tests.conftest import TINY_OVERRIDES
+
+CRITICS = {"roles": {"teacher": 2, "student": 2, "critic": 2}}
+VOLATILE = ("seconds", "tokens_per_second", "peak_rss_mb")
+
+
+class JudgedToy(ToyTask):
+    """Toy task where every answer is graded (even length: correct, odd: wrong) and a verdict is
+    read from the critic text's length, so both classes and both verdicts occur on random weights."""
+
+    def grade(self, completion, answer):
+        return Grade("correct" if len(completion) % 2 == 0 else "wrong", 0.0)
+
+    def parse_verdict(self, text):
+        return (None, "correct", "incorrect")[len(text) % 3]
+
+
+def _config(population=CRITICS, **sections):
+    data = copy.deepcopy(TINY_OVERRIDES)
+    data["population"] = population
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    return config_from_dict(data)
+
+
+def _run(config, out, task=None, steps=None):
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, out, model=model, tokenizer=tokenizer, task=task or JudgedToy(max_problem_chars=40))
+    run.train([JsonlLogger(), Checkpointer(1, config.run.steps)], steps=steps)
+    return run
+
+
+def _records(out):
+    return ([{k: v for k, v in r.items() if k not in VOLATILE} for r in read_jsonl(out / "metrics.jsonl")],
+            read_jsonl(out / "matches.jsonl"))
+
+
+# -- config ------------------------------------------------------------------------------------
+def test_critics_are_an_optional_third_role_of_the_population_arm():
+    assert ARMS["population"].pipeline == (Game("teacher", "student"), Game("student", "critic"))
+    assert POPULATION_ROLES == ("teacher", "student", "critic") and REQUIRED_ROLES == ("teacher", "student")
+    config = _config()
+    assert config.role_sizes == {"teacher": 2, "student": 2, "critic": 2} and config.population.critics == 2
+    assert _config({"teachers": 2, "students": 2, "critics": 3}).role_sizes["critic"] == 3
+    assert _config({"teachers": 2, "students": 2}).role_sizes == {"teacher": 2, "student": 2}
+    assert config.selfplay.sampling("critic")["max_new_tokens"] == 8
+
+
+@pytest.mark.parametrize(("sections", "words"), [
+    ({"selfplay": {"mode": "single_agent"}}, ["population.critics", "single_agent"]),
+    ({"selfplay": {"rewards": {"refuted": 0.5}}}, ["selfplay.rewards.refuted", "less than or equal to 0"]),
+    ({"selfplay": {"rewards": {"survived": -0.5}}}, ["selfplay.rewards.survived", "greater than or equal to 0"]),
+    ({"selfplay": {"critic_max_new_tokens": 0}}, ["selfplay.critic_max_new_tokens"]),
+])
+def test_bad_critic_settings_are_refused_with_the_key(sections, words):
+    with pytest.raises(ConfigError) as caught:
+        _config(**sections)
+    assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+def test_every_shipped_task_config_loads_and_the_critic_ones_have_three_roles():
+    from pathlib import Path
+
+    paths = sorted(Path("tasks").glob("*.yaml"))
+    assert {"arith_critic.yaml", "gsm_critic.yaml"} <= {p.name for p in paths}
+    for path in paths:
+        config = load_config(path)
+        critics = config.role_sizes.get("critic", 0)
+        assert critics == (2 if path.stem.endswith("_critic") else 0), path
+    arith = load_config("tasks/arith_critic.yaml")
+    plain = load_config("tasks/arith.yaml")
+    assert arith.task == plain.task and arith.learner == plain.learner and arith.evolution == plain.evolution
+
+
+# -- prompts and parsing ---------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "verdict"), [
+    ("Verdict: correct", "correct"), ("Verdict: incorrect", "incorrect"), ("Verdict:  **Correct**.", "correct"),
+    ("Verdict: not correct", "incorrect"), ("Verdict: wrong, it is 12", "incorrect"), ("Verdict: 12", None),
+    ("Verdict:", None), ("correct is incorrect. Verdict: incorrect", "incorrect"), ("The answer is correct", "correct"),
+    ("Verdict: incorrectly", None),
+])
+def test_parse_verdict(text, verdict):
+    assert parse_verdict(text) == verdict
+
+
+def test_task_critic_prompts_show_the_problem_and_the_answer():
+    arith = ArithTask()
+    messages = arith.critic_prompt("3 + 4 * 2", "The answer is 11.")
+    user = messages[-1]["content"]
+    assert "Problem: 3 + 4 * 2" in user and "Proposed answer: 11\n" in user and "Verdict: incorrect" in user
+    assert arith.critic_answer("no number here") == "no number here" and arith.critic_prefix == "Verdict:"
+    gsm = GSMTask.__new__(GSMTask)  # the prompt needs no data or sandbox
+    user = gsm.critic_prompt("Tom has 3 apples ...", "3 + 2 = 5\n#### 5")[-1]["content"]
+    assert "Proposed solution:\n3 + 2 = 5\n#### 5" in user and user.endswith("'Verdict: incorrect'.")
+    toy = ToyTask()  # the Task defaults
+    assert "Proposed answer: 42" in toy.critic_prompt("q", "  42  ")[-1]["content"]
+    assert toy.parse_verdict("Verdict: correct") == "correct"
+
+
+# -- rewards -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("correct", [1, 2, 5, 9])
+def test_constant_critics_earn_zero_and_a_perfect_one_earns_one(correct):
+    truths = ["correct"] * correct + ["incorrect"] * (10 - correct)
+    rewards = RewardConfig()
+    for constant in ("correct", "incorrect"):
+        assert sum(critic_rewards([constant] * 10, truths, rewards)) == pytest.approx(0.0, abs=1e-12)
+    assert sum(critic_rewards(truths, truths, rewards)) / 10 == pytest.approx(1.0)
+    flipped = ["incorrect" if t == "correct" else "correct" for t in truths]
+    assert sum(critic_rewards(flipped, truths, rewards)) / 10 == pytest.approx(-1.0)
+
+
+def test_mean_critic_reward_is_tpr_plus_tnr_minus_one_and_a_coin_earns_zero_in_expectation():
+    rng = random.Random(0)
+    truths = ["correct"] * 3 + ["incorrect"] * 7
+    for _ in range(20):
+        verdicts = [rng.choice(["correct", "incorrect"]) for _ in truths]
+        tpr = sum(v == t == "correct" for v, t in zip(verdicts, truths)) / 3
+        tnr = sum(v == t == "incorrect" for v, t in zip(verdicts, truths)) / 7
+        assert sum(critic_rewards(verdicts, truths, RewardConfig())) / 10 == pytest.approx(tpr + tnr - 1)
+    every = list(itertools.product(["correct", "incorrect"], repeat=len(truths)))  # the coin's 1024 outcomes
+    assert sum(sum(critic_rewards(list(v), truths, RewardConfig())) for v in every) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_one_class_steps_weigh_nothing_and_format_gets_the_format_reward():
+    assert balanced_weights(["incorrect"] * 4) == {"correct": 0.0, "incorrect": 0.0}
+    rewards = RewardConfig(format=-0.7)
+    assert critic_rewards([None, "incorrect"], ["correct", "incorrect"], rewards) == [-0.7, 1.0]
+
+
+def test_survival_is_off_by_default_and_signed_when_set():
+    off, on = RewardConfig(), RewardConfig(refuted=-0.3, survived=0.2)
+    cases = [("incorrect", "incorrect"), ("correct", "correct"), ("correct", "incorrect"), (None, "correct")]
+    assert [survival_bonus(v, t, off) for v, t in cases] == [0.0, 0.0, 0.0, 0.0]
+    assert [survival_bonus(v, t, on) for v, t in cases] == [-0.3, 0.2, 0.0, 0.0]
+
+
+def test_review_rates_and_summary():
+    reviews = [Review("c0", "s0", 0, 0, "correct", "correct", ""), Review("c0", "s0", 0, 1, "incorrect", "correct", ""),
+               Review("c1", "s1", 1, 0, "incorrect", None, ""), Review("c1", "s1", 1, 1, "incorrect", "incorrect", "")]
+    assert review_rates(reviews) == {("s0", "c0"): 0.5, ("s1", "c1"): 0.5}
+    summary = review_summary(reviews)
+    assert summary["parse_rate"] == 0.75 and summary["agreement"] == 0.5
+    assert summary["balanced_accuracy"] == pytest.approx((1.0 + 1 / 3) / 2) and summary["truly_correct"] == 0.25
+
+
+# -- the loop on the tiny model -----------------------------------------------------------------
+def test_a_critic_run_reviews_trains_rates_and_evolves_critics(tmp_path, single_thread):
+    config = _config(run={"steps": 3}, selfplay={"rewards": {"refuted": -0.25, "survived": 0.5}})
+    run = _run(config, tmp_path)
+    metrics, matches = _records(tmp_path)
+    critic = metrics[0]["critic"]
+    assert critic["reviews"] == sum(len(m["reviews"]) for m in matches if m["step"] == 1) > 0
+    assert 0 < critic["parse_rate"] < 1 and set(critic["match_outcomes"].values()) <= {"student", "critic", "draw"}
+    assert all(k.startswith("s") and k.split("|")[1].startswith("c") for k in critic["pair_agreement"])
+    critics = [i for i in metrics[0]["trained_samples"] if i.startswith("c")]  # who played step 1
+    assert critics == ["c0", "c1"] and sum(metrics[0]["trained_samples"][i] for i in critics) == critic["reviews"]
+    assert run.ratings.table()[0]["matches"] > 0
+    survivor = [i for i in critics if i in metrics[0]["ratings"]]  # a critic evolution kept
+    assert survivor and abs(metrics[0]["ratings"][survivor[0]]["mu"] - 25.0) > 1e-6  # rated
+    births = [b for r in metrics for b in r["births"]]
+    assert {b["role"] for b in births} == {"teacher", "student", "critic"}  # a critic was replaced by evolution
+    assert any(m.role == "critic" and m.born_step > 0 for m in run.population.members)
+    plain = JudgedToy(max_problem_chars=40)
+    for match in matches:  # survival: each review added its bonus to the attempt's student reward
+        base = [{"correct": 1.0, "wrong": -0.5}[g] for g in match["grades"]]
+        for review in match["reviews"]:
+            base[review["attempt"]] += survival_bonus(review["verdict"], review["truth"], config.selfplay.rewards)
+            assert review["verdict"] == plain.parse_verdict(review["text"])
+        assert match["student_rewards"] == pytest.approx(base)
+    summary = run.finish(evaluate=False)
+    judged = [row for row in summary["individuals"] if row["role"] == "critic"]
+    assert all(row["games"].get("reviews", 0) == 0 or row["solve_or_valid_rate"] is not None for row in judged)
+
+
+def test_critic_runs_resume_bit_identically(tmp_path, single_thread):
+    config = _config(run={"steps": 3})
+    full = _run(config, tmp_path / "full")
+    _run(config, tmp_path / "part", steps=2)
+    model, tokenizer = load_base("tiny-random")
+    resumed = Run(config, tmp_path / "part", model=model, tokenizer=tokenizer, task=JudgedToy(max_problem_chars=40))
+    assert resumed.load_checkpoint() and resumed.step == 2
+    resumed.train([JsonlLogger(), Checkpointer(1, 3)])
+    assert _records(tmp_path / "full") == _records(tmp_path / "part")
+    for slot in full.bank.slots:
+        a, b = full.bank.get_factors(slot), resumed.bank.get_factors(slot)
+        assert all(torch.equal(a[k][0], b[k][0]) and torch.equal(a[k][1], b[k][1]) for k in a)
+
+
+def test_runs_without_critics_write_no_critic_keys(tmp_path, single_thread):
+    _run(_config({"teachers": 2, "students": 2}, run={"steps": 2}), tmp_path)
+    metrics, matches = _records(tmp_path)
+    assert metrics and matches and all("critic" not in r and "rollout_critic" not in str(r) for r in metrics)
+    assert all("reviews" not in m for m in matches)
+    assert all(r["role"] != "critic" for m in metrics for r in m["ratings"].values())
+
+
+# -- held-out critic evaluation -------------------------------------------------------------------
+def test_majority_and_best_of_n_pick_the_rows_they_promise():
+    from evolora.critic_eval import _accepted, _majority
+
+    grades = [Grade("wrong", 3.0), Grade("correct", 5.0), Grade("format", None), Grade("correct", 5.0),
+              Grade("wrong", 3.0), Grade("wrong", 3.0)]
+    assert _majority([0, 1, 2], grades) == 0 and _majority([1, 0], grades) == 1  # a tie: the value seen first
+    assert _majority([0, 1, 2, 3], grades) == 1 and _majority([3, 0, 4, 5], grades) == 0
+    assert _majority([2], grades) == 2  # nothing parsed: the first row
+    assert _accepted([0, 1, 3], {0: "incorrect", 1: None, 3: "correct"}) == 3
+    assert _accepted([0, 1], {0: "incorrect", 1: "incorrect"}) == 0
+
+
+def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_thread):
+    from rich.console import Console
+
+    from evolora.cli_console import critic_table
+
+    config = _config(run={"steps": 1}, eval={"limit": 2, "critic_limit": 3, "critic_samples": 2})
+    summary = _run(config, tmp_path).finish()
+    evaluation = summary["critic_eval"]
+    assert evaluation["problems"] == 3 and evaluation["n"] == 2
+    assert list(evaluation["judges"])[0] == "base" and list(evaluation["answerers"])[0] == "base"
+    assert set(evaluation["judges"]) == {"base", *(m["id"] for m in summary["individuals"] if m["role"] == "critic")}
+    assert set(evaluation["answerers"]) == {"base", *(m["id"] for m in summary["individuals"] if m["role"] == "student")}
+    for row in evaluation["answerers"].values():
+        values = [row["greedy"], row["single"], row["majority"], *row["best_of_n"].values()]
+        assert set(row["best_of_n"]) == set(evaluation["judges"]) and all(0 <= v <= 1 for v in values)
+    for judge in evaluation["judges"].values():
+        assert judge["reviews"] == 3 * 2 * 3 and 0 <= judge["parse_rate"] <= 1  # every JudgedToy answer is graded
+    console = Console(record=True, width=200)
+    console.print(critic_table(evaluation))
+    text = console.export_text()
+    assert "best@2 by base" in text and "balanced accuracy of each judge: base" in text
+    plain = _run(_config({"teachers": 2, "students": 2}, run={"steps": 1}), tmp_path / "plain").finish()
+    assert "critic_eval" not in plain

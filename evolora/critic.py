@@ -190,6 +190,17 @@ def review_rates(reviews: list[Review]) -> dict[tuple[str, str], float]:
     return {pair: sum(hits) / len(hits) for pair, hits in pairs.items()}
 
 
+def balanced_accuracy(verdicts: list[str | None], truths: list[str]) -> float | None:
+    """Mean over the two true classes of the share of verdicts that agree with the truth, in [0, 1];
+    an unparsed verdict (None) counts as a miss. None unless both classes occur.
+
+    >>> balanced_accuracy(["correct", "correct", None], ["correct", "incorrect", "incorrect"])
+    0.5
+    """
+    per_class = [[v == t for v, t in zip(verdicts, truths) if t == label] for label in ("correct", "incorrect")]
+    return sum(sum(c) / len(c) for c in per_class) / 2 if all(per_class) else None
+
+
 def review_summary(reviews: list[Review]) -> dict:
     """The step record's ``critic`` section: reviews, verdict parse rate, agreement, balanced
     accuracy (mean of the per-class agreement; None without both classes), mean critic reward,
@@ -197,12 +208,12 @@ def review_summary(reviews: list[Review]) -> dict:
     if not reviews:
         return {"reviews": 0, "parse_rate": None, "agreement": None, "balanced_accuracy": None,
                 "reward": None, "truly_correct": None}
-    per_class = [[r.verdict == r.truth for r in reviews if r.truth == label] for label in ("correct", "incorrect")]
+    truths = [r.truth for r in reviews]
     return {
         "reviews": len(reviews),
         "parse_rate": sum(r.verdict is not None for r in reviews) / len(reviews),
         "agreement": sum(r.verdict == r.truth for r in reviews) / len(reviews),
-        "balanced_accuracy": (sum(sum(c) / len(c) for c in per_class) / 2) if all(per_class) else None,
+        "balanced_accuracy": balanced_accuracy([r.verdict for r in reviews], truths),
         "reward": sum(r.reward for r in reviews) / len(reviews),
-        "truly_correct": len(per_class[0]) / len(reviews),
+        "truly_correct": truths.count("correct") / len(reviews),
     }

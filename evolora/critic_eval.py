@@ -18,7 +18,7 @@ from collections import Counter
 
 import torch
 
-from evolora.critic import TRUTH
+from evolora.critic import TRUTH, balanced_accuracy
 from evolora.rollout import BASE, chat_prompt, generate
 from evolora.tasks.base import Task
 
@@ -95,10 +95,9 @@ def _verdicts(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list
 
 def _judge_scores(verdicts: list[str | None], truths: list[str]) -> dict:
     """Reviews, verdict parse rate and balanced accuracy (mean per-class agreement; None without both classes)."""
-    per_class = [[v == t for v, t in zip(verdicts, truths) if t == label] for label in ("correct", "incorrect")]
     return {"reviews": len(truths),
             "parse_rate": sum(v is not None for v in verdicts) / len(verdicts) if verdicts else None,
-            "balanced_accuracy": sum(sum(c) / len(c) for c in per_class) / 2 if all(per_class) else None}
+            "balanced_accuracy": balanced_accuracy(verdicts, truths)}
 
 
 def _majority(group: list[int], grades) -> int:
@@ -107,8 +106,9 @@ def _majority(group: list[int], grades) -> int:
     keys = [repr(grades[r].predicted) for r in group if grades[r].label != "format"]
     if not keys:
         return group[0]
-    top = Counter(keys).most_common(1)[0][1]
-    winner = next(k for k in keys if Counter(keys)[k] == top)
+    counts = Counter(keys)
+    top = max(counts.values())
+    winner = next(k for k in keys if counts[k] == top)
     return next(r for r in group if grades[r].label != "format" and repr(grades[r].predicted) == winner)
 
 

@@ -45,8 +45,8 @@ class League:
         population, ratings: the members and their TrueSkill/Elo ratings (ids as keys).
         optimizers: {member id: its optimizer}. lineage: one entry per individual ever born
             (``Individual.to_dict()`` plus ``step``). tally: {id: games played}, attempts/correct
-            when it solved, proposals/valid when it proposed, reviews/agreed/format when it judged. hall, hall_slots: the hall
-            of fame (None when off) and {snapshot id: its bank slot}.
+            when it solved, proposals/valid when it proposed, reviews/agreed/format when it judged.
+            hall, hall_slots: the hall of fame (None when off) and {snapshot id: its bank slot}.
     """
 
     def __init__(self, population: Population, new_optimizer: OptimizerFactory, *, hall_capacity: int = 0):

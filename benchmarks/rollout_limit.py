@@ -62,8 +62,7 @@ def teacher_prompts(tokenizer, count: int, cap: int) -> list[list[int]]:
     prompts = []
     for i in range(count):
         request = proposal_request(task, random.Random(i))
-        ids = chat_prompt(tokenizer, request.messages)
-        ids += tokenizer(request.prefix, add_special_tokens=False)["input_ids"] if request.prefix else []
+        ids = chat_prompt(tokenizer, request.messages, request.prefix)
         prompts.append(ids[-cap:] if cap else ids)
     return prompts
 

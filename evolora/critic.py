@@ -135,9 +135,8 @@ def review_step(bank, tokenizer, task: Task, outcome: StepOutcome, students: lis
     games = outcome.games
     todo = [(critic, g, k) for critic, student in pairs for g, game in enumerate(games) if game.student == student
             for k, label in enumerate(game.grades) if label in TRUTH]
-    request = lambda g, k: chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[k]))  # noqa: E731
-    prefix = tokenizer(task.critic_prefix, add_special_tokens=False)["input_ids"] if task.critic_prefix else []
-    prompts = [request(g, k) + prefix for _, g, k in todo]
+    prompts = [chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[k]), task.critic_prefix)
+               for _, g, k in todo]
     slot = {c.id: c.slot for c in critics}
     router = bank if config.routing == "routed" else None
     done = generate(bank.model, tokenizer, prompts, [slot[c] for c, _, _ in todo], **config.sampling("critic"),

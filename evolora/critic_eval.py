@@ -81,8 +81,8 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
 def _verdicts(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
               max_new_tokens: int, batch_size: int, router) -> dict[str, list[str | None]]:
     """{judge id: its greedy verdict on each (problem, answer), in order}."""
-    prefix = tokenizer(task.critic_prefix, add_special_tokens=False)["input_ids"] if task.critic_prefix else []
-    prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer)) + prefix for problem, answer in reviews]
+    prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix)
+               for problem, answer in reviews]
     rows = [(slot, j) for slot in judges for j in range(len(reviews))]
     done = generate(bank.model, tokenizer, [prompts[j] for _, j in rows], [s for s, _ in rows],
                     max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=router,

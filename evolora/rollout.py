@@ -56,10 +56,13 @@ class RolloutStats:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def chat_prompt(tokenizer, messages: list[dict[str, str]]) -> list[int]:
-    """Token ids of ``messages`` rendered with the tokenizer's chat template plus the assistant header."""
+def chat_prompt(tokenizer, messages: list[dict[str, str]], prefix: str = "") -> list[int]:
+    """Token ids of ``messages`` rendered with the tokenizer's chat template plus the assistant
+    header, then ``prefix`` (a forced start of the answer such as ``"Problem:"`` or
+    ``"Verdict:"``, tokenized on its own; "" for none)."""
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids + tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else ids
 
 
 @torch.no_grad()

@@ -254,10 +254,7 @@ def _teacher_rollout(bank, tokenizer, requests: list[ProposalRequest], slots: li
     """Every teacher completion, in request order: free-form rows in one batched ``generate``,
     structured rows (the same ``segments``) through :func:`evolora.segments.generate_segments`."""
     sampling = config.sampling("teacher")
-    prompts = []
-    for request in requests:
-        prefix_ids = tokenizer(request.prefix, add_special_tokens=False)["input_ids"] if request.prefix else []
-        prompts.append(chat_prompt(tokenizer, request.messages) + prefix_ids)
+    prompts = [chat_prompt(tokenizer, request.messages, request.prefix) for request in requests]
     out: list[Completion | None] = [None] * len(requests)
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]

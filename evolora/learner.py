@@ -18,17 +18,16 @@ REINFORCE++ (arXiv 2501.03262); AZR TRR++ (arXiv 2505.03335); k3 estimator (Schu
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Iterator, Literal
 
 import torch
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from evolora import heap
-from evolora.logprobs import token_logprobs
+from evolora.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
 from evolora.routed import BASE, routed
 
 
@@ -106,61 +105,6 @@ def group_centred(values: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor
     if not std > eps:
         return torch.zeros_like(values), std
     return values - values.mean(), std
-
-
-def completion_logprobs(model, samples: list[Sample], *, entropy: bool = False):
-    """Log-probabilities of each sample's completion tokens under ``model``'s active adapter.
-
-    Rows are laid out ``[pad… prompt | completion …pad]`` so every completion starts at
-    the same column; the LM head only runs on completion positions, in chunks through
-    :func:`evolora.logprobs.token_logprobs` (no full-vocabulary log-softmax is kept for
-    backward), and on padding not at all.
-
-    Shapes: returns ``logp`` (B, T_c) float32 and ``mask`` (B, T_c) bool, T_c = longest completion
-    (``mask`` is False on padding and on forced tokens, see :attr:`Sample.mask`; ``logp`` is 0
-    on padding); with ``entropy=True`` also the policy's token entropy (B, T_c) in nats (no gradient).
-    """
-    pad_id = 0
-    prompt_width = max(len(s.prompt_ids) for s in samples)
-    completion_width = max(len(s.completion_ids) for s in samples)
-    width = prompt_width + completion_width
-    input_ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(samples), width), dtype=torch.long)
-    mask = torch.zeros((len(samples), completion_width), dtype=torch.bool)
-    for row, sample in enumerate(samples):
-        p, c = len(sample.prompt_ids), len(sample.completion_ids)
-        input_ids[row, prompt_width - p : prompt_width] = torch.tensor(sample.prompt_ids)
-        input_ids[row, prompt_width : prompt_width + c] = torch.tensor(sample.completion_ids)
-        attention[row, prompt_width - p : prompt_width + c] = 1
-        mask[row, :c] = True if sample.mask is None else torch.tensor(sample.mask, dtype=torch.bool)
-    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)  # as in generate() with left padding
-    inputs = dict(input_ids=input_ids, attention_mask=attention, position_ids=position_ids, use_cache=False)
-    targets = input_ids[:, prompt_width:]
-    body, head = _body_and_head(model)
-    if body is None:  # a head this path does not know: full logits (B, T_c, V)
-        logits = model(**inputs, logits_to_keep=completion_width + 1).logits[:, :-1]
-        logp = -F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")
-        log_p = torch.log_softmax(logits.detach().float(), dim=-1)
-        return (logp, mask, -(log_p.exp() * log_p).sum(-1)) if entropy else (logp, mask)
-    hidden = body(**inputs).last_hidden_state[:, prompt_width - 1 : -1]  # (B, T_c, d): position t predicts token t
-    valid = attention[:, prompt_width:].bool()  # completion tokens, not padding
-    logp_flat, entropy_flat = token_logprobs(hidden[valid], head.weight, targets[valid])
-    logp = torch.zeros(valid.shape, dtype=torch.float32).index_put((valid,), logp_flat)
-    if entropy:
-        return logp, mask, torch.zeros(valid.shape, dtype=torch.float32).index_put_((valid,), entropy_flat)
-    return logp, mask
-
-
-def _body_and_head(model):
-    """(decoder body returning ``last_hidden_state``, bias-free linear LM head) of a causal LM
-    (PEFT-wrapped or not), or (None, None) when the head is not a plain linear map."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    body = base.get_decoder() if hasattr(base, "get_decoder") else None
-    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-    config = base.config
-    plain = (isinstance(head, torch.nn.Linear) and head.bias is None and hasattr(head, "weight")
-             and not getattr(config, "final_logit_softcapping", None) and getattr(config, "logits_scaling", 1) == 1)
-    return (body, head) if body is not None and plain and body is not base else (None, None)
 
 
 @dataclass(frozen=True)
@@ -286,10 +230,15 @@ def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, r
     token entropy (nats). Backward runs inside the routing context: with
     :data:`CHECKPOINT_LAYERS` the decoder layers are recomputed there, hooks included."""
     names = [slot for slot, _, _ in chunk]
-    padded = len(chunk) * max(len(s.prompt_ids) + len(s.completion_ids) for _, s, _ in chunk)
-    recompute = CHECKPOINT_LAYERS and padded >= CHECKPOINT_MIN_TOKENS
-    with routed(bank, names, train=True), _checkpointed_layers(bank.model, recompute):
-        logp, mask, entropy = completion_logprobs(bank.model, [sample for _, sample, _ in chunk], entropy=True)
+    samples = [sample for _, sample, _ in chunk]
+    padded, shared_tokens = _decoder_tokens(bank, names, samples)
+    shared = shared_tokens < padded and not (CHECKPOINT_LAYERS and shared_tokens >= CHECKPOINT_MIN_TOKENS)
+    recompute = not shared and CHECKPOINT_LAYERS and padded >= CHECKPOINT_MIN_TOKENS
+    with nullcontext() if shared else routed(bank, names, train=True), _checkpointed_layers(bank.model, recompute):
+        if shared:
+            logp, mask, entropy = shared_prefix_logprobs(bank, names, samples, entropy=True, train=True)
+        else:
+            logp, mask, entropy = completion_logprobs(bank.model, samples, entropy=True)
         old = logp.detach() if old is None else old
         ratio = torch.exp(logp - old)
         adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
@@ -309,8 +258,8 @@ non-reentrant checkpointing). SmolLM2-135M, micro-batch 4 × ~430 tokens: the ke
 are ~78 MB per layer, 2.3 GB over 30 layers, against one extra forward per micro-batch."""
 
 CHECKPOINT_MIN_TOKENS = 512
-"""Checkpoint only micro-batches of at least this many padded tokens (rows × longest row):
-below it (arith: 8 × ~55 tokens, ~0.6 GB of activations in all) the extra forward costs time
+"""Checkpoint only micro-batches of at least this many decoder tokens (rows × longest row, or
+the shared-prefix count, see :data:`SHARE_PREFIXES`): below it the extra forward costs time
 and saves little memory. At 1024 the gsm student micro-batches (4 × ~230 tokens) went
 unchecked and the default gsm run peaked at 3.2 GB instead of 2.7 GB. Values are the same
 either way; only speed and memory change."""
@@ -354,8 +303,31 @@ def _set_trainable(params: dict[str, list[torch.nn.Parameter]], on: bool) -> Non
 @torch.no_grad()
 def _no_grad_logps(bank, chunk, base: bool = False) -> torch.Tensor:
     names = [BASE if base else slot for slot, _, _ in chunk]
+    samples = [sample for _, sample, _ in chunk]
+    padded, shared_tokens = _decoder_tokens(bank, names, samples)
+    if shared_tokens < padded:
+        return shared_prefix_logprobs(bank, names, samples)[0]
     with routed(bank, names):
-        return completion_logprobs(bank.model, [sample for _, sample, _ in chunk])[0]
+        return completion_logprobs(bank.model, samples)[0]
+
+
+SHARE_PREFIXES = True
+"""Prefill each distinct (adapter, prompt) of a micro-batch once and run its completions on
+the cache (:func:`evolora.completion.shared_prefix_logprobs`) when that saves decoder tokens
+and the shared layout stays below :data:`CHECKPOINT_MIN_TOKENS` (it cannot be checkpointed):
+an arith student micro-batch, 8 × (47 + 24) = 568 padded tokens, checkpointed before, runs
+47 + 8 · 24 = 239 unchecked. Same values; only speed changes."""
+
+
+def _decoder_tokens(bank, names: list[str], samples: list[Sample]) -> tuple[int, int]:
+    """Decoder tokens of a micro-batch as one padded forward (B · (T_p + T_c)) and with shared
+    prefixes (U · T_p + B · T_c; the padded count when sharing is off or not possible)."""
+    prompt = max(len(s.prompt_ids) for s in samples)
+    completion = max(len(s.completion_ids) for s in samples)
+    padded = len(samples) * (prompt + completion)
+    if not SHARE_PREFIXES or body_and_head(bank.model)[0] is None:
+        return padded, padded
+    return padded, distinct_prefixes(names, samples) * prompt + len(samples) * completion
 
 
 def make_optimizer(params: list[torch.nn.Parameter], *, lr: float, weight_decay: float) -> torch.optim.Optimizer:

@@ -25,6 +25,9 @@ CASES = {
     "rollout_limit": (["--quick"], r"gsm run, 2 steps: peak RSS \d+ MB.*\nratio evolora routed, 8 adapters decode / limit: "
                                    r"\d+\.\d+"),
     "rl_step": (["--tokens", "6", "--steps", "1"], r"ratio evolora/TRL update time per sample: \d+\.\d+x"),
+    "shared_prefix": (["--prompt-tokens", "5", "--teacher-prompt-tokens", "6", "--completion-tokens", "4",
+                       "--groups", "1", "--group-size", "4", "--teacher-samples", "2", "--repeats", "1"],
+                      r"ratio shared/padded update time: \d+\.\d+x"),
     "sampling": (["--task", "arith", "--temperatures", "0.5", "1.0", "--proposals", "2", "--problems", "2", "--n", "2",
                   "--teacher-tokens", "4", "--student-tokens", "4"], r"ratio T=0\.50 vs T=1\.00: \{'validity'"),
 }

@@ -41,8 +41,9 @@ class WorkerLost(RuntimeError):
     """A Ray worker died or was restarted during a call; the step can be repeated from a checkpoint."""
 
 
-class ClusterLost(RuntimeError):
-    """The workers cannot be restored; the message names the run directory to ``--resume``."""
+class ClusterLost(WorkerLost):
+    """The workers cannot be restored; the message names the run directory to ``--resume``
+    (a :class:`WorkerLost` that no repeat of the step can repair)."""
 
 
 class RemoteOptimizer:

@@ -34,7 +34,8 @@ class ModelConfig(_Section):
     num_threads: Int | None = Field(default=None, ge=1)
     """torch intra-op threads; None keeps torch's default (Ray workers: 1)."""
     device: Literal["auto", "cpu", "cuda"] = "cpu"
-    """Where the base and adapters compute: ``auto`` is cuda when torch sees a GPU (use bfloat16 there)."""
+    """Where each Ray worker's base replica computes: ``auto`` is cuda when torch sees a GPU (use
+    ``dtype: bfloat16`` there); in-process runs (``run.backend: local``) compute on the CPU."""
 
 
 class LoRAConfig(_Section):
@@ -223,7 +224,7 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
-        check_workers(self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame)
+        check_workers(self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame, self.model.device)
         if not self.arm.evolve:
             if self.selfplay.matchmaking.hall_of_fame:
                 raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "

@@ -46,15 +46,20 @@ class RunConfig(_Section):
         return self
 
 
-def check_workers(run: RunConfig, slots: int) -> None:
-    """Every Ray worker must own at least one adapter slot.
+def check_workers(run: RunConfig, slots: int, device: str = "cpu") -> None:
+    """Every Ray worker must own at least one adapter slot; GPUs are used by Ray workers.
 
     Args:
-        run: the run section; slots: adapter slots of the run (members plus hall-of-fame slots).
+        run: the run section; slots: adapter slots of the run (members plus hall-of-fame slots);
+        device: ``model.device``.
 
     Raises:
-        ValueError: ``run.workers`` exceeds ``slots`` (the message gives the largest value that fits).
+        ValueError: ``run.workers`` exceeds ``slots`` (the message gives the largest value that
+            fits), or ``model.device=cuda`` with the local backend.
     """
+    if run.backend == "local" and device == "cuda":
+        raise ValueError("model.device=cuda runs on Ray workers (one GPU each): set run.backend=ray; "
+                         "in-process runs compute on the CPU (model.device=auto resolves to cpu there)")
     if run.backend == "ray" and run.workers > slots:
         raise ValueError(f"run.workers={run.workers} but the run has only {slots} adapter slots (members and "
                          f"hall of fame); set run.workers <= {slots}")

@@ -102,7 +102,7 @@ class Run:
                 from evolora.model import load_base
 
                 model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
-                                             num_threads=config.model.num_threads, device=config.model.device)
+                                             num_threads=config.model.num_threads)
             self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
         self.tokenizer = tokenizer
         init = torch.Generator().manual_seed(config.run.seed)

@@ -19,7 +19,7 @@ import time
 import torch
 
 from evolora.learner import Sample, UpdateResult
-from evolora.model import load_base
+from evolora.model import load_base, resolve_device
 from evolora.population import AdapterBank
 from evolora.rollout import Completion, RolloutStats
 
@@ -46,8 +46,10 @@ class Worker:
 
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
         threads = model.get("num_threads") or 1  # a worker shares its node with others: one thread unless told
-        base, self.tokenizer = load_base(model["name"], dtype=model["dtype"], num_threads=threads,
-                                         device=model.get("device", "cpu"))
+        self.device = resolve_device(model.get("device", "cpu"))
+        base, self.tokenizer = load_base(model["name"], dtype=model["dtype"], num_threads=threads, device=self.device)
+        if self.device == "cuda":  # the rollout and update code builds its tensors on the default device
+            torch.set_default_device(self.device)
         self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
                                 target_modules=tuple(lora["target_modules"]))
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
@@ -86,9 +88,10 @@ class Worker:
         order, tokens generated, seconds). ``options["generator_state"]`` seeds a private generator."""
         self._check()
         began, stats, options = time.perf_counter(), RolloutStats(), dict(options)
-        state = options.pop("generator_state", None)
-        if state is not None:
-            options["generator"] = torch.Generator().set_state(state)
+        state, seed = options.pop("generator_state", None), options.pop("generator_seed", None)
+        if state is not None:  # a CPU generator's exact state; a GPU replica samples from its own, seeded alike
+            options["generator"] = (torch.Generator().set_state(state) if self.device == "cpu"
+                                    else torch.Generator(device=self.device).manual_seed(seed))
         done = self.bank.rollout(self.tokenizer, prompts, adapters, routing=routing, segments=segments, stats=stats,
                                  **options)
         return done, stats.tokens, time.perf_counter() - began
@@ -113,11 +116,11 @@ class Worker:
     # -- state ------------------------------------------------------------------------------
     def get_factors(self, slot: str) -> dict:
         self._check()
-        return self.bank.get_factors(slot)
+        return to_cpu(self.bank.get_factors(slot))
 
     def last_finite(self, slot: str) -> dict:
         self._check()
-        return self.bank.last_finite(slot)
+        return to_cpu(self.bank.last_finite(slot))
 
     def set_factors(self, slot: str, factors: dict) -> None:
         self.bank.set_factors(slot, factors)
@@ -125,7 +128,8 @@ class Worker:
     def adapter_state(self, slot: str) -> tuple:
         """(PEFT state dict, LoraConfig) of ``slot``, for a PEFT adapter directory written by the driver."""
         self._check()
-        return self.bank.adapter_state(slot)
+        state, config = self.bank.adapter_state(slot)
+        return to_cpu(state), config
 
     def new_optimizer(self, slot: str, lr: float, weight_decay: float) -> None:
         """Give ``slot`` a fresh AdamW (a founder, a child, a rolled-back member, a restore)."""
@@ -133,7 +137,19 @@ class Worker:
 
     def optimizer_state(self, slot: str) -> dict:
         self._check()
-        return self.optimizers[slot].state_dict()
+        return to_cpu(self.optimizers[slot].state_dict())
 
     def load_optimizer_state(self, slot: str, state: dict) -> None:
         self.optimizers[slot].load_state_dict(state)
+
+
+def to_cpu(value):
+    """``value`` with every tensor in it (nested dicts, lists, tuples) moved to the CPU, for a
+    driver without a GPU; other values unchanged."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {key: to_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_cpu(item) for item in value)
+    return value

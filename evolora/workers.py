@@ -158,7 +158,7 @@ class ShardedBank:
             raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
         generator = options.pop("generator", None)
         if generator is not None:
-            options["generator_state"] = generator.get_state()
+            options.update(generator_state=generator.get_state(), generator_seed=generator.initial_seed())
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)

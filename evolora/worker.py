@@ -42,9 +42,13 @@ class Worker:
     """
 
     def __init__(self, model: dict, lora: dict, slots: list[str]):
+        import warnings
+
         import ray
 
-        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        with warnings.catch_warnings():  # Ray's own deprecation notice about actor_id inside the property
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
         threads = model.get("num_threads") or 1  # a worker shares its node with others: one thread unless told
         self.device = resolve_device(model.get("device", "cpu"))
         base, self.tokenizer = load_base(model["name"], dtype=model["dtype"], num_threads=threads, device=self.device)
@@ -96,17 +100,14 @@ class Worker:
                                  **options)
         return done, stats.tokens, time.perf_counter() - began
 
-    def update(self, samples: dict[str, list[Sample]], settings: dict) -> tuple[dict[str, UpdateResult], float]:
-        """One policy update of each slot in ``samples`` with its own optimizer: ({slot: result}, seconds)."""
+    def update(self, samples: dict[str, list[Sample]],
+               settings: dict) -> tuple[dict[str, UpdateResult], list[str], float]:
+        """One policy update of each slot in ``samples`` with its own optimizer: ({slot: result},
+        the updated slots whose factors now hold NaN/Inf, seconds)."""
         self._check()
         began = time.perf_counter()
         results = self.bank.update({slot: (self.optimizers[slot], rows) for slot, rows in samples.items()}, **settings)
-        return results, time.perf_counter() - began
-
-    def nonfinite(self, slots: list[str]) -> list[str]:
-        """The slots of ``slots`` (all owned here) whose factors hold NaN or Inf."""
-        self._check()
-        return self.bank.nonfinite(slots)
+        return results, self.bank.nonfinite(list(samples)), time.perf_counter() - began
 
     def snapshot(self) -> None:
         """Keep the current factors of every slot here as its last finite ones."""

@@ -93,6 +93,8 @@ class ShardedBank:
         self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w)) for w in range(workers)]
         self._seconds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._overhead = 0.0
+        self._pending: list = []  # calls sent without waiting (seed, snapshot); collected by the next wait
+        self._bad: set[str] = set()  # slots whose factors hold NaN/Inf: set by updates, cleared by set_factors
         self._wait(None, time.perf_counter(), {w: a.ping.remote() for w, a in enumerate(self.actors)})
         self.shapes = self._call(self.slots[0], "factor_shapes")
         self.tokenizer = self._call(self.slots[0], "base_tokenizer")
@@ -111,6 +113,8 @@ class ShardedBank:
         from evolora.worker import WorkerRestarted
 
         try:
+            pending, self._pending = self._pending, []
+            ray.get(pending)  # in submission order on each worker, so these finished before ``refs`` ran
             values = dict(zip(refs, ray.get(list(refs.values()))))
         except (WorkerRestarted, ray.exceptions.RayActorError) as error:
             raise WorkerLost(f"a Ray worker was lost ({type(error).__name__}: {str(error).splitlines()[0]})") from error
@@ -136,10 +140,16 @@ class ShardedBank:
             raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")
         return self.owner[slot]
 
-    def _each(self, phase: str | None, method: str, args: dict[int, tuple]) -> dict:
-        """``method`` on the workers in ``args`` ({worker: its arguments}), all at once, waited for."""
+    def _each(self, phase: str | None, method: str, args: dict[int, tuple], *, wait: bool = True) -> dict:
+        """``method`` on the workers in ``args`` ({worker: its arguments}), all at once, waited for
+        (``wait=False``: sent now, its errors raised by the next call that waits)."""
         began = time.perf_counter()
-        return self._wait(phase, began, {w: getattr(self.actors[w], method).remote(*a) for w, a in args.items()})
+        refs = {w: getattr(self.actors[w], method).remote(*a) for w, a in args.items()}
+        if not wait:
+            self._pending += refs.values()
+            self._overhead += time.perf_counter() - began
+            return {}
+        return self._wait(phase, began, refs)
 
     # -- the bank protocol ------------------------------------------------------------------------
     def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, routing: str = "routed",
@@ -187,7 +197,8 @@ class ShardedBank:
                 raise ValueError(f"slot {slot}: give the RemoteOptimizer of bank.new_optimizer({slot!r}, ...)")
             per_worker[self.owner[slot]][slot] = samples
         out = self._each("update", "update", {w: (samples, settings) for w, samples in sorted(per_worker.items())})
-        merged = {slot: result for results, _ in out.values() for slot, result in results.items()}
+        merged = {slot: result for results, _, _ in out.values() for slot, result in results.items()}
+        self._bad = (self._bad - set(merged)) | {slot for _, bad, _ in out.values() for slot in bad}
         return {slot: merged[slot] for slot in jobs}
 
     def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> RemoteOptimizer:
@@ -200,8 +211,10 @@ class ShardedBank:
         return self._call(slot, "get_factors", slot)
 
     def set_factors(self, slot: str, factors: dict) -> None:
-        """Write ``slot``'s factors on its worker (checked there as :meth:`AdapterBank.set_factors`)."""
+        """Write ``slot``'s factors on its worker (checked there as :meth:`AdapterBank.set_factors`:
+        finite, or refused)."""
         self._call(slot, "set_factors", slot, factors)
+        self._bad.discard(slot)
 
     def init_factors(self, slot: str, generator, *, b_std: float) -> None:
         """Draw ``slot``'s factors here (:func:`evolora.population.random_factors`, the same draws
@@ -212,21 +225,17 @@ class ShardedBank:
         return self._call(slot, "last_finite", slot)
 
     def nonfinite(self, slots: list[str]) -> list[str]:
-        """The slots of ``slots`` whose factors hold NaN or Inf, in the order given."""
-        mine: dict[int, list[str]] = defaultdict(list)
-        for slot in slots:
-            mine[self.owner[slot]].append(slot)
-        bad = {slot for found in self._each(None, "nonfinite", {w: (s,) for w, s in mine.items()}).values()
-               for slot in found}
-        return [slot for slot in slots if slot in bad]
+        """The slots of ``slots`` whose factors hold NaN or Inf, in the order given, without a call:
+        only updates (which report them) and set_factors (finite or refused) change factors."""
+        return [slot for slot in slots if slot in self._bad]
 
     def seed(self, value: int) -> None:
         """Seed every worker's sampling for one step: worker w with ``value + w · SEED_STRIDE``."""
-        self._each(None, "seed", {w: (value + w * SEED_STRIDE,) for w in range(len(self.actors))})
+        self._each(None, "seed", {w: (value + w * SEED_STRIDE,) for w in range(len(self.actors))}, wait=False)
 
     def snapshot(self) -> None:
         """Every worker keeps its slots' current factors as their last finite ones."""
-        self._each(None, "snapshot", {w: () for w in range(len(self.actors))})
+        self._each(None, "snapshot", {w: () for w in range(len(self.actors))}, wait=False)
 
     def save_adapter(self, slot: str, directory: str | Path) -> Path:
         """Write ``slot`` as a PEFT adapter directory here (the worker sends its state dict)."""

@@ -58,9 +58,9 @@ class CountingBank(workers_module.ShardedBank):
 
     bytes: dict = defaultdict(int)
 
-    def _each(self, phase, method, args):
+    def _each(self, phase, method, args, *, wait=True):
         self.bytes[f"{method} to workers"] += sum(len(pickle.dumps(a)) for a in args.values())
-        out = super()._each(phase, method, args)
+        out = super()._each(phase, method, args, wait=wait)
         self.bytes[f"{method} from workers"] += sum(len(pickle.dumps(v)) for v in out.values())
         return out
 

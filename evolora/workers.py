@@ -116,7 +116,7 @@ class ShardedBank:
             pending, self._pending = self._pending, []
             ray.get(pending)  # in submission order on each worker, so these finished before ``refs`` ran
             values = dict(zip(refs, ray.get(list(refs.values()))))
-        except (WorkerRestarted, ray.exceptions.RayActorError) as error:
+        except (WorkerRestarted, ray.exceptions.RayActorError, ray.exceptions.RaySystemError) as error:
             raise WorkerLost(f"a Ray worker was lost ({type(error).__name__}: {str(error).splitlines()[0]})") from error
         wall = time.perf_counter() - began
         busy = 0.0

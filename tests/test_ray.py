@@ -30,6 +30,8 @@ TOY = {"name": "toy", "params": {"max_problem_chars": 40}}
 
 @pytest.fixture(scope="module")
 def cluster():
+    if ray.is_initialized():  # a cluster another module left up: start the bounded one
+        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()

@@ -80,11 +80,10 @@ class Worker:
         return self.bank.factor_shapes()
 
     # -- work -------------------------------------------------------------------------------
-    def seed(self, value: int) -> float:
+    def seed(self, value: int) -> None:
         """Seed this step's rollout sampling (torch's global RNG in this process)."""
         self._check()
         torch.manual_seed(value)
-        return 0.0
 
     def rollout(self, prompts: list[list[int]], adapters: list[str], routing: str, segments: tuple,
                 options: dict) -> tuple[list[Completion], int, float]:

@@ -48,7 +48,8 @@ class ClusterLost(WorkerLost):
 
 class RemoteOptimizer:
     """A handle on one slot's AdamW, which lives on the slot's worker: ``state_dict`` and
-    ``load_state_dict`` as torch's (the same format, so checkpoints do not depend on the backend)."""
+    ``load_state_dict`` as torch's (the same format, so checkpoints do not depend on the backend;
+    a child gets a fresh one on its slot's worker, PopuLoRA arXiv 2605.16727 §2 step 7)."""
 
     def __init__(self, bank: ShardedBank, slot: str):
         self.bank, self.slot = bank, slot
@@ -297,7 +298,8 @@ def _placement(workers: int, *, gpu: bool) -> tuple[object | None, list[dict]]:
 def run_step_with_recovery(run, step: Callable[[], tuple]) -> tuple:
     """``step()``, and after a lost worker: restore every worker from the last checkpoint and
     repeat it (at most :data:`MAX_RESTARTS` times). The step seeds everything from (seed, step),
-    so the repeat gives the records the undisturbed step would have given.
+    so the repeat gives the records the undisturbed step would have given (one step of
+    PopuLoRA, arXiv 2605.16727 §2). In-process runs never lose a worker: this is ``step()``.
 
     Raises:
         ClusterLost: no checkpoint of the current step to repeat from, the workers do not come

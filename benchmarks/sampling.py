@@ -37,7 +37,7 @@ def teacher_stats(bank, tokenizer, task, temperature: float, proposals: int, max
     requests = [proposal_request(task, rng) for _ in range(proposals)]
     config = SelfPlayConfig(teacher_temperature=temperature, teacher_max_new_tokens=max_new_tokens,
                             generation_batch_size=32)
-    out = _teacher_rollout(bank, tokenizer, requests, [BASE] * proposals, config, None, bank)
+    out = _teacher_rollout(bank, tokenizer, requests, [BASE] * proposals, config, None)  # routed (the default)
     parsed = [task.parse_proposal(r.prefix + c.text) for r, c in zip(requests, out)]
     verdicts = task.verify(parsed)
     valid = [p for p, v in zip(parsed, verdicts) if v.valid]

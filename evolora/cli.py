@@ -114,6 +114,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     from evolora.callbacks import Checkpointer, ProgressBar
     from evolora.cli_console import quiet_libraries, start_line
     from evolora.loggers import LoggerError, close_loggers, open_loggers
+    from evolora.workers import ClusterLost, WorkerLost
 
     began = time.perf_counter()
     quiet_libraries(verbose)
@@ -135,9 +136,12 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     except KeyboardInterrupt:
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
         raise typer.Exit(130)
+    except WorkerLost as error:  # run.backend=ray; a ClusterLost names the run directory to resume already
+        _fail(str(error) if isinstance(error, ClusterLost) else f"{error}; continue with: evolora evolve --resume {out}")
     finally:
         signal.signal(signal.SIGTERM, previous)  # in-process callers (tests, notebooks) get theirs back
         close_loggers(loggers, summary)
+        run.close()  # the Ray workers (nothing in-process)
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
     return summary
@@ -188,8 +192,7 @@ def _print_summary(summary: dict) -> None:
             row["id"], row["role"], f"{row['mu']:.1f} ± {row['sigma']:.1f}", f"{row['conservative']:.1f}",
             f"{row['elo']:.0f}", f"{row['wins']}/{row['losses']}/{row['draws']}",
             f"{row['solve_or_valid_rate']:.0%}" if row["solve_or_valid_rate"] is not None else "-",
-            f"{row['operator']}@{row['born_step']}", f"{held['accuracy']:.1%}" if held else "-",
-        )
+            f"{row['operator']}@{row['born_step']}", f"{held['accuracy']:.1%}" if held else "-")
     base = summary["held_out"].get("base")
     if base:
         table.caption = (f"base model held-out accuracy: {base['accuracy']:.1%} ({base['correct']}/{base['total']}); "
@@ -226,9 +229,8 @@ def sandbox(
     program: Path = typer.Argument(..., metavar="FILE.py", help="Python program to run in the verifier sandbox."),
     timeout: float = typer.Option(2.0, "--timeout", help="Wall-clock limit in seconds (> 0)."),
     memory: int = typer.Option(256, "--memory", help="Address-space limit in MiB (>= 32)."),
-    input_json: Optional[str] = typer.Option(
-        None, "--input", metavar="JSON",
-        help="Standard input as a JSON value: a string is fed as is, anything else as its JSON text."),
+    input_json: Optional[str] = typer.Option(None, "--input", metavar="JSON", help=(
+        "Standard input as a JSON value: a string is fed as is, anything else as its JSON text.")),
 ) -> None:
     """Run one program in the verifier sandbox and print {status, output, seconds, error} as JSON.
 

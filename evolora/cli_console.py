@@ -50,7 +50,9 @@ def start_line(config: Config, out, *, resume: bool) -> str:
     if needs_conversion(model):
         model += " (first run: converting the embedded GGUF once, ~20 s)"
     verb = "resuming" if resume else "starting"
-    return (f"evolora: {verb} {players} on {model}, task {config.task.name}, "
+    where = (f", {config.run.workers} Ray worker{'s' * (config.run.workers > 1)}"
+             f" ({config.run.ray_address or 'local cluster'})" if config.run.backend == "ray" else "")
+    return (f"evolora: {verb} {players} on {model}{where}, task {config.task.name}, "
             f"{config.run.steps} steps -> {out}")
 
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evolora.config_population import PopulationConfig, check_evolvable
+from evolora.config_run import RunConfig, check_workers
 from evolora.config_types import ConfigError, Float, Int, _Section
 from evolora.game import ARMS, Arm
-from evolora.loggers import check_loggers
 
 __all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
@@ -32,7 +32,10 @@ class ModelConfig(_Section):
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Dtype of the frozen base weights; adapters always train in float32."""
     num_threads: Int | None = Field(default=None, ge=1)
-    """torch intra-op threads; None keeps torch's default."""
+    """torch intra-op threads; None keeps torch's default (Ray workers: 1)."""
+    device: Literal["auto", "cpu", "cuda"] = "cpu"
+    """Where each Ray worker's base replica computes: ``auto`` is cuda when torch sees a GPU (use
+    ``dtype: bfloat16`` there); in-process runs (``run.backend: local``) compute on the CPU."""
 
 
 class LoRAConfig(_Section):
@@ -206,16 +209,6 @@ class EvalConfig(_Section):
     """Sampled answers n per problem and answerer: majority-of-n and best-of-n by a critic."""
 
 
-class RunConfig(_Section):
-    steps: Int = Field(default=6, ge=0)
-    """RL steps (self-play games + updates)."""
-    seed: Int = 0
-    checkpoint_every: Int = Field(default=1, ge=1)
-    """Write a resumable checkpoint every N steps."""
-    loggers: Annotated[tuple[Literal["jsonl", "tensorboard", "wandb"], ...], AfterValidator(check_loggers)] = ("jsonl",)
-    """Step loggers (:mod:`evolora.loggers`): jsonl (always), tensorboard, wandb (pip extras of the same names)."""
-
-
 class Config(_Section):
     """The whole run configuration (one YAML file, e.g. ``tasks/gsm.yaml``)."""
 
@@ -231,6 +224,7 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
+        check_workers(self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame, self.model.device)
         if not self.arm.evolve:
             if self.selfplay.matchmaking.hall_of_fame:
                 raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "

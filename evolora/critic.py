@@ -25,7 +25,7 @@ from evolora.config import RewardConfig, SelfPlayConfig
 from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
-from evolora.rollout import chat_prompt, generate
+from evolora.rollout import chat_prompt
 from evolora.selfplay import StepOutcome, to_sample
 from evolora.tasks.base import Task
 
@@ -138,10 +138,9 @@ def review_step(bank, tokenizer, task: Task, outcome: StepOutcome, students: lis
     prompts = [chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[k]), task.critic_prefix)
                for _, g, k in todo]
     slot = {c.id: c.slot for c in critics}
-    router = bank if config.routing == "routed" else None
-    done = generate(bank.model, tokenizer, prompts, [slot[c] for c, _, _ in todo], **config.sampling("critic"),
-                    batch_size=config.generation_batch_size, stats=outcome.rollout, bank=router,
-                    stop=("\n",)) if todo else []
+    done = bank.rollout(tokenizer, prompts, [slot[c] for c, _, _ in todo], **config.sampling("critic"),
+                        batch_size=config.generation_batch_size, stats=outcome.rollout, routing=config.routing,
+                        stop=("\n",)) if todo else []
     texts = [task.critic_prefix + completion.text for completion in done]
     reviews = [Review(critic, games[g].student, g, k, TRUTH[games[g].grades[k]], task.parse_verdict(text), text)
                for (critic, g, k), text in zip(todo, texts)]

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from functools import partial
 
 import torch
 
 from evolora.critic import TRUTH, balanced_accuracy
-from evolora.rollout import BASE, chat_prompt, generate
+from evolora.rollout import BASE, chat_prompt
 from evolora.tasks.base import Task
 
 
@@ -47,20 +48,19 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
     if not items:
         return {}
     answerers, judges = {BASE: "base", **answerers}, {BASE: "base", **judges}
-    router = bank if routing == "routed" else None
+    rollout = partial(bank.rollout, tokenizer, routing=routing)
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
-    sampled = generate(bank.model, tokenizer, [prompts[i] for _, i in rows], [s for s, _ in rows],
-                       max_new_tokens=max_new_tokens, batch_size=batch_size, bank=router,
-                       generator=torch.Generator().manual_seed(seed), **sampling)
+    sampled = rollout([prompts[i] for _, i in rows], [s for s, _ in rows], max_new_tokens=max_new_tokens,
+                      batch_size=batch_size, generator=torch.Generator().manual_seed(seed), **sampling)
     grades = task.grade_held_out([c.text for c in sampled], [items[i] for _, i in rows])
     greedy_rows = [(slot, i) for slot in answerers for i in range(len(items))]
-    greedy = generate(bank.model, tokenizer, [prompts[i] for _, i in greedy_rows], [s for s, _ in greedy_rows],
-                      max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=router)
+    greedy = rollout([prompts[i] for _, i in greedy_rows], [s for s, _ in greedy_rows], max_new_tokens=max_new_tokens,
+                     greedy=True, batch_size=batch_size)
     greedy_grades = task.grade_held_out([c.text for c in greedy], [items[i] for _, i in greedy_rows])
     judged = [r for r, grade in enumerate(grades) if grade.label in TRUTH]
     verdicts = _verdicts(bank, tokenizer, task, judges, [(items[rows[r][1]].question, sampled[r].text) for r in judged],
-                         max_new_tokens=critic_max_new_tokens, batch_size=batch_size, router=router)
+                         max_new_tokens=critic_max_new_tokens, batch_size=batch_size, rollout=rollout)
     by_row = {judge: dict(zip(judged, verdicts[judge])) for judge in verdicts}
     truths = [TRUTH[grades[r].label] for r in judged]
     result = {"problems": len(items), "n": n, "judges": {judge: _judge_scores(verdicts[judge], truths)
@@ -79,14 +79,13 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
 
 
 def _verdicts(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
-              max_new_tokens: int, batch_size: int, router) -> dict[str, list[str | None]]:
+              max_new_tokens: int, batch_size: int, rollout) -> dict[str, list[str | None]]:
     """{judge id: its greedy verdict on each (problem, answer), in order}."""
     prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix)
                for problem, answer in reviews]
     rows = [(slot, j) for slot in judges for j in range(len(reviews))]
-    done = generate(bank.model, tokenizer, [prompts[j] for _, j in rows], [s for s, _ in rows],
-                    max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=router,
-                    stop=("\n",)) if rows else []
+    done = rollout([prompts[j] for _, j in rows], [s for s, _ in rows], max_new_tokens=max_new_tokens, greedy=True,
+                   batch_size=batch_size, stop=("\n",)) if rows else []
     out: dict[str, list[str | None]] = {name: [] for name in judges.values()}
     for (slot, _), completion in zip(rows, done):
         out[judges[slot]].append(task.parse_verdict(task.critic_prefix + completion.text))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import partial
 
 from evolora.rollout import BASE, chat_prompt, generate
 from evolora.tasks.base import HeldOutItem, Task
@@ -37,6 +38,7 @@ def evaluate(
     max_new_tokens: int,
     batch_size: int = 16,
     bank=None,
+    rollout=None,
 ) -> dict[str, EvalResult]:
     """Greedy accuracy of each adapter on ``items``.
 
@@ -47,16 +49,18 @@ def evaluate(
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
         bank: route rows with :func:`evolora.routed.routed` when given (else PEFT's mixed batches).
+        rollout: ``(prompts, adapters, **options) -> completions`` to generate with instead of
+            ``model`` (a bank's :meth:`~evolora.population.AdapterBank.rollout`, in-process or on Ray workers).
 
     Returns:
         {adapter name: EvalResult}.
     """
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(adapter, i) for adapter in adapters for i in range(len(items))]
-    completions = generate(
-        model, tokenizer, [prompts[i] for _, i in rows], [a for a, _ in rows],
-        max_new_tokens=max_new_tokens, greedy=True, batch_size=batch_size, bank=bank,
-    )
+    if rollout is None:
+        rollout = partial(generate, model, tokenizer, bank=bank)
+    completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,
+                          greedy=True, batch_size=batch_size)
     grades = task.grade_held_out([c.text for c in completions], [items[i] for _, i in rows])
     correct = dict.fromkeys(adapters, 0)
     for (adapter, _), grade in zip(rows, grades):
@@ -95,7 +99,7 @@ def held_out_accuracy(bank, tokenizer, task: Task, members: dict[str, str], eval
     names = dict(members)
     if eval_config.base:
         names[BASE] = "base"
-    results = evaluate(bank.model, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
-                       batch_size=eval_config.batch_size, bank=bank if routing == "routed" else None)
+    results = evaluate(None, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
+                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer, routing=routing))
     return ({names[slot]: {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
              for slot, r in results.items()}, len(items))

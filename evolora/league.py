@@ -83,10 +83,9 @@ class League:
         return evolve(bank, self.population, fitness, config, step=step, generator=generator, operators=operators,
                       enter=lambda old, child: self.replace(old, child, step))
 
-    def cull(self, member: Individual, bank, good: dict[str, Adapter], mutation, *, step: int,
-             generator: torch.Generator) -> dict:
+    def cull(self, member: Individual, bank, mutation, *, step: int, generator: torch.Generator) -> dict:
         """Replace ``member`` (its factors are not finite) by a mutated copy of the best other member
-        of its role (itself when alone), taken from ``good`` (slot -> last finite factors).
+        of its role (itself when alone), taken from its last finite factors (``bank.last_finite``).
 
         Args:
             mutation: (operator spec, params) of ``evolution.mutation``.
@@ -98,7 +97,7 @@ class League:
         peers = [m for m in self.population.role(member.role) if m is not member]
         donor = self.best(peers) if peers else member
         spec, params = mutation
-        bank.set_factors(member.slot, spec.fn(good[donor.slot], generator=generator, **params))
+        bank.set_factors(member.slot, spec.fn(bank.last_finite(donor.slot), generator=generator, **params))
         child = self.population.new_individual(member.role, member.slot, parents=(donor.id,),
                                                operator=spec.name, born_step=step)
         self.replace(member, child, step)

@@ -23,7 +23,10 @@ from safetensors.torch import save_file
 
 from evolora.game import Game
 from evolora.io import atomic_path
+from evolora.learner import make_optimizer, policy_update_many
 from evolora.operators import Adapter
+from evolora.rollout import Completion, RolloutStats, generate
+from evolora.segments import generate_segments
 
 
 @dataclass
@@ -164,6 +167,7 @@ class AdapterBank:
             for name, module in self.model.named_modules()
             if isinstance(module, LoraLayer)
         }
+        self._good: dict[str, Adapter] = {}  # slot -> its last finite factors (see snapshot)
         self.model.eval()
 
     # -- factors -------------------------------------------------------------------------
@@ -205,19 +209,13 @@ class AdapterBank:
             layer.lora_B[slot].weight.copy_(b)
 
     def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
-        """Give ``slot`` diverse non-zero ΔW: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
+        """Give ``slot`` diverse non-zero ΔW drawn by :func:`random_factors` (design §3)."""
+        self.set_factors(slot, random_factors(self.factor_shapes(), generator, b_std=b_std))
 
-        PEFT's default B = 0 would make every individual identical (design §3).
-        """
-        factors = {}
-        for name, layer in self.layers.items():
-            a_shape = layer.lora_A[slot].weight.shape
-            b_shape = layer.lora_B[slot].weight.shape
-            bound = 1.0 / a_shape[1] ** 0.5
-            a = (torch.rand(a_shape, generator=generator) * 2 - 1) * bound
-            b = torch.randn(b_shape, generator=generator) * b_std
-            factors[name] = (a, b)
-        self.set_factors(slot, factors)
+    def factor_shapes(self) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+        """{module: (A shape (r, d_in), B shape (d_out, r))}, in the bank's module order."""
+        return {name: (tuple(layer.lora_A[self.slots[0]].weight.shape), tuple(layer.lora_B[self.slots[0]].weight.shape))
+                for name, layer in self.layers.items()}
 
     def parameters(self, slot: str) -> list[torch.nn.Parameter]:
         """The trainable tensors of ``slot`` (A and B of every module), in a fixed order."""
@@ -239,19 +237,80 @@ class AdapterBank:
             for param in self.parameters(other):
                 param.requires_grad_(other == slot)
 
+    # -- the bank protocol of a run (evolora.workers.ShardedBank offers the same over Ray actors) --
+    def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, routing: str = "routed",
+                segments: tuple = (), stats: RolloutStats | None = None, **options) -> list[Completion]:
+        """One completion per (prompt, adapter) row: :func:`evolora.rollout.generate`, or
+        :func:`evolora.segments.generate_segments` when ``segments`` are given.
+
+        Args:
+            tokenizer: the base's tokenizer; prompts: N token id lists; adapters: N slot names
+                (or ``"__base__"``); routing: "routed" (this bank routes the rows) or "peft".
+            options: the sampling and batching keywords of :func:`evolora.rollout.generate`.
+
+        Returns:
+            N :class:`evolora.rollout.Completion`, in the order of ``prompts``.
+        """
+        router = self if routing == "routed" else None
+        if segments:
+            return generate_segments(self.model, tokenizer, prompts, adapters, segments, stats=stats, bank=router,
+                                     **options)
+        return generate(self.model, tokenizer, prompts, adapters, stats=stats, bank=router, **options)
+
+    def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], **settings) -> dict:
+        """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`
+        (PopuLoRA arXiv 2605.16727 §2 step 5). Returns {slot: UpdateResult}."""
+        return policy_update_many(self, jobs, **settings)
+
+    def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+        """A fresh AdamW over ``slot``'s parameters (founders, children, rolled-back members)."""
+        return make_optimizer(self.parameters(slot), lr=lr, weight_decay=weight_decay)
+
+    def nonfinite(self, slots: list[str]) -> list[str]:
+        """The slots of ``slots`` whose factors hold NaN or Inf (checked without copies), in order."""
+        return [slot for slot in slots if not all(bool(torch.isfinite(p).all()) for p in self.parameters(slot))]
+
+    def seed(self, value: int) -> None:
+        """Seed the rollouts' sampling (torch's global RNG) for one step."""
+        torch.manual_seed(value)
+
+    @torch.no_grad()
+    def snapshot(self) -> None:
+        """Keep every slot's current factors as its last finite ones (:meth:`last_finite`), copied
+        into the buffers of the previous snapshot (new buffers only for a new slot)."""
+        for slot in self.slots:
+            held = self._good.get(slot)
+            if held is None:
+                self._good[slot] = self.get_factors(slot)
+                continue
+            for name, layer in self.layers.items():
+                held[name][0].copy_(layer.lora_A[slot].weight)
+                held[name][1].copy_(layer.lora_B[slot].weight)
+
+    def last_finite(self, slot: str) -> Adapter:
+        """``slot``'s factors at the last :meth:`snapshot` (the end of the previous step)."""
+        return self._good[slot]
+
+    def timing(self) -> dict | None:
+        """Per-worker seconds since the last call; None in-process (the step's seconds say it all)."""
+
+    def close(self) -> None:
+        """Release what the bank holds outside this process (nothing here)."""
+
     # -- saving ----------------------------------------------------------------------------
     def save_adapter(self, slot: str, directory: str | Path) -> Path:
-        """Write ``slot`` as a standard PEFT adapter directory, atomically.
+        """Write ``slot`` as a standard PEFT adapter directory, atomically (:func:`write_adapter`).
 
         The result holds ``adapter_config.json`` and ``adapter_model.safetensors`` and loads
         with ``PeftModel.from_pretrained(base, directory)``.
         """
+        return write_adapter(directory, *self.adapter_state(slot))
+
+    def adapter_state(self, slot: str) -> tuple[dict[str, torch.Tensor], LoraConfig]:
+        """``slot``'s PEFT state dict ({key: tensor}, detached) and its ``LoraConfig``."""
         self._check_slot(slot)
-        with atomic_path(directory, directory=True) as tmp:
-            state = get_peft_model_state_dict(self.model, adapter_name=slot)
-            save_file({k: v.detach().contiguous() for k, v in state.items()}, str(tmp / "adapter_model.safetensors"))
-            self.model.peft_config[slot].save_pretrained(str(tmp))
-        return Path(directory)
+        state = get_peft_model_state_dict(self.model, adapter_name=slot)
+        return {k: v.detach().contiguous() for k, v in state.items()}, self.model.peft_config[slot]
 
     def load_adapter(self, slot: str, directory: str | Path) -> None:
         """Read a PEFT adapter directory written by :meth:`save_adapter` into ``slot``.
@@ -275,6 +334,35 @@ class AdapterBank:
     def _check_slot(self, slot: str) -> None:
         if slot not in self.slots:
             raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")
+
+
+def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]], generator: torch.Generator, *,
+                   b_std: float) -> Adapter:
+    """Diverse non-zero factors for one adapter: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
+
+    Shapes: ``shapes`` {module: ((r, d_in), (d_out, r))} in; {module: (A, B)} out, drawn module
+    by module in the order of ``shapes`` from ``generator`` (PEFT's default B = 0 would make
+    every individual identical, design §3; PopuLoRA arXiv 2605.16727 §2).
+    """
+    factors = {}
+    for name, (a_shape, b_shape) in shapes.items():
+        bound = 1.0 / a_shape[1] ** 0.5
+        a = (torch.rand(a_shape, generator=generator) * 2 - 1) * bound
+        b = torch.randn(b_shape, generator=generator) * b_std
+        factors[name] = (a, b)
+    return factors
+
+
+def write_adapter(directory: str | Path, state: dict[str, torch.Tensor], lora_config: LoraConfig) -> Path:
+    """Write one adapter's PEFT state dict and config as a PEFT adapter directory, atomically.
+
+    Raises:
+        OSError: the directory cannot be written (the old one, if any, is left as it was).
+    """
+    with atomic_path(directory, directory=True) as tmp:
+        save_file(state, str(tmp / "adapter_model.safetensors"))
+        lora_config.save_pretrained(str(tmp))
+    return Path(directory)
 
 
 def _check_pair(name: str, pair, a_param: torch.Tensor, b_param: torch.Tensor, rank: int) -> None:

@@ -16,7 +16,10 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
                                                          #   through league.replace; hall of fame
 
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
-replays exactly what the uninterrupted run would have done.
+replays exactly what the uninterrupted run would have done. ``run.backend: ray`` puts the
+adapters on Ray workers (:class:`evolora.workers.ShardedBank`, the same bank protocol as
+:class:`evolora.population.AdapterBank`); a lost worker is restarted and the step repeated
+from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ from evolora.evolution import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
 from evolora import metrics
-from evolora.learner import make_optimizer, policy_update_many
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
+from evolora.workers import run_step_with_recovery
 
 Callback = Callable[["Run", dict, list[GameRecord]], None]
 """Called after every step with the run, the step's metrics record and its games."""
@@ -51,9 +54,14 @@ Callback = Callable[["Run", dict, list[GameRecord]], None]
 
 def step_generators(seed: int, step: int) -> tuple[random.Random, np.random.Generator, torch.Generator]:
     """Independent generators for one step, a pure function of (seed, step); also seeds torch."""
-    torch.manual_seed(seed * 1_000_003 + step)  # rollout sampling uses torch's global RNG
+    torch.manual_seed(rollout_seed(seed, step))  # rollout sampling uses torch's global RNG
     return (random.Random(f"{seed}:{step}"), np.random.default_rng([seed, step]),
             torch.Generator().manual_seed(seed * 7_919 + step))
+
+
+def rollout_seed(seed: int, step: int) -> int:
+    """The seed of one step's rollout sampling (torch's global RNG, in-process or on each worker)."""
+    return seed * 1_000_003 + step
 
 
 class Run:
@@ -63,8 +71,12 @@ class Run:
         config: a validated :class:`evolora.config.Config`.
         out_dir: the run directory (created; holds config.yaml, metrics.jsonl, matches.jsonl,
             checkpoints/, final/).
-        model, tokenizer: an already loaded base model (else loaded from ``config.model``).
+        model, tokenizer: an already loaded base model (else loaded from ``config.model``; with
+            ``run.backend: ray`` each worker builds its own from ``config.model``, so ``model`` must be None).
         task: a task object (else built from ``config.task``).
+
+    Raises:
+        ValueError: a ``model`` given with ``run.backend: ray``.
     """
 
     def __init__(self, config: Config, out_dir: str | Path, *, model=None, tokenizer=None, task=None):
@@ -73,33 +85,38 @@ class Run:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.operators = resolve_operators(config.evolution)
         self.task = task if task is not None else make_task(config.task.name, **config.task.params)
-        if model is None:
-            from evolora.model import load_base
-
-            model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
-                                         num_threads=config.model.num_threads)
-        self.tokenizer = tokenizer
         self.arm = config.arm  # the game each step plays and whether the outer loop evolves
         population = Population.initial(config.role_sizes)
         capacity = config.selfplay.matchmaking.hall_of_fame
         lora = config.lora
-        hall_slots = [f"H{i}" for i in range(capacity)]
-        self.bank = AdapterBank(model, [m.slot for m in population.members] + hall_slots, rank=lora.rank,
-                                alpha=lora.alpha, target_modules=lora.target_modules)
+        slots = [m.slot for m in population.members] + [f"H{i}" for i in range(capacity)]
+        if config.run.backend == "ray":
+            from evolora.workers import ShardedBank
+
+            if model is not None:
+                raise ValueError("run.backend=ray: each worker builds its own base from config.model; pass model=None")
+            self.bank = ShardedBank(config, slots)
+            tokenizer = tokenizer if tokenizer is not None else self.bank.tokenizer
+        else:
+            if model is None:
+                from evolora.model import load_base
+
+                model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
+                                             num_threads=config.model.num_threads)
+            self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+        self.tokenizer = tokenizer
         init = torch.Generator().manual_seed(config.run.seed)
         for member in population.members:
             self.bank.init_factors(member.slot, init, b_std=lora.init_b_std)
         self.league = League(population, self._new_optimizer, hall_capacity=capacity)
         self.step = 0
         self.log_counts = {"metrics": 0, "matches": 0}
-        self._good: dict = {}  # slot -> its last finite factors (buffers reused every step)
-        self._snapshot()
+        self.bank.snapshot()
         self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
-        return make_optimizer(self.bank.parameters(slot), lr=self.config.learner.lr,
-                              weight_decay=self.config.learner.weight_decay)
+        return self.bank.new_optimizer(slot, lr=self.config.learner.lr, weight_decay=self.config.learner.weight_decay)
 
     # read-only views of the league (kept for callers and notebooks)
     population = property(lambda self: self.league.population, doc="The members (:attr:`League.population`).")
@@ -112,10 +129,22 @@ class Run:
 
     # -- one step ----------------------------------------------------------------------------
     def run_step(self) -> tuple[dict, list[GameRecord]]:
-        """Play, train, rate and (every k steps) evolve once; return the metrics record and games."""
+        """Play, train, rate and (every k steps) evolve once; return the metrics record and games.
+
+        With ``run.backend: ray``, a worker lost during the step is restarted and the step
+        repeated from the last checkpoint (:func:`evolora.workers.run_step_with_recovery`).
+
+        Raises:
+            evolora.workers.ClusterLost: the workers cannot be restored; the message names the
+                run directory to ``--resume``.
+        """
+        return run_step_with_recovery(self, self._run_step)
+
+    def _run_step(self) -> tuple[dict, list[GameRecord]]:
         step = self.step + 1
         began = time.perf_counter()
         rng, np_rng, generator = step_generators(self.config.run.seed, step)
+        self.bank.seed(rollout_seed(self.config.run.seed, step))
         faults = self._repair_faults("before_step", generator)
         proposers, solvers = self.population.players(self.arm.game)
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
@@ -127,8 +156,8 @@ class Run:
         t0 = time.perf_counter()
         learner = self.config.learner
         jobs = {m.slot: (self.optimizers[m.id], outcome.samples[m.id]) for m in self.population.members}
-        by_slot = policy_update_many(
-            self.bank, jobs, algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
+        by_slot = self.bank.update(
+            jobs, algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
             epochs=learner.epochs, micro_batch=learner.micro_batch, max_grad_norm=learner.max_grad_norm,
         )
         updates = {m.id: by_slot[m.slot] for m in self.population.members}
@@ -155,7 +184,10 @@ class Run:
         record["faults"] = faults
         if critic is not None:
             record["critic"] = critic
-        self._snapshot()
+        self.bank.snapshot()
+        timing = self.bank.timing()  # None in-process; per worker and phase on Ray
+        if timing is not None:
+            record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
@@ -189,32 +221,18 @@ class Run:
         mutated copy of the best finite member of its role, with a fresh rating.
         """
         events = []
-        for member in list(self.population.members):
-            if all(bool(torch.isfinite(p).all()) for p in self.bank.parameters(member.slot)):  # no copies
-                continue
+        bad = set(self.bank.nonfinite([m.slot for m in self.population.members]))
+        for member in [m for m in self.population.members if m.slot in bad]:
             action = self.config.learner.on_nonfinite
             if action == "rollback":
-                self.bank.set_factors(member.slot, self._good[member.slot])
+                self.bank.set_factors(member.slot, self.bank.last_finite(member.slot))
                 self.league.reset_optimizer(member)
                 events.append({"id": member.id, "where": where, "action": "rollback"})
             else:
-                cull = self.league.cull(member, self.bank, self._good, self.operators.mutation, step=self.step + 1,
+                cull = self.league.cull(member, self.bank, self.operators.mutation, step=self.step + 1,
                                         generator=generator)
                 events.append({"id": member.id, "where": where, "action": "cull", **cull})
         return events
-
-    @torch.no_grad()
-    def _snapshot(self) -> None:
-        """Keep every slot's current factors as its last finite ones, copied into the buffers of
-        the previous snapshot (no per-step clones of every slot; new buffers only for a new slot)."""
-        for slot in self.bank.slots:
-            held = self._good.get(slot)
-            if held is None or held.keys() != self.bank.layers.keys():
-                self._good[slot] = self.bank.get_factors(slot)
-                continue
-            for name, layer in self.bank.layers.items():
-                held[name][0].copy_(layer.lora_A[slot].weight)
-                held[name][1].copy_(layer.lora_B[slot].weight)
 
     def _record(self, step, outcome, updates, outcomes, births, seconds, roles: dict[str, str]) -> dict:
         games = outcome.games
@@ -292,7 +310,7 @@ class Run:
         factors, optimizer_states, state = load_checkpoint(path)
         for slot, adapter in factors.items():
             self.bank.set_factors(slot, adapter)
-        self._snapshot()
+        self.bank.snapshot()
         self.league.load_state_dict(state, optimizer_states)
         self.log_counts = dict(state["log_counts"])
         self.signatures = set(state["signatures"])
@@ -362,3 +380,7 @@ class Run:
             summary["critic_eval"] = critic_eval
         write_json_atomic(final / "summary.json", summary)
         return summary
+
+    def close(self) -> None:
+        """Release the bank's workers (Ray actors; nothing in-process). The run object is done after it."""
+        self.bank.close()

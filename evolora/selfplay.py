@@ -25,8 +25,7 @@ from evolora.config import RewardConfig, SelfPlayConfig
 from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
-from evolora.rollout import Completion, RolloutStats, chat_prompt, generate
-from evolora.segments import generate_segments
+from evolora.rollout import Completion, RolloutStats, chat_prompt
 from evolora.tasks.base import ProposalRequest, Task, normalise_problem
 
 
@@ -158,7 +157,7 @@ def play_step(
         A :class:`StepOutcome` with samples per individual id (proposers: one per proposal,
         group = the proposer; solvers: n per valid problem, group = the problem).
     """
-    seconds, stats, router = {}, RolloutStats(), bank if config.routing == "routed" else None
+    seconds, stats = {}, RolloutStats()
     pairs, opponents = _matchmake(proposers, solvers, ratings, config.matchmaking, np_rng, frozen)
     slot_of = {m.id: m.slot for m in [*proposers, *solvers, *frozen]}
 
@@ -167,7 +166,7 @@ def play_step(
     # proposal j goes to the teacher's j-th opponent, cyclically
     rivals = [opponents[t.id][j % len(opponents[t.id])] for t in proposers for j in range(config.proposals_per_teacher)]
     requests = [proposal_request(task, rng) for _ in owners]
-    proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats, router)
+    proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats)
     seconds["rollout_teacher"] = time.perf_counter() - began
 
     began, parsed = time.perf_counter(), [task.parse_proposal(r.prefix + c.text) for r, c in zip(requests, proposals_out)]
@@ -178,9 +177,9 @@ def play_step(
     began = time.perf_counter()
     solve_rows = [g for g, game in enumerate(games) if game.valid for _ in range(config.samples_per_problem)]
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(solve_rows)}
-    attempts = generate(
-        bank.model, tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
-        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, bank=router,
+    attempts = bank.rollout(
+        tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
+        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
     ) if solve_rows else []
     seconds["rollout_student"] = time.perf_counter() - began
 
@@ -250,17 +249,17 @@ def _pair_solve_rates(pairs: list[tuple[str, str]], games: list[GameRecord]) -> 
 
 
 def _teacher_rollout(bank, tokenizer, requests: list[ProposalRequest], slots: list[str], config: SelfPlayConfig,
-                     stats: RolloutStats, router) -> list[Completion]:
+                     stats: RolloutStats) -> list[Completion]:
     """Every teacher completion, in request order: free-form rows in one batched ``generate``,
-    structured rows (the same ``segments``) through :func:`evolora.segments.generate_segments`."""
+    structured rows (the same ``segments``) through :func:`evolora.segments.generate_segments`
+    (both by ``bank.rollout``)."""
     sampling = config.sampling("teacher")
     prompts = [chat_prompt(tokenizer, request.messages, request.prefix) for request in requests]
     out: list[Completion | None] = [None] * len(requests)
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]
-        args = (bank.model, tokenizer, [prompts[i] for i in rows], [slots[i] for i in rows])
-        kwargs = dict(sampling, batch_size=config.generation_batch_size, stats=stats, bank=router)
-        done = generate_segments(*args, segments, **kwargs) if segments else generate(*args, **kwargs)
+        done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slots[i] for i in rows], segments=segments,
+                            **sampling, batch_size=config.generation_batch_size, stats=stats, routing=config.routing)
         for i, completion in zip(rows, done):
             out[i] = completion
     return out  # type: ignore[return-value]

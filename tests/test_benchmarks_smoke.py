@@ -42,3 +42,13 @@ def test_benchmark_prints_ratio(name):
                            "--threads", "1", *args], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(pattern, done.stdout), done.stdout[-3000:]
+
+
+def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: run benchmarks/gpu_check.py itself")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py")], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0 and "torch sees no CUDA device" in done.stdout, done.stderr[-2000:]

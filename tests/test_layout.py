@@ -103,4 +103,4 @@ def test_the_checks_see_the_library():
     modules = _modules()
     assert {"evolora.run", "evolora.tasks.gsm", "evolora.operators.crossover"} <= set(modules)
     graph_of_run = _module_level_imports("evolora.run", modules["evolora.run"], modules)
-    assert "evolora.learner" in graph_of_run and "evolora.tasks" in graph_of_run
+    assert "evolora.league" in graph_of_run and "evolora.tasks" in graph_of_run

@@ -126,9 +126,9 @@ def test_league_evolve_equals_plain_evolve_and_enters_every_child(league, tiny):
 def test_league_cull_replaces_with_a_mutated_copy_of_the_best_peer(league):
     bank, league = league
     league.ratings.record_match("c2", "t0", 1.0)  # c2 beats t0: the best critic
-    good = {slot: bank.get_factors(slot) for slot in bank.slots}
+    bank.snapshot()  # every slot's last finite factors, the donor's among them
     victim = league.population.by_id("c0")
-    event = league.cull(victim, bank, good, resolve_operators(EvolutionConfig()).mutation, step=3,
+    event = league.cull(victim, bank, resolve_operators(EvolutionConfig()).mutation, step=3,
                         generator=torch.Generator().manual_seed(1))
     assert event == {"child": "c3", "donor": "c2"}
     child = league.population.by_id("c3")

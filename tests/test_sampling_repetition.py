@@ -7,7 +7,6 @@ import random
 import numpy as np
 import pytest
 
-from evolora import selfplay
 from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict
 from evolora.game import Game
 from evolora.population import AdapterBank, Population
@@ -50,13 +49,13 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
     texts = [" 7+5 ?", " 8 * 3", " 8*3", " 2 + 2"]  # a copy of an example, a repeated problem, a fresh one
     calls = []
 
-    def fake_generate(model, tokenizer, prompts, adapters, **kwargs):
+    def fake_rollout(tokenizer, prompts, adapters, **kwargs):  # the bank protocol's rollout
         calls.append(kwargs)
         if kwargs["max_new_tokens"] == 9:  # the teacher's limit
             return [Completion(a, tuple(p), (5,), t, False) for p, a, t in zip(prompts, adapters, texts)]
         return [Completion(a, tuple(p), (6,), "12", False) for p, a in zip(prompts, adapters)]
 
-    monkeypatch.setattr(selfplay, "generate", fake_generate)
+    monkeypatch.setattr(bank, "rollout", fake_rollout)
     config = SelfPlayConfig(proposals_per_teacher=4, samples_per_problem=2, teacher_max_new_tokens=9,
                             student_max_new_tokens=3, temperature=1.0, teacher_temperature=0.7,
                             student_temperature=0.4, student_top_p=0.9,

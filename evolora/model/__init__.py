@@ -310,7 +310,7 @@ def _set_special_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase)
 
 
 def load_base(
-    name: str, *, dtype: ModelDtype = "float32", num_threads: int | None = None
+    name: str, *, dtype: ModelDtype = "float32", num_threads: int | None = None, device: str = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a frozen base model and its left-padding tokenizer.
 
@@ -319,6 +319,7 @@ def load_base(
             Face id (see :func:`resolve_model`).
         dtype: ``"float32"`` or ``"bfloat16"`` for the weights.
         num_threads: if given, ``torch.set_num_threads(num_threads)`` (process-wide) first.
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"`` (:func:`resolve_device`); the weights move there.
 
     Returns:
         ``(model, tokenizer)``: the model in eval mode with ``requires_grad=False`` on every
@@ -336,7 +337,7 @@ def load_base(
         torch.set_num_threads(num_threads)
     if name == TINY_MODEL_NAME:
         model, tokenizer = tiny_model(seed=0)
-        return _freeze(model, _DTYPES[dtype]), tokenizer
+        return _freeze(model, _DTYPES[dtype]).to(resolve_device(device)), tokenizer
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -357,4 +358,19 @@ def load_base(
     tokenizer.padding_side = "left"
     _set_special_ids(model, tokenizer)
     logger.info("loaded %s (%s) in %.1f s", name, dtype, time.perf_counter() - start)
-    return _freeze(model, _DTYPES[dtype]), tokenizer
+    return _freeze(model, _DTYPES[dtype]).to(resolve_device(device)), tokenizer
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` → ``"cuda"`` when torch sees a GPU, else ``"cpu"``; ``"cpu"``/``"cuda"`` unchanged.
+
+    Raises:
+        ValueError: ``"cuda"`` without a GPU, or an unknown name (the message says what to set).
+    """
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("model.device=cuda but torch sees no GPU; set model.device=cpu or auto")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"model.device must be auto, cpu or cuda, got {device!r}")
+    return device

@@ -1,0 +1,65 @@
+"""The ``run`` section of a config: steps, seed, checkpoints, loggers and where the population runs.
+
+``run.backend: local`` (the default) keeps the whole population in this process;
+``run.backend: ray`` spreads its adapter slots over ``run.workers`` Ray actors, each with
+its own base-model replica (:mod:`evolora.workers`). Checked when the config loads, before
+any model does. Source: PopuLoRA (arXiv 2605.16727) §2 (one frozen base shared by every adapter).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from evolora.config_types import Int, _Section
+from evolora.loggers import check_loggers
+
+
+class RunConfig(_Section):
+    steps: Int = Field(default=6, ge=0)
+    """RL steps (self-play games + updates)."""
+    seed: Int = 0
+    checkpoint_every: Int = Field(default=1, ge=1)
+    """Write a resumable checkpoint every N steps."""
+    loggers: Annotated[tuple[Literal["jsonl", "tensorboard", "wandb"], ...], AfterValidator(check_loggers)] = ("jsonl",)
+    """Step loggers (:mod:`evolora.loggers`): jsonl (always), tensorboard, wandb (pip extras of the same names)."""
+    backend: Literal["local", "ray"] = "local"
+    """Where the population runs: ``local`` (one process, one base model) or ``ray`` (one Ray
+    actor per worker, each with its own base replica and a fixed shard of the adapter slots)."""
+    workers: Int = Field(default=1, ge=1)
+    """Ray workers (actors) with ``backend: ray``; slot i lives on worker i mod workers."""
+    ray_address: str | None = None
+    """Ray cluster to join with ``backend: ray``: None starts a local one, ``auto`` joins the
+    cluster started by ``ray start --head`` on this machine, or ``ray://host:10001``."""
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> RunConfig:
+        if self.backend == "local":
+            if self.workers > 1:
+                raise ValueError(f"run.workers={self.workers} needs run.backend=ray; set run.backend=ray or run.workers=1")
+            if self.ray_address is not None:
+                raise ValueError("run.ray_address is only read with run.backend=ray; set run.backend=ray or drop it")
+        elif importlib.util.find_spec("ray") is None:
+            raise ValueError("run.backend=ray needs Ray, which is not installed: pip install 'evolora[ray]'")
+        return self
+
+
+def check_workers(run: RunConfig, slots: int, device: str = "cpu") -> None:
+    """Every Ray worker must own at least one adapter slot; GPUs are used by Ray workers.
+
+    Args:
+        run: the run section; slots: adapter slots of the run (members plus hall-of-fame slots);
+        device: ``model.device``.
+
+    Raises:
+        ValueError: ``run.workers`` exceeds ``slots`` (the message gives the largest value that
+            fits), or ``model.device=cuda`` with the local backend.
+    """
+    if run.backend == "local" and device == "cuda":
+        raise ValueError("model.device=cuda runs on Ray workers (one GPU each): set run.backend=ray; "
+                         "in-process runs compute on the CPU (model.device=auto resolves to cpu there)")
+    if run.backend == "ray" and run.workers > slots:
+        raise ValueError(f"run.workers={run.workers} but the run has only {slots} adapter slots (members and "
+                         f"hall of fame); set run.workers <= {slots}")

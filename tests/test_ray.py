@@ -1,0 +1,184 @@
+"""The population on Ray (run.backend=ray): the same records as in-process, deterministic with
+two workers, a killed worker repaired, resume across backends, a lost cluster named.
+
+Ray is started here with 2 CPUs and shut down after the module; every run is closed (its
+actors killed) before the next starts, so no test needs more than 2 CPUs.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+
+import pytest
+
+from tests.conftest import TINY_OVERRIDES
+from evolora.callbacks import Checkpointer
+from evolora.config import ConfigError, config_from_dict, load_run_config
+from evolora.io import read_jsonl
+from evolora.loggers import JsonlLogger
+from evolora.run import Run
+from evolora.tasks.toy import ToyTask
+
+ray = pytest.importorskip("ray")
+
+STEPS = 4
+TIMING = ("seconds", "tokens_per_second", "peak_rss_mb", "workers")
+TOY = {"name": "toy", "params": {"max_problem_chars": 40}}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if ray.is_initialized():  # a cluster another module left up: start the bounded one
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _config(**run):
+    overrides = copy.deepcopy(TINY_OVERRIDES)
+    overrides["model"]["num_threads"] = 1  # as each worker: same threads, same float sums
+    overrides["task"] = TOY
+    overrides["run"].update({"steps": STEPS, **run})
+    return config_from_dict(overrides)
+
+
+def _records(out) -> dict[str, list[dict]]:
+    metrics = [{k: v for k, v in r.items() if k not in TIMING} for r in read_jsonl(out / "metrics.jsonl")]
+    return {"metrics": metrics, "matches": read_jsonl(out / "matches.jsonl")}
+
+
+def _train(config, out, task=None, close=True) -> Run:
+    run = Run(config, out, task=task or ToyTask(max_problem_chars=40))
+    run.train([JsonlLogger(), Checkpointer(config.run.checkpoint_every, config.run.steps)])
+    if close:
+        run.close()
+    return run
+
+
+class _KillingTask(ToyTask):
+    """The toy task, killing one worker (Ray restarts it) while it verifies step ``at``'s proposals,
+    between the teacher and the student rollouts."""
+
+    def __init__(self, at: int):
+        super().__init__(max_problem_chars=40)
+        self.at, self.calls, self.victim, self.kills = at, 0, None, 0
+
+    def verify(self, proposals):
+        self.calls += 1
+        if self.calls == self.at:
+            ray.kill(self.victim, no_restart=False)
+            self.kills += 1
+            deadline = time.monotonic() + 120
+            while not self._restarted():
+                assert time.monotonic() < deadline, "the killed worker did not restart"
+                time.sleep(0.05)
+        return super().verify(proposals)
+
+    def _restarted(self) -> bool:
+        """True once the restarted worker answers (it says it was restarted and not restored yet)."""
+        try:
+            return ray.get(self.victim.ping.remote())
+        except ray.exceptions.RayActorError:  # killed, not back yet
+            return False
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory, single_thread):
+    out = tmp_path_factory.mktemp("local")
+    _train(_config(), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ray_one(tmp_path_factory, cluster, single_thread):
+    """A workers=1 run, then its worker killed for good and one more step tried (the ClusterLost error)."""
+    out = tmp_path_factory.mktemp("ray1")
+    run = _train(_config(backend="ray", workers=1), out, close=False)
+    ray.kill(run.bank.actors[0], no_restart=True)
+    with pytest.raises(Exception) as lost:
+        run.run_step()
+    run.close()
+    return out, lost.value
+
+
+@pytest.fixture(scope="module")
+def ray_two(tmp_path_factory, cluster, single_thread):
+    out = tmp_path_factory.mktemp("ray2")
+    _train(_config(backend="ray", workers=2), out)
+    return out
+
+
+def test_one_ray_worker_replays_the_local_run_record_for_record(local_run, ray_one):
+    local, ray_run = _records(local_run), _records(ray_one[0])
+    assert [r["step"] for r in ray_run["metrics"]] == list(range(1, STEPS + 1))
+    assert ray_run == local
+    assert any(r["births"] for r in ray_run["metrics"])  # evolution moved factors through the object store
+    timing = read_jsonl(ray_one[0] / "metrics.jsonl")[-1]
+    assert set(timing["workers"]) == {"w0"} and timing["workers"]["w0"]["rollout"] > 0
+    assert 0 <= timing["seconds"]["driver_overhead"] < timing["seconds"]["total"]
+
+
+def test_two_workers_are_deterministic_and_repeat_a_step_after_a_killed_worker(ray_two, tmp_path, cluster,
+                                                                               single_thread):
+    task = _KillingTask(at=3)
+    config = _config(backend="ray", workers=2)
+    run = Run(config, tmp_path, task=task)
+    task.victim = run.bank.actors[1]  # owns T1, S1 (slot i -> worker i mod 2)
+    assert run.bank.shard(1) == ["T1", "S1"] and run.bank.shard(0) == ["T0", "S0"]
+    run.train([JsonlLogger(), Checkpointer(1, STEPS)])
+    run.close()
+    assert task.kills == 1 and task.calls == STEPS + 1  # step 3 was played twice
+    assert _records(tmp_path) == _records(ray_two)
+    assert set(read_jsonl(ray_two / "metrics.jsonl")[0]["workers"]) == {"w0", "w1"}
+
+
+def test_a_run_resumes_across_backends(local_run, tmp_path, cluster, single_thread):
+    config = _config()
+    first = Run(config, tmp_path, task=ToyTask(max_problem_chars=40))  # local, stopped after 2 of 4 steps
+    first.train([JsonlLogger(), Checkpointer(1, STEPS)], steps=2)
+    second = Run(_config(backend="ray", workers=1), tmp_path, task=ToyTask(max_problem_chars=40))
+    assert second.load_checkpoint() and second.step == 2
+    second.train([JsonlLogger(), Checkpointer(1, STEPS)])
+    second.finish(evaluate=False)
+    second.close()
+    assert _records(tmp_path) == _records(local_run)  # local 2 steps, then ray to 4 = local 4 steps
+    assert (tmp_path / "final" / "t0" / "adapter_model.safetensors").is_file()  # from a worker's state dict
+
+
+def test_a_ray_checkpoint_resumes_locally(local_run, ray_one, tmp_path, single_thread):
+    from evolora.cli import _execute
+
+    out = tmp_path / "run"
+    shutil.copytree(ray_one[0], out)
+    shutil.rmtree(out / "checkpoints" / f"step_{STEPS:06d}")  # back to the ray run's step 3
+    assert load_run_config(out).run.backend == "ray"
+    _execute(load_run_config(out, ["run.backend=local"]), out, resume=True, evaluate=False)
+    assert _records(out) == _records(local_run)
+
+
+def test_a_lost_cluster_names_the_run_directory_to_resume(ray_one):
+    out, error = ray_one
+    assert type(error).__name__ == "ClusterLost"
+    assert f"--resume {out}" in str(error) and f"step {STEPS + 1}" in str(error)
+
+
+@pytest.mark.parametrize("run, message", [
+    ({"workers": 2}, "needs run.backend=ray"),
+    ({"backend": "ray", "workers": 5}, "set run.workers <= 4"),
+    ({"ray_address": "auto"}, "only read with run.backend=ray"),
+])
+def test_backend_settings_are_checked_when_the_config_loads(run, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(**run)
+
+
+def test_ray_missing_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"pip install 'evolora\[ray\]'"):
+        _config(backend="ray")

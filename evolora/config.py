@@ -128,6 +128,16 @@ class SelfPlayConfig(_Section):
     """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
     critic_temperature: Float | None = Field(default=None, gt=0)
     critic_top_p: Float | None = Field(default=None, gt=0, le=1)
+    critic_samples: Int = Field(default=1, ge=1, le=64)
+    """Verdicts k each critic samples per reviewed answer. With k > 1 the k verdicts on one answer
+    form a GRPO group, so the advantage contrasts verdicts on the same input (a critic that gives
+    the same verdict k times gets 0) and the balanced class weight scales it
+    (:func:`evolora.critic.critic_samples`); 1: one verdict per answer, the critic's reviews of
+    the step one group (the first critic runs)."""
+    critic_reviews: Int | None = Field(default=None, ge=2)
+    """Answers each critic reviews per step, drawn with up to half from each true class (the
+    rest from the other): both classes in every critic's batch, and a bounded cost of
+    ``critic_reviews · critic_samples`` verdicts; None: every parsed answer of its student."""
     generation_batch_size: Int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
     routing: Literal["routed", "peft"] = "routed"

@@ -2,6 +2,7 @@
 
     A_i   = (R_i − mean_g R) / (std_g R + ε)          (GRPO, group g = one prompt)
     A_i   = norm_batch(R_i − mean_g R)                (REINFORCE++ with group baseline)
+    A_i  ← w_i · A_i                                  (per-sample weight, 1 but for critics)
     ρ_t   = exp(log π(y_t) − log π_old(y_t))
     L     = Σ_t −min(ρ_t A, clip(ρ_t, 1 ± ε) A) + β · k3(π_ref ‖ π)  /  Σ_t 1
 
@@ -43,6 +44,9 @@ class Sample:
         group: samples sharing a group (same prompt / same role and task type) share a baseline.
         mask: per completion token, True when it was sampled and is trained on, False for
             forced text of a multi-segment rollout (:mod:`evolora.segments`); None: all sampled.
+        weight: multiplies the sample's advantage after the group normalisation (>= 0; 1 for
+            teachers and students): a critic's balanced class weight, which GRPO's per-group std
+            would cancel if it were part of the reward (:func:`evolora.critic.critic_samples`).
     """
 
     prompt_ids: tuple[int, ...]
@@ -50,6 +54,7 @@ class Sample:
     reward: float
     group: str
     mask: tuple[bool, ...] | None = None
+    weight: float = 1.0
 
     @property
     def trained_tokens(self) -> int:
@@ -273,6 +278,7 @@ def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], di
             continue
         advantages = compute_advantages(torch.tensor([s.reward for s in kept]), [s.group for s in kept], algorithm)
         for sample, advantage in zip(kept, advantages.tolist()):
+            advantage = advantage if sample.weight == 1.0 else advantage * sample.weight
             if (advantage != 0 or kl_coef > 0) and sample.trained_tokens > 0:
                 rows.append((slot, sample, advantage))
                 tokens[slot] = tokens.get(slot, 0) + sample.trained_tokens

@@ -4,6 +4,7 @@ matchmaking, evolution and resume on the tiny model."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import random
 
@@ -253,3 +254,148 @@ def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_th
     assert "best@2 by base" in text and "balanced accuracy of each judge: base" in text
     plain = _run(_config({"teachers": 2, "students": 2}, run={"steps": 1}), tmp_path / "plain").finish()
     assert "critic_eval" not in plain
+
+
+# -- k verdicts per answer (critic_samples), stratified reviews (critic_reviews) ----------------
+def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig()):
+    """The critic samples and advantages of one critic that gave ``verdicts_per_answer[j]`` (k each)
+    on answers of true class ``truths[j]``."""
+    from evolora.critic import score_reviews, verdict_sample
+    from evolora.learner import compute_advantages
+    from evolora.rollout import Completion
+
+    reviews = [Review("c0", "s0", 0, j, truth, verdict, "") for j, (verdicts, truth) in
+               enumerate(zip(verdicts_per_answer, truths)) for verdict in verdicts]
+    scored, weights = score_reviews(reviews, rewards)
+    reviews = [dataclasses.replace(r, reward=x) for r, x in zip(reviews, scored)]
+    completion = Completion(text="", prompt_ids=(1, 2), completion_ids=(3,), adapter="c0", truncated=False)
+    made = [verdict_sample(completion, r, w, samples, rewards) for r, w in zip(reviews, weights)]
+    advantages = compute_advantages(torch.tensor([s.reward for s in made]), [s.group for s in made]) * torch.tensor(
+        [s.weight for s in made])
+    return made, advantages.tolist()
+
+
+def test_k_verdicts_per_answer_form_one_group_each_and_a_constant_critic_gets_zero_advantage():
+    truths = ["correct", "incorrect", "incorrect", "incorrect"]
+    for constant in ("correct", "incorrect"):
+        made, advantages = _verdict_samples([[constant] * 4] * 4, truths, 4)
+        assert len({s.group for s in made}) == 4 and advantages == [0.0] * 16
+    made, advantages = _verdict_samples([["correct", "incorrect"] * 2, ["correct"] * 4, ["correct"] * 3 + ["incorrect"],
+                                         ["incorrect"] * 4], truths, 4)
+    assert [s.group for s in made[::4]] == ["critic:c0:0:0", "critic:c0:0:1", "critic:c0:0:2", "critic:c0:0:3"]
+    assert [s.reward for s in made[:4]] == [1.0, -1.0, 1.0, -1.0]
+    # 1 correct and 3 wrong answers (x 4 verdicts): w_correct = 16 / 8 = 2, w_incorrect = 16 / 24 = 2 / 3
+    assert [s.weight for s in made[::4]] == pytest.approx([2.0, 2 / 3, 2 / 3, 2 / 3])
+    assert advantages[:4] == pytest.approx([2.0, -2.0, 2.0, -2.0], abs=1e-5)  # std-normalised ±1, times w
+    assert advantages[4:8] == [0.0] * 4 and advantages[12:] == [0.0] * 4  # unanimous answers: no gradient
+    third = 2 / 3 * torch.tensor([-1.0, -1.0, -1.0, 3.0]) / torch.tensor([-1.0, -1.0, -1.0, 3.0]).std(unbiased=False)
+    assert advantages[8:12] == pytest.approx(third.tolist(), abs=1e-5)  # 3 'correct' on a wrong answer, 1 'incorrect'
+
+
+def test_with_balanced_weights_the_push_towards_either_verdict_cancels_whatever_the_class_mix():
+    """Σ_i A_i (1[v_i = correct] − p) over a batch is the gradient on a shared logit of 'correct' (p = P(correct)):
+    averaged over the verdicts a coin (p = 1/2) draws, it is 0 for any number of correct answers."""
+    for correct in (1, 2, 3):
+        truths = ["correct"] * correct + ["incorrect"] * (6 - correct)
+        total = 0.0
+        for combo in itertools.product(["correct", "incorrect"], repeat=2):  # two verdicts per answer,
+            _, advantages = _verdict_samples([list(combo)] * 6, truths, 2)   # the same on every answer
+            total += sum(a * ((v == "correct") - 0.5) for a, v in zip(advantages, list(combo) * 6))
+        assert total == pytest.approx(0.0, abs=1e-6)
+        per_answer = []  # with one answer contested, its class alone moves the logit, towards its truth
+        for j in range(6):
+            verdicts = [["correct"] * 2 for _ in truths]
+            verdicts[j] = ["correct", "incorrect"]
+            _, advantages = _verdict_samples(verdicts, truths, 2)
+            per_answer.append(advantages[2 * j])  # the advantage of saying 'correct' on answer j
+        assert all((a > 0) == (t == "correct") for a, t in zip(per_answer, truths))
+        assert sum(per_answer) == pytest.approx(0.0, abs=1e-5)  # the classes' pulls balance
+
+
+def test_one_verdict_per_answer_keeps_one_group_per_critic_and_the_balanced_reward():
+    made, _ = _verdict_samples([["correct"], ["correct"], ["incorrect"]], ["correct", "incorrect", "incorrect"], 1)
+    assert {s.group for s in made} == {"critic:c0"} and [s.weight for s in made] == [1.0] * 3
+    assert [s.reward for s in made] == pytest.approx([1.5, -0.75, 0.75])
+
+
+def test_rewards_are_balanced_per_critic_not_over_the_step():
+    from evolora.critic import score_reviews
+
+    reviews = [Review("c0", "s0", 0, 0, "correct", "correct", ""), Review("c0", "s0", 0, 1, "incorrect", "correct", ""),
+               Review("c1", "s1", 1, 0, "correct", "correct", ""), Review("c1", "s1", 1, 1, "incorrect", "correct", ""),
+               Review("c1", "s1", 1, 2, "incorrect", "correct", ""), Review("c1", "s1", 1, 3, "incorrect", "correct", "")]
+    rewards, weights = score_reviews(reviews, RewardConfig())
+    assert rewards == pytest.approx([1.0, -1.0, 2.0, -2 / 3, -2 / 3, -2 / 3]) and sum(rewards[2:]) == pytest.approx(0)
+    assert weights == pytest.approx([1.0, 1.0, 2.0, 2 / 3, 2 / 3, 2 / 3])
+
+
+def test_pick_reviews_keeps_both_classes_and_the_limit():
+    import numpy as np
+
+    from evolora.critic import pick_reviews
+
+    truths = ["incorrect"] * 20 + ["correct"] * 3
+    for seed in range(5):
+        kept = pick_reviews(truths, 8, np.random.default_rng(seed))
+        assert len(kept) == 8 == len(set(kept)) and kept == sorted(kept)
+        assert sum(truths[i] == "correct" for i in kept) == 3  # all 3 correct ones, 5 wrong to fill
+    kept = pick_reviews(["correct"] * 10 + ["incorrect"] * 10, 6, np.random.default_rng(0))
+    assert sum(i < 10 for i in kept) == 3
+    assert pick_reviews(truths, None, np.random.default_rng(0)) == list(range(23))
+    assert pick_reviews(truths[:5], 8, np.random.default_rng(0)) == list(range(5))
+    assert pick_reviews(truths, 8, np.random.default_rng(3)) == pick_reviews(truths, 8, np.random.default_rng(3))
+
+
+def test_review_rates_are_balanced_so_a_constant_critic_scores_one_half():
+    reviews = [Review("c0", "s0", 0, k, truth, "incorrect", "") for k, truth in
+               enumerate(["correct"] + ["incorrect"] * 9)]
+    assert review_rates(reviews) == {("s0", "c0"): 0.5}  # agreement 0.9, balanced accuracy 0.5
+
+
+@pytest.mark.parametrize(("sections", "words"), [
+    ({"selfplay": {"critic_samples": 0}}, ["selfplay.critic_samples", "greater than or equal to 1"]),
+    ({"selfplay": {"critic_reviews": 1}}, ["selfplay.critic_reviews", "greater than or equal to 2"]),
+])
+def test_bad_verdict_counts_are_refused_with_the_key(sections, words):
+    with pytest.raises(ConfigError) as caught:
+        _config(**sections)
+    assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+def test_a_run_with_k_verdicts_reviews_each_picked_answer_k_times(tmp_path, single_thread):
+    config = _config(run={"steps": 2}, selfplay={"critic_samples": 3, "critic_reviews": 4,
+                                                  "rewards": {"refuted": -0.3, "survived": 0.6}})
+    _run(config, tmp_path)
+    metrics, matches = _records(tmp_path)
+    for record in metrics:
+        step = [m for m in matches if m["step"] == record["step"]]
+        per_answer = {}
+        for g, match in enumerate(step):
+            for review in match["reviews"]:
+                per_answer.setdefault((review["critic"], g, review["attempt"]), []).append(review)
+        assert per_answer and all(len(v) == 3 for v in per_answer.values())
+        critics = {c for c, _, _ in per_answer}
+        assert all(sum(c == critic for c, _, _ in per_answer) <= 4 for critic in critics)
+        critic = record["critic"]
+        assert critic["reviews"] == 3 * len(per_answer)
+        contested = sum(len({r["verdict"] for r in v}) > 1 for v in per_answer.values())
+        assert critic["contested"] == pytest.approx(contested / len(per_answer))
+        differ = sum(len({r["verdict"] == r["truth"] for r in v}) > 1 for v in per_answer.values())  # format = wrong (-1)
+        assert 0 < differ <= contested
+        assert sum(record["trained_samples"][c] for c in critics) == 3 * differ  # equal rewards train nothing
+        for critic_id in critics:  # each critic's rewards are balanced: mean = its own TPR + TNR - 1
+            mine = [r for v in per_answer.values() for r in v if r["critic"] == critic_id]
+            truths = {r["truth"] for r in mine}
+            if len(truths) == 2:
+                tpr = [r["verdict"] == "correct" for r in mine if r["truth"] == "correct"]
+                tnr = [r["verdict"] == "incorrect" for r in mine if r["truth"] == "incorrect"]
+                mean = sum(r["reward"] for r in mine) / len(mine)
+                nones = [r for r in mine if r["verdict"] is None]
+                if not nones:
+                    assert mean == pytest.approx(sum(tpr) / len(tpr) + sum(tnr) / len(tnr) - 1)
+        for g, match in enumerate(step):  # survival bonuses are averaged over the k verdicts
+            base = [{"correct": 1.0, "wrong": -0.5}[grade] for grade in match["grades"]]
+            for review in match["reviews"]:
+                base[review["attempt"]] += survival_bonus(review["verdict"], review["truth"],
+                                                          config.selfplay.rewards) / 3
+            assert match["student_rewards"] == pytest.approx(base)

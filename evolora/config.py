@@ -133,7 +133,8 @@ class SelfPlayConfig(_Section):
     form a GRPO group, so the advantage contrasts verdicts on the same input (a critic that gives
     the same verdict k times gets 0) and the balanced class weight scales it
     (:func:`evolora.critic.critic_samples`); 1: one verdict per answer, the critic's reviews of
-    the step one group (the first critic runs)."""
+    the step one group (the first critic runs). Not ``eval.critic_samples``, the held-out answers
+    per problem."""
     critic_reviews: Int | None = Field(default=None, ge=2)
     """Answers each critic reviews per step, drawn with up to half from each true class (the
     rest from the other): both classes in every critic's batch, and a bounded cost of

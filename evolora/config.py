@@ -135,6 +135,10 @@ class SelfPlayConfig(_Section):
     (:func:`evolora.critic.critic_samples`); 1: one verdict per answer, the critic's reviews of
     the step one group (the first critic runs). Not ``eval.critic_samples``, the held-out answers
     per problem."""
+    critic_entropy: Float = Field(default=0.0, ge=0)
+    """β of the marginal-verdict-entropy bonus added to each verdict's sample reward
+    (:func:`evolora.critic.entropy_bonuses`: β (−log q(v) − H(q)), q = the critic's share of each
+    verdict in the step), which favours the rarer verdict; 0: off."""
     critic_reviews: Int | None = Field(default=None, ge=2)
     """Answers each critic reviews per step, drawn with up to half from each true class (the
     rest from the other): both classes in every critic's batch, and a bounded cost of

@@ -4,6 +4,7 @@
     reviews  = that student's parsed answers this step, critic_reviews of them with both classes
     verdicts = task.parse_verdict(rollout(critics, task.critic_prompt(problem, answer)))  # k per answer
     critic reward  = ± balanced weight of the answer's true class (below); format -> rewards.format
+    + critic_entropy x the marginal-verdict-entropy bonus (off by default; entropy_bonuses)
     GRPO group     = the k verdicts on one answer (k > 1), advantage x the class weight
     student reward += rewards.refuted (a wrong answer flagged) or rewards.survived (a correct one accepted)
 
@@ -17,6 +18,7 @@ ground truth; PopuLoRA (arXiv 2605.16727) §2 (PFSP matchmaking, ratings, per-ro
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -141,7 +143,8 @@ def pick_reviews(truths: list[str], limit: int | None, rng: np.random.Generator)
     return sorted(kept)
 
 
-def verdict_sample(completion, review: Review, weight: float, samples: int, rewards: RewardConfig) -> Sample:
+def verdict_sample(completion, review: Review, weight: float, samples: int, rewards: RewardConfig,
+                   bonus: float = 0.0) -> Sample:
     """The learner's sample of one verdict (``completion``) in a review game of ``samples`` = k
     verdicts per answer.
 
@@ -155,13 +158,46 @@ def verdict_sample(completion, review: Review, weight: float, samples: int, rewa
       group's std (which would cancel it inside the reward), the expected push of a critic's
       batch towards either verdict is 0 whatever the class mix (Σ_class n_class w_class equal).
 
+    ``bonus`` (:func:`entropy_bonuses`) is added to the sample's reward either way, not to the
+    review's recorded reward.
+
     Source: GRPO groups of samples on one prompt (arXiv 2402.03300); SPC (arXiv 2504.19162).
     """
     if samples == 1:
-        return to_sample(completion, review.reward, group=f"critic:{review.critic}")
+        return to_sample(completion, review.reward + bonus, group=f"critic:{review.critic}")
     agreement = rewards.format if review.verdict is None else (1.0 if review.verdict == review.truth else -1.0)
-    sample = to_sample(completion, agreement, group=f"critic:{review.critic}:{review.game}:{review.attempt}")
+    sample = to_sample(completion, agreement + bonus, group=f"critic:{review.critic}:{review.game}:{review.attempt}")
     return replace(sample, weight=weight)
+
+
+def entropy_bonuses(reviews: list[Review], beta: float) -> list[float]:
+    """Each review's marginal-verdict-entropy bonus ``β · (−log q(v) − H(q))``, q = the shares of
+    ``correct`` / ``incorrect`` among its critic's parsed verdicts of the step, H(q) their
+    entropy (nats); 0 for an unparsed verdict and for every review when β = 0.
+
+    As a REINFORCE reward, −log q(v) has the gradient of H(q̄), the entropy of the critic's verdict
+    rate over its inputs (∇H = E[−log q̄(v) ∇log π(v|x)]), not of each verdict (the InfoMax
+    objective of discriminative clustering, Krause et al. NeurIPS 2010): within an answer's
+    group the rarer verdict gains, which pulls a critic away from a constant verdict, while
+    one that says ``correct`` exactly on the correct answers of a balanced batch is not
+    penalised. Subtracting H(q) makes the bonuses of a critic's batch sum to 0. Range: each
+    value in [−β log 2, β log N] for N parsed verdicts.
+
+    >>> [round(b, 3) for b in entropy_bonuses([Review("c", "s", 0, i, "correct", v, "") for i, v in
+    ...  enumerate(["correct"] * 3 + ["incorrect"])], 1.0)]
+    [-0.275, -0.275, -0.275, 0.824]
+    """
+    bonuses = [0.0] * len(reviews)
+    if beta == 0:
+        return bonuses
+    for critic in dict.fromkeys(r.critic for r in reviews):
+        index = [i for i, r in enumerate(reviews) if r.critic == critic and r.verdict is not None]
+        counts = {v: sum(reviews[i].verdict == v for i in index) for v in ("correct", "incorrect")}
+        q = {v: n / len(index) for v, n in counts.items() if n} if index else {}
+        entropy = -sum(p * math.log(p) for p in q.values())
+        for i in index:
+            bonuses[i] = beta * (-math.log(q[reviews[i].verdict]) - entropy)
+    return bonuses
 
 
 def score_reviews(reviews: list[Review], rewards: RewardConfig) -> tuple[list[float], list[float]]:
@@ -216,10 +252,11 @@ def review_step(bank, tokenizer, task: Task, outcome: StepOutcome, students: lis
                for (critic, g, a), text in zip(todo, texts)]
     rewards, weights = score_reviews(reviews, config.rewards)
     reviews = [replace(review, reward=reward) for review, reward in zip(reviews, rewards)]
+    bonuses = entropy_bonuses(reviews, config.critic_entropy)
     for critic in critics:
         outcome.samples[critic.id] = []
-    for review, completion, weight in zip(reviews, done, weights):
-        outcome.samples[review.critic].append(verdict_sample(completion, review, weight, k, config.rewards))
+    for review, completion, weight, bonus in zip(reviews, done, weights, bonuses):
+        outcome.samples[review.critic].append(verdict_sample(completion, review, weight, k, config.rewards, bonus))
     _fold_into_games(outcome, reviews, config.rewards, k)
     outcome.seconds["rollout_critic"] = time.perf_counter() - began
     return reviews

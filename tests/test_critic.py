@@ -257,10 +257,10 @@ def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_th
 
 
 # -- k verdicts per answer (critic_samples), stratified reviews (critic_reviews) ----------------
-def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig()):
+def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(), beta=0.0):
     """The critic samples and advantages of one critic that gave ``verdicts_per_answer[j]`` (k each)
     on answers of true class ``truths[j]``."""
-    from evolora.critic import score_reviews, verdict_sample
+    from evolora.critic import entropy_bonuses, score_reviews, verdict_sample
     from evolora.learner import compute_advantages
     from evolora.rollout import Completion
 
@@ -269,7 +269,8 @@ def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(
     scored, weights = score_reviews(reviews, rewards)
     reviews = [dataclasses.replace(r, reward=x) for r, x in zip(reviews, scored)]
     completion = Completion(text="", prompt_ids=(1, 2), completion_ids=(3,), adapter="c0", truncated=False)
-    made = [verdict_sample(completion, r, w, samples, rewards) for r, w in zip(reviews, weights)]
+    bonuses = entropy_bonuses(reviews, beta)
+    made = [verdict_sample(completion, r, w, samples, rewards, b) for r, w, b in zip(reviews, weights, bonuses)]
     advantages = compute_advantages(torch.tensor([s.reward for s in made]), [s.group for s in made]) * torch.tensor(
         [s.weight for s in made])
     return made, advantages.tolist()
@@ -355,6 +356,7 @@ def test_review_rates_are_balanced_so_a_constant_critic_scores_one_half():
 @pytest.mark.parametrize(("sections", "words"), [
     ({"selfplay": {"critic_samples": 0}}, ["selfplay.critic_samples", "greater than or equal to 1"]),
     ({"selfplay": {"critic_reviews": 1}}, ["selfplay.critic_reviews", "greater than or equal to 2"]),
+    ({"selfplay": {"critic_entropy": -0.1}}, ["selfplay.critic_entropy", "greater than or equal to 0"]),
 ])
 def test_bad_verdict_counts_are_refused_with_the_key(sections, words):
     with pytest.raises(ConfigError) as caught:
@@ -399,3 +401,28 @@ def test_a_run_with_k_verdicts_reviews_each_picked_answer_k_times(tmp_path, sing
                 base[review["attempt"]] += survival_bonus(review["verdict"], review["truth"],
                                                           config.selfplay.rewards) / 3
             assert match["student_rewards"] == pytest.approx(base)
+
+
+def test_the_entropy_bonus_sums_to_zero_per_critic_spares_constants_and_favours_the_rarer_verdict():
+    import math
+
+    from evolora.critic import entropy_bonuses
+
+    reviews = [Review("c0", "s0", 0, i, "correct", v, "") for i, v in enumerate(["correct"] * 6 + ["incorrect"] * 2)]
+    reviews += [Review("c1", "s1", 1, i, "incorrect", v, "") for i, v in enumerate(["incorrect"] * 3 + [None])]
+    bonuses = entropy_bonuses(reviews, 0.5)
+    assert sum(bonuses[:8]) == pytest.approx(0.0, abs=1e-12) and bonuses[8:] == [0.0] * 4  # c1: constant, format 0
+    entropy = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))
+    assert bonuses[0] == pytest.approx(0.5 * (-math.log(0.75) - entropy)) and bonuses[7] > 0 > bonuses[0]
+    assert entropy_bonuses(reviews, 0.0) == [0.0] * 12
+    # a critic saying 'correct' 15 times of 16: on the one contested (wrong) answer, 'incorrect' gains more
+    verdicts = [["correct"] * 4, ["correct"] * 4, ["correct"] * 4, ["correct"] * 3 + ["incorrect"]]
+    truths = ["correct", "correct", "incorrect", "incorrect"]
+    _, plain = _verdict_samples(verdicts, truths, 4)
+    _, bonus = _verdict_samples(verdicts, truths, 4, beta=0.5)
+    assert plain[:12] == bonus[:12] == [0.0] * 12  # unanimous answers: still no gradient
+    assert bonus[15] > plain[15] > 0 > plain[12] > bonus[12]
+    verdicts[3] = ["incorrect"] * 3 + ["correct"]  # a contested correct answer, 'correct' 13 of 16 verdicts
+    _, plain = _verdict_samples(verdicts, ["correct", "correct", "incorrect", "correct"], 4)
+    _, bonus = _verdict_samples(verdicts, ["correct", "correct", "incorrect", "correct"], 4, beta=0.5)
+    assert 0 < bonus[15] < plain[15]  # 'correct' is the common verdict (13 of 16): its gain shrinks

@@ -139,6 +139,10 @@ class SelfPlayConfig(_Section):
     """β of the marginal-verdict-entropy bonus added to each verdict's sample reward
     (:func:`evolora.critic.entropy_bonuses`: β (−log q(v) − H(q)), q = the critic's share of each
     verdict in the step), which favours the rarer verdict; 0: off."""
+    critic_std: bool = True
+    """Divide each critic GRPO group's centred rewards by their std, as for every group; False:
+    centre only (Dr. GRPO, arXiv 2503.20783), so that ``critic_entropy`` acts by its size (with
+    two verdicts the std keeps only the order of a group's two reward values)."""
     critic_reviews: Int | None = Field(default=None, ge=2)
     """Answers each critic reviews per step, drawn with up to half from each true class (the
     rest from the other): both classes in every critic's batch, and a bounded cost of

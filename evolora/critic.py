@@ -143,9 +143,8 @@ def pick_reviews(truths: list[str], limit: int | None, rng: np.random.Generator)
     return sorted(kept)
 
 
-def verdict_sample(completion, review: Review, weight: float, samples: int, rewards: RewardConfig,
-                   bonus: float = 0.0) -> Sample:
-    """The learner's sample of one verdict (``completion``) in a review game of ``samples`` = k
+def verdict_sample(completion, review: Review, weight: float, config: SelfPlayConfig, bonus: float = 0.0) -> Sample:
+    """The learner's sample of one verdict (``completion``), with k = ``config.critic_samples``
     verdicts per answer.
 
     * k = 1: reward = the review's balanced critic reward ±w, group ``critic:<id>`` (all of the
@@ -159,15 +158,21 @@ def verdict_sample(completion, review: Review, weight: float, samples: int, rewa
       batch towards either verdict is 0 whatever the class mix (Σ_class n_class w_class equal).
 
     ``bonus`` (:func:`entropy_bonuses`) is added to the sample's reward either way, not to the
-    review's recorded reward.
+    review's recorded reward. ``config.critic_std`` False drops the division by std_g r under
+    GRPO (:attr:`evolora.learner.Sample.centred`): with two verdicts a group's rewards take two
+    values and the std leaves only their order, so a bonus that does not reverse it would be lost.
 
-    Source: GRPO groups of samples on one prompt (arXiv 2402.03300); SPC (arXiv 2504.19162).
+    Source: GRPO groups of samples on one prompt (arXiv 2402.03300); Dr. GRPO (arXiv 2503.20783);
+    SPC (arXiv 2504.19162).
     """
-    if samples == 1:
-        return to_sample(completion, review.reward + bonus, group=f"critic:{review.critic}")
-    agreement = rewards.format if review.verdict is None else (1.0 if review.verdict == review.truth else -1.0)
+    centred = not config.critic_std
+    if config.critic_samples == 1:
+        sample = to_sample(completion, review.reward + bonus, group=f"critic:{review.critic}")
+        return replace(sample, centred=True) if centred else sample
+    verdict, truth = review.verdict, review.truth
+    agreement = config.rewards.format if verdict is None else (1.0 if verdict == truth else -1.0)
     sample = to_sample(completion, agreement + bonus, group=f"critic:{review.critic}:{review.game}:{review.attempt}")
-    return replace(sample, weight=weight)
+    return replace(sample, weight=weight, centred=centred)
 
 
 def entropy_bonuses(reviews: list[Review], beta: float) -> list[float]:
@@ -256,7 +261,7 @@ def review_step(bank, tokenizer, task: Task, outcome: StepOutcome, students: lis
     for critic in critics:
         outcome.samples[critic.id] = []
     for review, completion, weight, bonus in zip(reviews, done, weights, bonuses):
-        outcome.samples[review.critic].append(verdict_sample(completion, review, weight, k, config.rewards, bonus))
+        outcome.samples[review.critic].append(verdict_sample(completion, review, weight, config, bonus))
     _fold_into_games(outcome, reviews, config.rewards, k)
     outcome.seconds["rollout_critic"] = time.perf_counter() - began
     return reviews

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from evolora.callbacks import Checkpointer, JsonlLogger
-from evolora.config import ConfigError, RewardConfig, config_from_dict, load_config
+from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict, load_config
 from evolora.critic import Review, balanced_weights, critic_rewards, review_rates, review_summary, survival_bonus
 from evolora.game import ARMS, POPULATION_ROLES, REQUIRED_ROLES, Game
 from evolora.io import read_jsonl
@@ -257,7 +257,7 @@ def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_th
 
 
 # -- k verdicts per answer (critic_samples), stratified reviews (critic_reviews) ----------------
-def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(), beta=0.0):
+def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(), beta=0.0, std=True):
     """The critic samples and advantages of one critic that gave ``verdicts_per_answer[j]`` (k each)
     on answers of true class ``truths[j]``."""
     from evolora.critic import entropy_bonuses, score_reviews, verdict_sample
@@ -270,9 +270,11 @@ def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(
     reviews = [dataclasses.replace(r, reward=x) for r, x in zip(reviews, scored)]
     completion = Completion(text="", prompt_ids=(1, 2), completion_ids=(3,), adapter="c0", truncated=False)
     bonuses = entropy_bonuses(reviews, beta)
-    made = [verdict_sample(completion, r, w, samples, rewards, b) for r, w, b in zip(reviews, weights, bonuses)]
-    advantages = compute_advantages(torch.tensor([s.reward for s in made]), [s.group for s in made]) * torch.tensor(
-        [s.weight for s in made])
+    config = SelfPlayConfig(critic_samples=samples, critic_std=std, rewards=rewards)
+    made = [verdict_sample(completion, r, w, config, b) for r, w, b in zip(reviews, weights, bonuses)]
+    centred = frozenset(s.group for s in made if s.centred)
+    advantages = compute_advantages(torch.tensor([s.reward for s in made]), [s.group for s in made],
+                                    centred=centred) * torch.tensor([s.weight for s in made])
     return made, advantages.tolist()
 
 
@@ -426,3 +428,20 @@ def test_the_entropy_bonus_sums_to_zero_per_critic_spares_constants_and_favours_
     _, plain = _verdict_samples(verdicts, ["correct", "correct", "incorrect", "correct"], 4)
     _, bonus = _verdict_samples(verdicts, ["correct", "correct", "incorrect", "correct"], 4, beta=0.5)
     assert 0 < bonus[15] < plain[15]  # 'correct' is the common verdict (13 of 16): its gain shrinks
+
+
+def test_without_the_std_a_critic_group_keeps_the_size_of_its_reward_differences():
+    verdicts = [["correct"] * 4, ["correct"] * 4, ["correct"] * 4, ["correct"] * 3 + ["incorrect"]]
+    truths = ["correct", "correct", "incorrect", "incorrect"]
+    made, plain = _verdict_samples(verdicts, truths, 4, std=False)
+    assert all(s.centred for s in made) and plain[:12] == [0.0] * 12
+    # the wrong answer's group: rewards -1, -1, -1, +1, mean -0.5; w_incorrect = 16 / 16 = 1
+    assert plain[12:] == pytest.approx([-0.5, -0.5, -0.5, 1.5])
+    _, bonus = _verdict_samples(verdicts, truths, 4, beta=0.5, std=False)
+    import math
+    gap = 0.5 * (math.log(15) - math.log(1))  # -log q(incorrect) + log q(correct), q = 1/16, 15/16
+    assert bonus[15] - bonus[12] == pytest.approx(2.0 + gap, abs=1e-5)  # the bonus keeps its size
+    made, _ = _verdict_samples([["correct"]], ["correct"], 1, std=False)
+    assert made[0].centred and made[0].group == "critic:c0"
+    made, _ = _verdict_samples([["correct"] * 2], ["correct"], 2)
+    assert not made[0].centred

@@ -212,3 +212,13 @@ def test_sample_weights_scale_the_normalised_advantage_and_zero_drops_the_sample
     rows, tokens, _ = _plan({"x": (None, weighted)}, algorithm, 0.0)
     assert [a for _, _, a in rows] == pytest.approx([2.5 * base[0], 2.5 * base[1]])  # after the normalisation
     assert tokens == {"x": 2} and base[0] > 0 > base[1]  # weight 0: no gradient, no tokens
+
+
+def test_centred_groups_skip_the_std_under_grpo_only():
+    rewards, groups = torch.tensor([1.0, -1.0, -1.0, -1.0, 2.0, 0.0]), ["a"] * 4 + ["b"] * 2
+    plain = compute_advantages(rewards, groups)
+    centred = compute_advantages(rewards, groups, centred=frozenset({"a"}))
+    assert centred[:4].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5]) and torch.equal(centred[4:], plain[4:])
+    assert plain[0] == pytest.approx(1.5 / math.sqrt(0.75), rel=1e-5)
+    pp = compute_advantages(rewards, groups, "reinforce_pp")
+    assert torch.equal(pp, compute_advantages(rewards, groups, "reinforce_pp", centred=frozenset({"a"})))

@@ -326,10 +326,11 @@ def review_summary(reviews: list[Review]) -> dict:
     balanced accuracy (mean of the per-class agreement; None without both classes), mean critic
     reward, the share of reviews whose answer was truly correct, the share of verdicts that said
     ``correct``, and ``contested``: the share of (critic, answer) pairs whose verdicts differ
-    (0 with one verdict per answer; the answers whose GRPO group carries an advantage)."""
+    (0 with one verdict per answer; the answers whose GRPO group carries an advantage), and
+    ``per_critic``: {critic: its balanced accuracy, said_correct and truly_correct}."""
     if not reviews:
         return {"reviews": 0, "parse_rate": None, "agreement": None, "balanced_accuracy": None,
-                "reward": None, "truly_correct": None, "said_correct": None, "contested": None}
+                "reward": None, "truly_correct": None, "said_correct": None, "contested": None, "per_critic": {}}
     truths = [r.truth for r in reviews]
     answers: dict[tuple[str, int, int], set] = {}
     for r in reviews:
@@ -343,4 +344,15 @@ def review_summary(reviews: list[Review]) -> dict:
         "truly_correct": truths.count("correct") / len(reviews),
         "said_correct": sum(r.verdict == "correct" for r in reviews) / len(reviews),
         "contested": sum(len(v) > 1 for v in answers.values()) / len(answers),
+        "per_critic": {critic: _critic_line([r for r in reviews if r.critic == critic])
+                       for critic in dict.fromkeys(r.critic for r in reviews)},
     }
+
+
+def _critic_line(reviews: list[Review]) -> dict:
+    """One critic's balanced accuracy (None without both classes), share of ``correct`` verdicts and
+    of truly correct answers among its reviews of the step: the balanced accuracy over all
+    critics mixes critics that saw different class mixes and can exceed every one of theirs."""
+    return {"balanced_accuracy": balanced_accuracy([r.verdict for r in reviews], [r.truth for r in reviews]),
+            "said_correct": sum(r.verdict == "correct" for r in reviews) / len(reviews),
+            "truly_correct": sum(r.truth == "correct" for r in reviews) / len(reviews)}

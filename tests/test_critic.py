@@ -165,6 +165,9 @@ def test_review_rates_and_summary():
     summary = review_summary(reviews)
     assert summary["parse_rate"] == 0.75 and summary["agreement"] == 0.5
     assert summary["balanced_accuracy"] == pytest.approx((1.0 + 1 / 3) / 2) and summary["truly_correct"] == 0.25
+    assert summary["said_correct"] == 0.5 and summary["contested"] == 0.0
+    assert summary["per_critic"] == {"c0": {"balanced_accuracy": 0.5, "said_correct": 1.0, "truly_correct": 0.5},
+                                     "c1": {"balanced_accuracy": None, "said_correct": 0.0, "truly_correct": 0.0}}
 
 
 # -- the loop on the tiny model -----------------------------------------------------------------

@@ -251,10 +251,12 @@ def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_th
         assert set(row["best_of_n"]) == set(evaluation["judges"]) and all(0 <= v <= 1 for v in values)
     for judge in evaluation["judges"].values():
         assert judge["reviews"] == 3 * 2 * 3 and 0 <= judge["parse_rate"] <= 1  # every JudgedToy answer is graded
+        assert judge["auc"] is None or 0 <= judge["auc"] <= 1
+    assert all(set(row["best_of_n_score"]) == set(evaluation["judges"]) for row in evaluation["answerers"].values())
     console = Console(record=True, width=200)
     console.print(critic_table(evaluation))
     text = console.export_text()
-    assert "best@2 by base" in text and "balanced accuracy of each judge: base" in text
+    assert "best@2 by base" in text and "top@2 by base" in text and "balanced accuracy of each judge: base" in text
     plain = _run(_config({"teachers": 2, "students": 2}, run={"steps": 1}), tmp_path / "plain").finish()
     assert "critic_eval" not in plain
 
@@ -448,3 +450,25 @@ def test_without_the_std_a_critic_group_keeps_the_size_of_its_reward_differences
     assert made[0].centred and made[0].group == "critic:c0"
     made, _ = _verdict_samples([["correct"] * 2], ["correct"], 2)
     assert not made[0].centred
+
+
+def test_verdict_scores_are_the_teacher_forced_log_odds_of_the_two_verdicts(tiny):
+    from evolora.critic_eval import VERDICT_WORDS, verdict_scores
+    from evolora.learner import Sample, completion_logprobs
+    from bank_helpers import random_bank
+    from evolora.rollout import BASE, chat_prompt
+
+    model, tokenizer = tiny
+    bank = random_bank(model, ["c0"], target_modules=("q_proj", "v_proj"), b_std=0.5)
+    task = ToyTask()
+    reviews = [("1 + 1", "2"), ("3 * 3", "The answer is 8.")]
+    scores = verdict_scores(bank, tokenizer, task, {BASE: "base", "c0": "c0"}, reviews, batch_size=3)
+    prompt = tuple(chat_prompt(tokenizer, task.critic_prompt(*reviews[1]), task.critic_prefix))
+    with torch.no_grad(), bank.model.disable_adapter():  # the base model, by PEFT, not by the router
+        logp = [float(completion_logprobs(bank.model, [Sample(prompt, tuple(tokenizer(w, add_special_tokens=False)[
+            "input_ids"]), 0.0, "")])[0].sum()) for pair in VERDICT_WORDS for w in pair]
+    expected = torch.logsumexp(torch.tensor(logp[:2]), 0) - torch.logsumexp(torch.tensor(logp[2:]), 0)
+    assert scores["base"][1] == pytest.approx(float(expected), abs=1e-4)
+    assert scores["c0"] != pytest.approx(scores["base"], abs=1e-6)  # the adapter changes the judge
+    from evolora.critic_eval import auc
+    assert auc([0.3, 0.1], ["correct", "incorrect"]) == 1.0 and auc([0.1], ["correct"]) is None

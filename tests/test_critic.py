@@ -472,3 +472,20 @@ def test_verdict_scores_are_the_teacher_forced_log_odds_of_the_two_verdicts(tiny
     assert scores["c0"] != pytest.approx(scores["base"], abs=1e-6)  # the adapter changes the judge
     from evolora.critic_eval import auc
     assert auc([0.3, 0.1], ["correct", "incorrect"]) == 1.0 and auc([0.1], ["correct"]) is None
+
+
+def test_rescoring_a_finished_run_reproduces_its_held_out_critic_evaluation(tmp_path, single_thread):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("critic_rescore", Path("benchmarks/critic_rescore.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = _config(run={"steps": 1}, eval={"limit": 2, "critic_limit": 2, "critic_samples": 2})
+    summary = _run(config, tmp_path).finish()
+    model, tokenizer = load_base("tiny-random")
+    again = module.rescore(tmp_path, model, tokenizer, task=JudgedToy(max_problem_chars=40))
+    assert set(again["judges"]) == set(summary["critic_eval"]["judges"])
+    for judge, row in summary["critic_eval"]["judges"].items():  # the run's verdicts, read back from final/
+        assert again["judges"][judge] == pytest.approx(row), judge
+    assert again["answerers"] == summary["critic_eval"]["answerers"]

@@ -58,19 +58,22 @@ def start_line(config: Config, out, *, resume: bool) -> str:
 
 def critic_table(critic_eval: dict):
     """The held-out critic evaluation (``summary.json``'s ``critic_eval``) as a rich table: per judge its
-    balanced accuracy and verdict parse rate; per answerer greedy, single-sample, majority-of-n and
-    best-of-n by each judge (accuracies in %)."""
+    balanced accuracy, verdict parse rate and AUC; per answerer greedy, single-sample, majority-of-n,
+    best-of-n by each judge and top-of-n by each judge's verdict score (accuracies in %)."""
     from rich.table import Table
 
     n, judges = critic_eval["n"], list(critic_eval["judges"])
     table = Table(title=f"held-out critic evaluation ({critic_eval['problems']} problems, n = {n})")
-    for column in ("answerer", "greedy", "single", f"majority@{n}", *(f"best@{n} by {j}" for j in judges)):
+    scored = [j for j in judges if all(j in row.get("best_of_n_score", {}) for row in critic_eval["answerers"].values())]
+    for column in ("answerer", "greedy", "single", f"majority@{n}", *(f"best@{n} by {j}" for j in judges),
+                   *(f"top@{n} by {j}" for j in scored)):
         table.add_column(column)
     pct = lambda x: f"{x:.1%}" if x is not None else "-"  # noqa: E731
     for name, row in critic_eval["answerers"].items():
         table.add_row(name, pct(row["greedy"]), pct(row["single"]), pct(row["majority"]),
-                      *(pct(row["best_of_n"][j]) for j in judges))
+                      *(pct(row["best_of_n"][j]) for j in judges), *(pct(row["best_of_n_score"][j]) for j in scored))
     table.caption = "balanced accuracy of each judge: " + "; ".join(
-        f"{j} {pct(s['balanced_accuracy'])} (parsed {pct(s['parse_rate'])} of {s['reviews']})"
+        f"{j} {pct(s['balanced_accuracy'])} (parsed {pct(s['parse_rate'])} of {s['reviews']}"
+        + (f", AUC {s['auc']:.3f})" if s.get("auc") is not None else ")")
         for j, s in critic_eval["judges"].items())
     return table

@@ -131,6 +131,19 @@ class SelfPlayConfig(_Section):
     """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
     critic_temperature: Float | None = Field(default=None, gt=0)
     critic_top_p: Float | None = Field(default=None, gt=0, le=1)
+    critic_samples: Int = Field(default=1, ge=1, le=64)
+    """Verdicts k per reviewed answer (not ``eval.critic_samples``). k > 1: the k verdicts on one
+    answer are a GRPO group, the advantage times the balanced class weight; a critic that says the
+    same k times gets 0 (:func:`evolora.critic.verdict_sample`). 1: the critic's reviews are one group."""
+    critic_entropy: Float = Field(default=0.0, ge=0)
+    """β of the marginal-verdict-entropy bonus β (−log q(v) − H(q)) on each verdict's sample reward,
+    q = the critic's verdict shares in the step (:func:`evolora.critic.entropy_bonuses`); 0: off."""
+    critic_std: bool = True
+    """Divide a critic group's centred rewards by their std (as every group); False: centre only
+    (Dr. GRPO, arXiv 2503.20783), so ``critic_entropy`` acts by its size, not only its sign."""
+    critic_reviews: Int | None = Field(default=None, ge=2)
+    """Answers each critic reviews per step, up to half from each true class (the rest from the
+    other; :func:`evolora.critic.pick_reviews`); None: every parsed answer of its student."""
     generation_batch_size: Int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
     routing: Literal["routed", "peft"] = "routed"

@@ -3,8 +3,10 @@
     answers  = n sampled answers (and one greedy) per held-out problem, from the base and each student
     truth    = the verifier's grade of each answer (format answers are not judged)
     verdicts = greedy verdict of each judge (the base as critic, then each critic) on each answer
-    balanced accuracy per judge; per answerer: greedy, single sample, majority-of-n and
-    best-of-n by a judge (the first of the n samples it accepts; the first sample when it accepts none)
+    scores   = log π(" correct") − log π(" incorrect") after "Verdict:" (teacher-forced, both cases)
+    balanced accuracy and AUC of the scores per judge; per answerer: greedy, single sample,
+    majority-of-n, best-of-n by a judge (the first of the n samples it accepts; the first sample
+    when it accepts none) and best-of-n by a judge's score (the sample it scores highest)
 
 Source: SPC (Self-Play Critic, arXiv 2504.19162) for critics judging solutions; best-of-n
 reranking by a verifier model (Cobbe et al., arXiv 2110.14168); PopuLoRA (arXiv 2605.16727) §4
@@ -40,9 +42,10 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
 
     Returns:
         {} when the task has no held-out data or ``limit`` is 0; else {"problems", "n",
-        "judges": {judge: {"reviews", "parse_rate", "balanced_accuracy"}}, "answerers":
-        {answerer: {"greedy", "single", "majority", "best_of_n": {judge: accuracy}}}}; every
-        accuracy is a fraction in [0, 1] (None without both classes for balanced accuracy).
+        "judges": {judge: {"reviews", "parse_rate", "balanced_accuracy", "auc"}}, "answerers":
+        {answerer: {"greedy", "single", "majority", "best_of_n": {judge: accuracy},
+        "best_of_n_score": {judge: accuracy}}}}; every accuracy is a fraction in [0, 1] (None
+        without both classes for balanced accuracy and AUC, :func:`auc` of :func:`verdict_scores`).
     """
     items = task.held_out(limit, random.Random(seed)) if limit else None
     if not items:
@@ -59,12 +62,18 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
                      greedy=True, batch_size=batch_size)
     greedy_grades = task.grade_held_out([c.text for c in greedy], [items[i] for _, i in greedy_rows])
     judged = [r for r, grade in enumerate(grades) if grade.label in TRUTH]
-    verdicts = _verdicts(bank, tokenizer, task, judges, [(items[rows[r][1]].question, sampled[r].text) for r in judged],
-                         max_new_tokens=critic_max_new_tokens, batch_size=batch_size, rollout=rollout)
+    pairs = [(items[rows[r][1]].question, sampled[r].text) for r in judged]
+    verdicts = _verdicts(bank, tokenizer, task, judges, pairs, max_new_tokens=critic_max_new_tokens,
+                         batch_size=batch_size, rollout=rollout)
+    # teacher-forced scores need the model in this process (not a Ray ShardedBank): else none
+    scores = verdict_scores(bank, tokenizer, task, judges, pairs, batch_size=batch_size) if hasattr(bank, "model") else {}
     by_row = {judge: dict(zip(judged, verdicts[judge])) for judge in verdicts}
+    score_of = {judge: dict(zip(judged, scores[judge])) for judge in scores}
     truths = [TRUTH[grades[r].label] for r in judged]
-    result = {"problems": len(items), "n": n, "judges": {judge: _judge_scores(verdicts[judge], truths)
-                                                         for judge in verdicts}, "answerers": {}}
+    result = {"problems": len(items), "n": n, "answerers": {},
+              "judges": {judge: {**_judge_scores(verdicts[judge], truths),
+                                 "auc": auc(scores[judge], truths) if judge in scores else None}
+                         for judge in verdicts}}
     for slot, name in answerers.items():
         mine = [r for r, (s, _) in enumerate(rows) if s == slot]
         groups = [mine[i * n:(i + 1) * n] for i in range(len(items))]
@@ -74,8 +83,59 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
             "majority": sum(grades[_majority(group, grades)].label == "correct" for group in groups) / len(items),
             "best_of_n": {judge: sum(grades[_accepted(group, by_row[judge])].label == "correct" for group in groups)
                           / len(items) for judge in by_row},
+            "best_of_n_score": {judge: sum(grades[_top(group, score_of[judge])].label == "correct" for group in groups)
+                                / len(items) for judge in score_of},
         }
     return result
+
+
+VERDICT_WORDS = ((" correct", " Correct"), (" incorrect", " Incorrect"))
+"""The continuations after :attr:`Task.critic_prefix` a verdict score compares (both cases occur)."""
+
+
+@torch.no_grad()
+def verdict_scores(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+                   batch_size: int) -> dict[str, list[float]]:
+    """{judge id: its score of each (problem, answer)}: log Σ π(" correct" | " Correct") − log Σ
+    π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
+    to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
+    verdict is the same on all of them. Deterministic (no sampling)."""
+    from evolora.learner import Sample, completion_logprobs
+    from evolora.routed import routed
+
+    prompts = [tuple(chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix))
+               for problem, answer in reviews]
+    words = [tuple(tokenizer(w, add_special_tokens=False)["input_ids"]) for pair in VERDICT_WORDS for w in pair]
+    rows = [(slot, j, w) for slot in judges for j in range(len(reviews)) for w in range(len(words))]
+    values: list[float] = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        with routed(bank, [slot for slot, _, _ in chunk]):
+            logp, mask = completion_logprobs(bank.model, [Sample(prompts[j], words[w], 0.0, "") for _, j, w in chunk])
+        values += (logp * mask).sum(dim=1).tolist()
+    table = torch.tensor(values).reshape(len(judges), len(reviews), 2, 2)  # judge, review, verdict, case
+    score = torch.logsumexp(table[:, :, 0], dim=-1) - torch.logsumexp(table[:, :, 1], dim=-1)
+    return {name: score[i].tolist() for i, name in enumerate(judges.values())}
+
+
+def auc(scores: list[float], truths: list[str]) -> float | None:
+    """P(score of a truly correct answer > score of a truly incorrect one), ties counting one half
+    (Mann-Whitney), in [0, 1]: 0.5 for a judge that cannot rank them. None without both classes.
+
+    >>> auc([2.0, 1.0, 1.0, -1.0], ["correct", "correct", "incorrect", "incorrect"])
+    0.875
+    """
+    pos = [s for s, t in zip(scores, truths) if t == "correct"]
+    neg = [s for s, t in zip(scores, truths) if t == "incorrect"]
+    if not pos or not neg:
+        return None
+    return sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
+
+
+def _top(group: list[int], scores: dict[int, float]) -> int:
+    """The row of ``group`` with the highest score (ties: the first); the first row when none was judged."""
+    judged = [r for r in group if r in scores]
+    return max(judged, key=lambda r: scores[r]) if judged else group[0]
 
 
 def _verdicts(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,

@@ -2,6 +2,7 @@
 
     A_i   = (R_i − mean_g R) / (std_g R + ε)          (GRPO, group g = one prompt)
     A_i   = norm_batch(R_i − mean_g R)                (REINFORCE++ with group baseline)
+    A_i  ← w_i · A_i                                  (per-sample weight, 1 but for critics)
     ρ_t   = exp(log π(y_t) − log π_old(y_t))
     L     = Σ_t −min(ρ_t A, clip(ρ_t, 1 ± ε) A) + β · k3(π_ref ‖ π)  /  Σ_t 1
 
@@ -42,6 +43,12 @@ class Sample:
         group: samples sharing a group (same prompt / same role and task type) share a baseline.
         mask: per completion token, True when it was sampled and is trained on, False for
             forced text of a multi-segment rollout (:mod:`evolora.segments`); None: all sampled.
+        weight: multiplies the sample's advantage after the group normalisation (>= 0; 1 for
+            teachers and students): a critic's balanced class weight, which GRPO's per-group std
+            would cancel if it were part of the reward (:func:`evolora.critic.verdict_sample`).
+        centred: True when the sample's group is only centred, not divided by its std, under GRPO
+            (Dr. GRPO, arXiv 2503.20783), so reward differences keep their size (a critic's
+            entropy bonus); every sample of a group must agree. False for teachers and students.
     """
 
     prompt_ids: tuple[int, ...]
@@ -49,6 +56,8 @@ class Sample:
     reward: float
     group: str
     mask: tuple[bool, ...] | None = None
+    weight: float = 1.0
+    centred: bool = False
 
     @property
     def trained_tokens(self) -> int:
@@ -57,7 +66,8 @@ class Sample:
 
 
 def compute_advantages(
-    rewards: torch.Tensor, groups: list[str], algorithm: Literal["grpo", "reinforce_pp"] = "grpo", eps: float = 1e-6
+    rewards: torch.Tensor, groups: list[str], algorithm: Literal["grpo", "reinforce_pp"] = "grpo", eps: float = 1e-6,
+    centred: frozenset[str] = frozenset(),
 ) -> torch.Tensor:
     """Per-sample advantages from rewards.
 
@@ -66,6 +76,7 @@ def compute_advantages(
     within each group, then divided by the std over the whole batch (std 1 when non-zero; the
     batch mean of group-centred values is already 0, so it is not subtracted again). Both give
     exactly 0 to a group whose rewards are equal within ``eps`` (std ≤ eps), see :func:`group_centred`.
+    Groups named in ``centred`` are only centred under ``grpo`` (Dr. GRPO, arXiv 2503.20783).
 
     Source: PopuLoRA (arXiv 2605.16727) §2 step 5; GRPO (arXiv 2402.03300); REINFORCE++ (arXiv 2501.03262).
 
@@ -84,8 +95,9 @@ def compute_advantages(
     advantages = torch.zeros_like(rewards)
     for group in dict.fromkeys(groups):
         index = torch.tensor([i for i, g in enumerate(groups) if g == group])
-        centred, std = group_centred(rewards[index], eps)
-        advantages[index] = centred / (std + eps) if algorithm == "grpo" and std > eps else centred
+        centred_values, std = group_centred(rewards[index], eps)
+        scaled = algorithm == "grpo" and std > eps and group not in centred
+        advantages[index] = centred_values / (std + eps) if scaled else centred_values
     if algorithm == "reinforce_pp" and advantages.numel() > 1:
         std = advantages.std(unbiased=False)
         if std > eps:
@@ -215,8 +227,10 @@ def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], di
         dropped[slot] = len(samples) - len(kept)
         if not kept:
             continue
-        advantages = compute_advantages(torch.tensor([s.reward for s in kept]), [s.group for s in kept], algorithm)
+        advantages = compute_advantages(torch.tensor([s.reward for s in kept]), [s.group for s in kept], algorithm,
+                                        centred=frozenset(s.group for s in kept if s.centred))
         for sample, advantage in zip(kept, advantages.tolist()):
+            advantage = advantage if sample.weight == 1.0 else advantage * sample.weight
             if (advantage != 0 or kl_coef > 0) and sample.trained_tokens > 0:
                 rows.append((slot, sample, advantage))
                 tokens[slot] = tokens.get(slot, 0) + sample.trained_tokens

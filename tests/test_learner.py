@@ -196,3 +196,29 @@ def test_checkpointed_layers_give_the_same_update(monkeypatch):
         for module in ours[slot]:
             for got, want in zip(ours[slot][module], plain[slot][module]):
                 assert torch.allclose(got, want, atol=1e-6), module
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "reinforce_pp"])
+def test_sample_weights_scale_the_normalised_advantage_and_zero_drops_the_sample(algorithm):
+    from evolora.learner import _plan
+
+    def sample(reward, group, weight=1.0):
+        return Sample(prompt_ids=(1, 2), completion_ids=(3,), reward=reward, group=group, weight=weight)
+
+    plain = [sample(1.0, "a"), sample(-1.0, "a"), sample(0.5, "b"), sample(0.0, "b")]
+    weighted = [sample(1.0, "a", 2.5), sample(-1.0, "a", 2.5), sample(0.5, "b", 0.0), sample(0.0, "b", 0.0)]
+    rows, _, _ = _plan({"x": (None, plain)}, algorithm, 0.0)
+    base = [a for _, _, a in rows]
+    rows, tokens, _ = _plan({"x": (None, weighted)}, algorithm, 0.0)
+    assert [a for _, _, a in rows] == pytest.approx([2.5 * base[0], 2.5 * base[1]])  # after the normalisation
+    assert tokens == {"x": 2} and base[0] > 0 > base[1]  # weight 0: no gradient, no tokens
+
+
+def test_centred_groups_skip_the_std_under_grpo_only():
+    rewards, groups = torch.tensor([1.0, -1.0, -1.0, -1.0, 2.0, 0.0]), ["a"] * 4 + ["b"] * 2
+    plain = compute_advantages(rewards, groups)
+    centred = compute_advantages(rewards, groups, centred=frozenset({"a"}))
+    assert centred[:4].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5]) and torch.equal(centred[4:], plain[4:])
+    assert plain[0] == pytest.approx(1.5 / math.sqrt(0.75), rel=1e-5)
+    pp = compute_advantages(rewards, groups, "reinforce_pp")
+    assert torch.equal(pp, compute_advantages(rewards, groups, "reinforce_pp", centred=frozenset({"a"})))

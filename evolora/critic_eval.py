@@ -100,8 +100,7 @@ def verdict_scores(bank, tokenizer, task: Task, judges: dict[str, str], reviews:
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
     to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
     verdict is the same on all of them. Deterministic (no sampling)."""
-    from evolora.learner import Sample, completion_logprobs
-    from evolora.routed import routed
+    from evolora.learner import Sample, routed_logprobs
 
     prompts = [tuple(chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix))
                for problem, answer in reviews]
@@ -109,10 +108,10 @@ def verdict_scores(bank, tokenizer, task: Task, judges: dict[str, str], reviews:
     rows = [(slot, j, w) for slot in judges for j in range(len(reviews)) for w in range(len(words))]
     values: list[float] = []
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
-        with routed(bank, [slot for slot, _, _ in chunk]):
-            logp, mask = completion_logprobs(bank.model, [Sample(prompts[j], words[w], 0.0, "") for _, j, w in chunk])
-        values += (logp * mask).sum(dim=1).tolist()
+        chunk = rows[start:start + batch_size]  # a (judge, review)'s 4 words share its prompt's prefill
+        logp = routed_logprobs(bank, [slot for slot, _, _ in chunk], [Sample(prompts[j], words[w], 0.0, "")
+                                                                       for _, j, w in chunk])
+        values += logp.sum(dim=1).tolist()  # 0 on padding; every word token is scored
     table = torch.tensor(values).reshape(len(judges), len(reviews), 2, 2)  # judge, review, verdict, case
     score = torch.logsumexp(table[:, :, 0], dim=-1) - torch.logsumexp(table[:, :, 1], dim=-1)
     return {name: score[i].tolist() for i, name in enumerate(judges.values())}

@@ -314,10 +314,16 @@ def _set_trainable(params: dict[str, list[torch.nn.Parameter]], on: bool) -> Non
             param.requires_grad_(on)
 
 
-@torch.no_grad()
 def _no_grad_logps(bank, chunk, base: bool = False) -> torch.Tensor:
-    names = [BASE if base else slot for slot, _, _ in chunk]
-    samples = [sample for _, sample, _ in chunk]
+    return routed_logprobs(bank, [BASE if base else slot for slot, _, _ in chunk], [sample for _, sample, _ in chunk])
+
+
+@torch.no_grad()
+def routed_logprobs(bank, names: list[str], samples: list[Sample]) -> torch.Tensor:
+    """Log-probs (B, T_c) float32 of each sample's completion under its own adapter ``names[i]``
+    (or ``"__base__"``), without gradient; 0 on padding. Each distinct (adapter, prompt) is
+    prefilled once when that saves decoder tokens (:data:`SHARE_PREFIXES`), else one padded
+    forward; the values are the same either way (PopuLoRA arXiv 2605.16727 §2 step 5)."""
     padded, shared_tokens = _decoder_tokens(bank, names, samples)
     if shared_tokens < padded:
         return shared_prefix_logprobs(bank, names, samples)[0]

@@ -1,0 +1,128 @@
+"""How far can RL sharpening go? Sampled pass@k of the base and of a run's members on the held-out set.
+
+RL with verifiable rewards mostly turns what a model can already sample into what it answers
+greedily: a problem the base never solves in k samples is rarely learned by a small run. So
+the base's pass@k on the held-out set is a rough ceiling for the greedy accuracy a run can
+reach, and a member's pass@k against the base's shows whether training widened the set of
+solvable problems or only sharpened it.
+
+    python benchmarks/pass_at_k.py runs/study-v3/population-s0 --members s2 --samples 8 --temperature 0.5
+
+Prints, for the base and each member: greedy accuracy, sampled pass@1 (mean over samples),
+pass@k for k = 1, 2, 4, ..., n (the unbiased estimator 1 − C(n−c, k) / C(n, k) of Chen et al.,
+arXiv 2107.03374, §2.1, averaged over problems), and per held-out cell (arith: digits ×
+operators) the problems solved greedily and at least once in n samples. Everything is
+measured in one process on the same prompts and the same seeded generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import random
+import re
+import time
+from pathlib import Path
+
+import torch
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one problem from ``c`` correct of ``n`` samples (Chen et al., arXiv 2107.03374, §2.1).
+
+    Raises:
+        ValueError: unless 0 <= c <= n and 1 <= k <= n.
+    """
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _load(run_dir: Path, members: list[str], threads: int):
+    from evolora.config import load_run_config
+    from evolora.model import load_base
+    from evolora.population import AdapterBank
+    from evolora.tasks import make_task
+
+    config = load_run_config(run_dir)
+    task = make_task(config.task.name, **config.task.params)
+    model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=threads)
+    lora = config.lora
+    bank = AdapterBank(model, members, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+    for member in members:
+        if not (run_dir / "final" / member).is_dir():
+            raise SystemExit(f"{run_dir / 'final' / member} does not exist; name a member saved in final/")
+        bank.load_adapter(member, run_dir / "final" / member)
+    return config, task, tokenizer, bank
+
+
+def _correct(task, tokenizer, bank, items, names, *, samples: int, temperature: float, tokens: int, seed: int):
+    """{name: (greedy correct per problem, sampled correct counts per problem)}."""
+    from evolora.rollout import chat_prompt
+
+    prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
+    out = {}
+    for greedy, n in ((True, 1), (False, samples)):
+        rows = [(name, i) for name in names for i in range(len(items)) for _ in range(n)]
+        done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=tokens,
+                            greedy=greedy, temperature=temperature, batch_size=32,
+                            generator=torch.Generator().manual_seed(seed))
+        grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
+        counts = collections.defaultdict(lambda: [0] * len(items))
+        for (name, i), grade in zip(rows, grades):
+            counts[name][i] += grade.label == "correct"
+        for name in names:
+            out.setdefault(name, []).append(counts[name])
+    return out
+
+
+def _arith_cell(item) -> str:
+    """An arith held-out problem's grid cell: "<digits>d x <operators>op"."""
+    digits = max(len(run) for run in re.findall(r"[0-9]+", item.question))
+    return f"{digits}d x {sum(item.question.count(op) for op in '+-*')}op"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a finished run directory (config.yaml, final/<member>/)")
+    parser.add_argument("--members", default="", help="comma-separated member ids in final/ (default: none, base only)")
+    parser.add_argument("--samples", type=int, default=8, help="n samples per problem (>= 1)")
+    parser.add_argument("--temperature", type=float, default=0.5, help="sampling temperature (> 0)")
+    parser.add_argument("--limit", type=int, default=None, help="held-out problems (default: the run's eval.limit)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.samples < 1 or args.temperature <= 0:
+        raise SystemExit("--samples must be >= 1 and --temperature > 0")
+    members = [m for m in args.members.split(",") if m]
+    config, task, tokenizer, bank = _load(args.run, members, args.threads)
+    items = task.held_out(args.limit or config.eval.limit, random.Random(config.run.seed))
+    names = [*members, "__base__"]
+    began = time.perf_counter()
+    counts = _correct(task, tokenizer, bank, items, names, samples=args.samples, temperature=args.temperature,
+                      tokens=config.eval.max_new_tokens, seed=args.seed)
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.samples]
+    print(f"{len(items)} held-out problems, n = {args.samples} samples at T = {args.temperature}, "
+          f"{config.eval.max_new_tokens} tokens ({time.perf_counter() - began:.0f} s)")
+    print("name      greedy  sampled  " + "  ".join(f"pass@{k:<3d}" for k in ks))
+    for name in names:
+        greedy, sampled = counts[name]
+        row = [sum(pass_at_k(args.samples, c, k) for c in sampled) / len(items) for k in ks]
+        print(f"{'base' if name == '__base__' else name:8s}  {sum(greedy) / len(items):6.3f}  "
+              f"{sum(sampled) / (len(items) * args.samples):7.3f}  " + "  ".join(f"{v:8.3f}" for v in row))
+    if config.task.name == "arith":
+        cells = _arith_cell
+        print("per cell (greedy / solved at least once):")
+        for cell in dict.fromkeys(cells(item) for item in items):
+            idx = [i for i, item in enumerate(items) if cells(item) == cell]
+            parts = [f"{'base' if n == '__base__' else n} {sum(counts[n][0][i] for i in idx)}/"
+                     f"{sum(counts[n][1][i] > 0 for i in idx)}" for n in names]
+            print(f"  {cell}: " + ", ".join(parts) + f" of {len(idx)}")
+    task.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -127,6 +127,9 @@ class SelfPlayConfig(_Section):
     student_temperature: Float | None = Field(default=None, gt=0)
     """Student sampling temperature; None uses ``temperature``."""
     student_top_p: Float | None = Field(default=None, gt=0, le=1)
+    student_stop: tuple[str, ...] = ()
+    """Stop strings of a student rollout, kept like an EOS (``["\n"]``: a one-line arith answer
+    without the base's rambling); empty: EOS or the token cap. Held-out evaluation ignores it."""
     critic_max_new_tokens: Int = Field(default=8, ge=1)
     """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
     critic_temperature: Float | None = Field(default=None, gt=0)
@@ -146,10 +149,16 @@ class SelfPlayConfig(_Section):
     other; :func:`evolora.critic.pick_reviews`); None: every parsed answer of its student."""
     generation_batch_size: Int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
-    routing: Literal["routed", "peft"] = "routed"
-    """How a batch mixing adapters is generated: evolora's routed LoRA (batched matmuls) or PEFT's ``adapter_names``."""
+    routing: Literal["routed", "peft"] = "routed"  # mixed-adapter batches: routed LoRA, or PEFT's adapter_names
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
+
+    @field_validator("student_stop")
+    @classmethod
+    def _no_empty_stop(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not stop for stop in value):
+            raise ValueError("an empty stop string would end every answer at once; give e.g. ['\\n'] or []")
+        return value
 
     def sampling(self, role: Literal["teacher", "student", "critic"]) -> dict[str, float | int]:
         """The role's rollout settings: {"temperature", "top_p", "max_new_tokens"}."""

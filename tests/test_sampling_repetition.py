@@ -73,6 +73,32 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
     assert [s.reward for s in outcome.samples[teachers[0].id]] == pytest.approx([-0.25, -0.2, -0.2, 0.0])
 
 
+@pytest.mark.parametrize("stop", [(), ("\n",)])
+def test_student_stop_goes_to_the_student_rollout_only(tiny, monkeypatch, stop):
+    model, tokenizer = tiny
+    population = Population.initial({"teacher": 1, "student": 1})
+    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
+    teachers, students = population.players(Game("teacher", "student"))
+    ratings = Ratings()
+    for member in population.members:
+        ratings.add(member.id)
+    calls = []
+
+    def fake_rollout(tokenizer, prompts, adapters, **kwargs):
+        calls.append(kwargs)
+        text = " 2 + 2" if len(calls) == 1 else "4"
+        return [Completion(a, tuple(p), (5,), text, False) for p, a in zip(prompts, adapters)]
+
+    monkeypatch.setattr(bank, "rollout", fake_rollout)
+    config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, student_stop=stop)
+    play_step(bank, tokenizer, _Copier(), teachers, students, ratings, config,
+              rng=random.Random(0), np_rng=np.random.default_rng(0))
+    assert len(calls) == 2 and "stop" not in calls[0]  # the teacher's rollout never gets it
+    assert calls[1].get("stop", ()) == stop
+    with pytest.raises(ConfigError, match="selfplay.student_stop: an empty stop string"):
+        config_from_dict({"selfplay": {"student_stop": ["\n", ""]}})
+
+
 def test_repetition_penalty_and_copied_reward():
     assert repetition_penalties(["1+1", "1 + 1", "1+1?", "2+2"], 0.9) == pytest.approx([0.6, 0.6, 0.6, 0.0])
     assert repetition_penalties(["1+1", "2+2"], 0.9) == [0.0, 0.0]

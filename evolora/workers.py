@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from evolora.checkpoint import latest_checkpoint
-from evolora.population import random_factors, write_adapter
+from evolora.factors import random_factors, write_adapter
 from evolora.routed import BASE
 
 MAX_RESTARTS = 3

@@ -260,6 +260,10 @@ class AdapterBank:
         """A fresh AdamW over ``slot``'s parameters (founders, children, rolled-back members)."""
         return make_optimizer(self.parameters(slot), lr=lr, weight_decay=weight_decay)
 
+    def prefetch(self, slots: list[str]) -> None:
+        """A hint that :meth:`get_factors` of ``slots`` comes next (evolution's parent pool); nothing
+        to fetch in-process. :meth:`evolora.workers.ShardedBank.prefetch` starts the transfers."""
+
     def nonfinite(self, slots: list[str]) -> list[str]:
         """The slots of ``slots`` whose factors hold NaN or Inf (checked without copies), in order."""
         return [slot for slot in slots if not all(bool(torch.isfinite(p).all()) for p in self.parameters(slot))]

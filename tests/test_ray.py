@@ -182,3 +182,62 @@ def test_ray_missing_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     with pytest.raises(ConfigError, match=r"pip install 'evolora\[ray\]'"):
         _config(backend="ray")
+
+
+def test_tensors_cross_the_boundary_as_numpy_bit_for_bit():
+    import numpy as np
+    import torch
+
+    from evolora.worker import Bits, pack, unpack
+
+    gen = torch.Generator().manual_seed(0)
+    state = {"a": (torch.randn(3, 4, generator=gen), torch.randn(4, 3, generator=gen).to(torch.bfloat16)),
+             "step": torch.tensor(7.0), "groups": [{"lr": 0.01, "params": [0, 1]}]}
+    packed = pack(state)
+    assert isinstance(packed["a"][0], np.ndarray) and isinstance(packed["a"][1], Bits)
+    assert packed["a"][1].dtype == "bfloat16" and packed["groups"] == state["groups"]
+    back = unpack(packed)
+    assert back["a"][1].dtype == torch.bfloat16 and torch.equal(back["a"][1], state["a"][1])
+    assert torch.equal(back["a"][0], state["a"][0]) and back["step"].item() == 7.0
+    back["a"][0].add_(1.0)  # a copy of its own: writable, the original untouched
+    assert torch.equal(unpack(packed)["a"][0], state["a"][0])
+
+
+@pytest.fixture(scope="module")
+def sharded(cluster, single_thread):
+    """A 2-worker ShardedBank over 4 slots with the run's initial factors, and the same in-process."""
+    import torch
+
+    from evolora.model import load_base
+    from evolora.population import AdapterBank
+    from evolora.workers import ShardedBank
+
+    config = _config(backend="ray", workers=2)
+    slots = ["T0", "T1", "S0", "S1"]
+    bank = ShardedBank(config, slots)
+    base, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=1)
+    local = AdapterBank(base, slots, rank=config.lora.rank, alpha=config.lora.alpha,
+                        target_modules=config.lora.target_modules)
+    for target in (bank, local):
+        init = torch.Generator().manual_seed(0)
+        for slot in slots:
+            target.init_factors(slot, init, b_std=0.3)
+    yield bank, local, tokenizer
+    bank.close()
+
+
+def test_a_sharded_bank_refuses_a_bad_adapter_on_the_driver(sharded):
+    import torch
+
+    bank, local, _ = sharded
+    good = local.get_factors("T1")
+    bad = {name: (a.clone(), b.clone()) for name, (a, b) in good.items()}
+    next(iter(bad.values()))[0][0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        bank.set_factors("T1", bad)
+    with pytest.raises(ValueError, match="do not match"):
+        bank.set_factors("T1", dict(list(good.items())[1:]))
+    with pytest.raises(KeyError):
+        bank.set_factors("X9", good)
+    fetched = bank.get_factors("T1")  # nothing was sent: the worker's slot is as before
+    assert all(torch.equal(fetched[m][0], good[m][0]) and torch.equal(fetched[m][1], good[m][1]) for m in good)

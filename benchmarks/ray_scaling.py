@@ -75,7 +75,8 @@ class CountingBank(workers_module.ShardedBank):
     def _wait(self, phase, began, refs):
         out = super()._wait(phase, began, refs)
         for worker, ref in refs.items():
-            self.bytes[f"{self.methods.pop(ref)} from workers"] += len(pickle.dumps(out[worker]))
+            method = self.methods.pop(ref, "ping")  # the start-up ping is sent directly
+            self.bytes[f"{method} from workers"] += len(pickle.dumps(out[worker]))
         return out
 
 

@@ -22,9 +22,9 @@ from peft.utils import get_peft_model_state_dict
 
 from evolora.factors import check_factors, random_factors, write_adapter  # noqa: F401  (re-exported)
 from evolora.game import Game
-from evolora.learner import make_optimizer, policy_update_many
+from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
 from evolora.operators import Adapter
-from evolora.rollout import Completion, RolloutStats, generate
+from evolora.rollout import BASE, Completion, RolloutStats, generate
 from evolora.segments import generate_segments
 
 
@@ -255,6 +255,21 @@ class AdapterBank:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`
         (PopuLoRA arXiv 2605.16727 §2 step 5). Returns {slot: UpdateResult}."""
         return policy_update_many(self, jobs, **settings)
+
+    @torch.no_grad()
+    def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
+        """Teacher-forced log-probs (B, T_c) float32 (nats) of each sample's completion under its
+        adapter ``names[i]`` (or ``"__base__"``), no gradient, 0 on padding (T_c: the longest
+        completion): :func:`evolora.learner.routed_logprobs` (PopuLoRA arXiv 2605.16727 §2 step 5).
+
+        Raises:
+            ValueError: ``names`` and ``samples`` differ in length. KeyError: an unknown adapter.
+        """
+        if len(names) != len(samples):
+            raise ValueError(f"{len(samples)} samples but {len(names)} adapter names; give one name per sample")
+        for name in sorted(set(names) - {BASE}):
+            self._check_slot(name)
+        return routed_logprobs(self, list(names), list(samples))
 
     def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> torch.optim.Optimizer:
         """A fresh AdamW over ``slot``'s parameters (founders, children, rolled-back members)."""

@@ -114,8 +114,8 @@ class Worker:
         ``before`` (:meth:`_before`): (completions in row order, tokens generated, seconds).
         ``options["generator_state"]`` (:func:`pack` ed) seeds a private generator."""
         self._check()
+        self._before(before)  # before the clock: deferred ops count as the driver's overhead, as tasks of their own did
         began, stats, options = time.perf_counter(), RolloutStats(), dict(options)
-        self._before(before)
         state, seed = unpack(options.pop("generator_state", None)), options.pop("generator_seed", None)
         if state is not None:  # a CPU generator's exact state; a GPU replica samples from its own, seeded alike
             options["generator"] = (torch.Generator().set_state(state) if self.device == "cpu"
@@ -129,10 +129,18 @@ class Worker:
         """One policy update of each slot in ``samples`` with its own optimizer, after the ops
         ``before``: ({slot: result}, the updated slots whose factors now hold NaN/Inf, seconds)."""
         self._check()
-        began = time.perf_counter()
         self._before(before)
+        began = time.perf_counter()
         results = self.bank.update({slot: (self.optimizers[slot], rows) for slot, rows in samples.items()}, **settings)
         return results, self.bank.nonfinite(list(samples)), time.perf_counter() - began
+
+    def logprobs(self, names: list[str], samples: list[Sample]) -> tuple:
+        """:meth:`evolora.population.AdapterBank.logprobs` of this worker's rows: (the (B, T_c)
+        float32 log-probs, :func:`pack` ed; seconds)."""
+        self._check()
+        began = time.perf_counter()
+        values = self.bank.logprobs(names, samples)
+        return pack(values), time.perf_counter() - began
 
     def snapshot(self) -> None:
         """Keep the current factors of every slot here as its last finite ones."""

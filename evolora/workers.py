@@ -3,6 +3,7 @@
     bank = ShardedBank(config, slots)          # run.workers actors (evolora.worker.Worker), slot i on worker i mod N
     bank.rollout(tokenizer, prompts, adapters) # each row on its adapter's worker; results back in row order
     bank.update(jobs)                          # each worker updates its own slots with its own optimizers
+    bank.logprobs(names, samples)              # teacher-forced log-probs, each row on its adapter's worker
     bank.get_factors / set_factors             # factors through the object store (evolution, checkpoints)
 
 :class:`ShardedBank` offers the bank protocol of :class:`evolora.population.AdapterBank` (what
@@ -214,6 +215,36 @@ class ShardedBank:
         self._bad = (self._bad - set(merged)) | {slot for _, bad, _ in out.values() for slot in bad}
         return {slot: merged[slot] for slot in jobs}
 
+    def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
+        """:meth:`evolora.population.AdapterBank.logprobs` with each row on its adapter's worker
+        (``"__base__"`` rows together on the worker with the fewest rows, ties: the lowest index),
+        all workers at once, reassembled in row order.
+
+        Returns:
+            (B, T_c) float32 log-probs (nats), 0 on padding; T_c: the longest completion.
+
+        Raises:
+            ValueError: ``names`` and ``samples`` differ in length. KeyError: an unknown adapter.
+        """
+        if len(names) != len(samples):
+            raise ValueError(f"{len(samples)} samples but {len(names)} adapter names; give one name per sample")
+        rows: dict[int, list[int]] = {w: [] for w in range(len(self.actors))}
+        for i, name in enumerate(names):
+            if name != BASE:
+                rows[self._worker_of(name)].append(i)
+        base = [i for i, name in enumerate(names) if name == BASE]
+        if base:
+            least = min(rows, key=lambda w: (len(rows[w]), w))
+            rows[least] = sorted(rows[least] + base)
+        rows = {w: r for w, r in rows.items() if r}
+        out = self._each("logprobs", "logprobs", {w: ([names[i] for i in r], [samples[i] for i in r])
+                                                  for w, r in rows.items()})
+        values = torch.zeros(len(samples), max((len(s.completion_ids) for s in samples), default=0))
+        for worker, (packed, _) in out.items():
+            part = unpack(packed)
+            values[rows[worker], :part.shape[1]] = part
+        return values
+
     def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> RemoteOptimizer:
         """A fresh AdamW for ``slot`` on its worker (deferred: made before the worker's next call),
         and the driver's handle on it."""
@@ -269,7 +300,8 @@ class ShardedBank:
         self._forget([slot])
         began = time.perf_counter()
         self._defer(worker, ("set_factors", slot, pack(factors)))
-        self._overhead += time.perf_counter() - began  # packing: the serialisation of a call        self._bad.discard(slot)
+        self._overhead += time.perf_counter() - began  # packing: the serialisation of a call
+        self._bad.discard(slot)
 
     def init_factors(self, slot: str, generator, *, b_std: float) -> None:
         """Draw ``slot``'s factors here (:func:`evolora.population.random_factors`, the same draws

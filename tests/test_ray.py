@@ -241,3 +241,31 @@ def test_a_sharded_bank_refuses_a_bad_adapter_on_the_driver(sharded):
         bank.set_factors("X9", good)
     fetched = bank.get_factors("T1")  # nothing was sent: the worker's slot is as before
     assert all(torch.equal(fetched[m][0], good[m][0]) and torch.equal(fetched[m][1], good[m][1]) for m in good)
+    bank._bad.add("T1")  # as an update that left NaN would: a finite write clears it, without a call
+    bank.set_factors("T1", good)
+    assert bank.nonfinite(["T0", "T1"]) == []
+
+
+def test_verdict_scores_and_logprobs_on_two_workers_equal_the_in_process_bank(sharded):
+    import torch
+
+    from evolora.critic_eval import verdict_scores
+    from evolora.learner import Sample
+    from evolora.routed import BASE
+
+    bank, local, tokenizer = sharded
+    names = ["S1", BASE, "T0", "T1", BASE, "S0"]  # workers 1, any, 0, 1, any, 0
+    samples = [Sample(tuple(range(5, 5 + n)), tuple(range(20, 20 + m)), 0.0, "") for n, m in
+               [(4, 3), (6, 1), (3, 5), (5, 2), (4, 4), (2, 6)]]
+    ours, theirs = bank.logprobs(names, samples), local.logprobs(names, samples)
+    assert ours.shape == theirs.shape == (6, 6) and ours[1, 1:].abs().sum() == 0  # padding stays 0
+    assert torch.allclose(ours, theirs, atol=1e-5) and (ours[:, 0] < 0).all()
+    task = ToyTask(max_problem_chars=40)
+    reviews = [("1 + 1", "2"), ("3 * 3", "The answer is 8."), ("2 + 5", "7")]
+    judges = {BASE: "base", "T0": "t0", "T1": "t1", "S1": "s1"}
+    scores = verdict_scores(bank, tokenizer, task, judges, reviews, batch_size=5)  # chunks across workers
+    expected = verdict_scores(local, tokenizer, task, judges, reviews, batch_size=5)
+    assert set(scores) == {"base", "t0", "t1", "s1"}
+    for judge in scores:
+        assert scores[judge] == pytest.approx(expected[judge], abs=1e-5)
+    assert scores["t1"] != pytest.approx(scores["base"], abs=1e-4)  # the adapters change the judge

@@ -12,7 +12,10 @@ checkpoints stay on the driver unchanged. Games cross workers: a teacher on work
 student on worker B exchange only text and token ids. Determinism: the slot → worker map is
 fixed by slot order, each worker seeds its sampling from (run seed, step, worker index)
 (worker 0 exactly as the in-process run), and results merge in row and slot order, so
-``workers=1`` replays the local run and ``workers=N`` replays itself. A worker that dies is
+``workers=1`` replays the local run and ``workers=N`` replays itself. Round trips: a step waits
+for its rollouts and its update (and one prefetch of parents when it evolves); calls whose
+result the driver does not need (seed, snapshot, set_factors, new_optimizer) ride on the
+worker's next call, and tensors cross as numpy arrays. A worker that dies is
 restarted by Ray (``max_restarts``); :func:`run_step_with_recovery` then restores every worker
 from the last checkpoint and repeats the step. Source: PopuLoRA (arXiv 2605.16727) §2.
 """

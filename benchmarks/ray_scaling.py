@@ -5,6 +5,10 @@ Part 1 (measured, ``--model``, tiny-random by default): a 4-teacher + 4-student 
 (wall time of its Ray calls not spent computing on the slowest worker: serialisation,
 transfer, scheduling, waiting) as a fraction of the step, and the bytes that cross the
 process boundary per step (pickled arguments and results of every call, by method).
+The fraction is Σ overhead / Σ step time over the ``--steps`` steps after the first (an even
+number: evolution.every=2, so half of them evolve, as in the run). Beside it: the round
+trips per step and the median wall time of a bare round trip (``ping`` on every worker) in
+the same cluster, the floor of what one round trip costs on this machine at this load.
 
 Part 2 (modelled, ``--phase-model``): per-phase seconds of the same 4T+4S step measured
 in-process, then the wall time of a step on N workers: the rollout and update phases split
@@ -54,36 +58,73 @@ def make_config(model: str, *, backend: str, workers: int, tokens: int, threads:
 
 
 class CountingBank(workers_module.ShardedBank):
-    """A ShardedBank that also counts the pickled bytes of every call's arguments and results."""
+    """A ShardedBank that also counts the pickled bytes of every call's arguments (deferred ones
+    under their own method) and results, by method."""
 
     bytes: dict = defaultdict(int)
+    methods: dict = {}  # ObjectRef -> method
 
-    def _each(self, phase, method, args, *, wait=True):
-        self.bytes[f"{method} to workers"] += sum(len(pickle.dumps(a)) for a in args.values())
-        out = super()._each(phase, method, args, wait=wait)
-        self.bytes[f"{method} from workers"] += sum(len(pickle.dumps(v)) for v in out.values())
-        return out
-
-    def _call(self, slot, method, *args):
+    def _send(self, worker, method, args):
+        for name, *op in self._deferred.get(worker, ()):
+            self.bytes[f"{name} to workers"] += len(pickle.dumps(tuple(op)))
         self.bytes[f"{method} to workers"] += len(pickle.dumps(args))
-        out = super()._call(slot, method, *args)
-        self.bytes[f"{method} from workers"] += len(pickle.dumps(out))
+        ref = super()._send(worker, method, args)
+        self.methods[ref] = method
+        return ref
+
+    def _wait(self, phase, began, refs):
+        out = super()._wait(phase, began, refs)
+        for worker, ref in refs.items():
+            method = self.methods.pop(ref, "ping")  # the start-up ping is sent directly
+            self.bytes[f"{method} from workers"] += len(pickle.dumps(out[worker]))
         return out
+
+
+class TripCountingBank(workers_module.ShardedBank):
+    """A ShardedBank that counts its round trips (calls it waits for); nothing else added."""
+
+    trips = 0
+
+    def _wait(self, phase, began, refs):
+        TripCountingBank.trips += 1
+        return super()._wait(phase, began, refs)
+
+
+def round_trip_seconds(bank, calls: int = 40) -> float:
+    """Median wall time of one bare round trip: ``ping`` on every worker at once, waited for."""
+    times = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        ray.get([actor.ping.remote() for actor in bank.actors])
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
 
 
 def measure_ray(args, workers: int) -> dict:
-    """Median step seconds, driver overhead and per-worker phase seconds of ``args.steps`` steps (first dropped)."""
+    """Mean step seconds and driver overhead (their ratio: Σ overhead / Σ step), the median of the
+    per-step ratios, median per-worker phase seconds and the round trips per step of ``args.steps``
+    steps after the first, and a bare round trip."""
     config = make_config(args.model, backend="ray", workers=workers, tokens=args.tokens, threads=args.threads,
-                         steps=args.steps)
-    with tempfile.TemporaryDirectory() as out:
-        run = Run(config, out, task=ToyTask(max_problem_chars=40))
-        records = [run.run_step()[0] for _ in range(args.steps)][1:]  # the first step warms the workers up
-        run.close()
-    total = statistics.median(r["seconds"]["total"] for r in records)
-    overhead = statistics.median(r["seconds"]["driver_overhead"] for r in records)
+                         steps=args.steps + 1)
+    workers_module.ShardedBank, real = TripCountingBank, workers_module.ShardedBank
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            run = Run(config, out, task=ToyTask(max_problem_chars=40))
+            run.run_step()  # the first step warms the workers up
+            TripCountingBank.trips = 0
+            records = [run.run_step()[0] for _ in range(args.steps)]
+            trips = TripCountingBank.trips / args.steps
+            bare = round_trip_seconds(run.bank)
+            run.close()
+    finally:
+        workers_module.ShardedBank = real
+    totals = [r["seconds"]["total"] for r in records]
+    overheads = [r["seconds"]["driver_overhead"] for r in records]
     busy = {w: {p: statistics.median(r["workers"][w][p] for r in records) for p in ("rollout", "update")}
             for w in records[0]["workers"]}
-    return {"total": total, "overhead": overhead, "fraction": overhead / total, "workers": busy}
+    return {"total": statistics.mean(totals), "overhead": statistics.mean(overheads),
+            "fraction": sum(overheads) / sum(totals), "median_fraction": statistics.median(
+                o / t for o, t in zip(overheads, totals)), "workers": busy, "trips": trips, "bare": bare}
 
 
 def measure_bytes(args) -> tuple[dict, int]:
@@ -132,7 +173,7 @@ def main() -> None:
     parser.add_argument("--model", default="tiny-random")
     parser.add_argument("--phase-model", default=None, help="model of the modelled step (default: --model)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=8, help="measured steps after the first (even: half evolve)")
     parser.add_argument("--phase-steps", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=12)
     parser.add_argument("--threads", type=int, default=1)
@@ -147,12 +188,14 @@ def main() -> None:
     steps = 2
     ray.shutdown()
     print(f"measured: {args.model}, 4T+4S, {args.tokens} new tokens, Ray num_cpus={args.num_cpus}, "
-          f"median of {args.steps - 1} steps after the first")
-    print("| workers | step s | driver overhead s | overhead / step | per worker: rollout s, update s |")
-    print("|---|---|---|---|---|")
+          f"{args.steps} steps after the first (half of them evolve); means, overhead / step = sum over sum")
+    print("| workers | step s | driver overhead s | overhead / step | median step's ratio | round trips / step "
+          "| bare round trip ms | per worker (medians): rollout s, update s |")
+    print("|---|---|---|---|---|---|---|---|")
     for n, m in measured.items():
         busy = "; ".join(f"{w} {v['rollout']:.3f}, {v['update']:.3f}" for w, v in m["workers"].items())
-        print(f"| {n} | {m['total']:.3f} | {m['overhead']:.3f} | {m['fraction']:.1%} | {busy} |")
+        print(f"| {n} | {m['total']:.3f} | {m['overhead']:.4f} | {m['fraction']:.1%} | {m['median_fraction']:.1%} "
+              f"| {m['trips']:.1f} | {m['bare'] * 1e3:.2f} | {busy} |")
     print(f"\nbytes per step across the process boundary (2 workers, mean of {steps} steps, one of them evolving):")
     for key in sorted(k for k, v in moved.items() if v / steps >= 50):
         print(f"  {key:32s} {moved[key] / steps / 1024:9.1f} KiB")

@@ -32,7 +32,8 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank`. answerers, judges: {bank slot: id}; the
+        bank: the :class:`evolora.population.AdapterBank` or a Ray :class:`evolora.workers.ShardedBank`
+            (rollouts and verdict scores through the bank protocol). answerers, judges: {bank slot: id}; the
             base (slot ``"__base__"``, id ``"base"``) is added first to each as the reference.
         limit: held-out problems (``task.held_out(limit, random.Random(seed))``). n: samples per
             problem and answerer, >= 1. sampling: {"temperature", "top_p"} of the sampled answers.
@@ -65,8 +66,7 @@ def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], ju
     pairs = [(items[rows[r][1]].question, sampled[r].text) for r in judged]
     verdicts = _verdicts(bank, tokenizer, task, judges, pairs, max_new_tokens=critic_max_new_tokens,
                          batch_size=batch_size, rollout=rollout)
-    # teacher-forced scores need the model in this process (not a Ray ShardedBank): else none
-    scores = verdict_scores(bank, tokenizer, task, judges, pairs, batch_size=batch_size) if hasattr(bank, "model") else {}
+    scores = verdict_scores(bank, tokenizer, task, judges, pairs, batch_size=batch_size)
     by_row = {judge: dict(zip(judged, verdicts[judge])) for judge in verdicts}
     score_of = {judge: dict(zip(judged, scores[judge])) for judge in scores}
     truths = [TRUTH[grades[r].label] for r in judged]
@@ -99,8 +99,10 @@ def verdict_scores(bank, tokenizer, task: Task, judges: dict[str, str], reviews:
     """{judge id: its score of each (problem, answer)}: log Σ π(" correct" | " Correct") − log Σ
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
     to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
-    verdict is the same on all of them. Deterministic (no sampling)."""
-    from evolora.learner import Sample, routed_logprobs
+    verdict is the same on all of them. Deterministic (no sampling). ``bank``: any bank of the
+    protocol (:meth:`evolora.population.AdapterBank.logprobs`; on Ray each judge's rows run on
+    its worker, :meth:`evolora.workers.ShardedBank.logprobs`)."""
+    from evolora.learner import Sample
 
     prompts = [tuple(chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix))
                for problem, answer in reviews]
@@ -109,8 +111,8 @@ def verdict_scores(bank, tokenizer, task: Task, judges: dict[str, str], reviews:
     values: list[float] = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]  # a (judge, review)'s 4 words share its prompt's prefill
-        logp = routed_logprobs(bank, [slot for slot, _, _ in chunk], [Sample(prompts[j], words[w], 0.0, "")
-                                                                       for _, j, w in chunk])
+        logp = bank.logprobs([slot for slot, _, _ in chunk],
+                             [Sample(prompts[j], words[w], 0.0, "") for _, j, w in chunk])
         values += logp.sum(dim=1).tolist()  # 0 on padding; every word token is scored
     table = torch.tensor(values).reshape(len(judges), len(reviews), 2, 2)  # judge, review, verdict, case
     score = torch.logsumexp(table[:, :, 0], dim=-1) - torch.logsumexp(table[:, :, 1], dim=-1)

@@ -63,18 +63,10 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
         The births, in order.
     """
     operators = operators or resolve_operators(config)
+    plans = [_plan(population.role(role), fitness, config) for role in population.roles]
+    bank.prefetch([m.slot for losers, pool, _ in plans if losers for m in pool])  # Ray: one call per worker
     births = []
-    for role in population.roles:
-        members = population.role(role)
-        values = torch.tensor([fitness[m.id] for m in members], dtype=torch.float64)
-        # The losers of the registered pbt_truncation rule (ties: the later slot goes first);
-        # parents come from ``evolution.selection``, not from PBT's exploit pool.
-        replace = replaced_indices(values, config.gamma, config.elitism)
-        losers = [members[i] for i in replace.flip(0).tolist()]
-        lost = set(replace.tolist())
-        survivors = sorted((i for i in range(len(members)) if i not in lost), key=lambda i: (-values[i].item(), i))
-        pool = members if config.parent_pool == "role" else [members[i] for i in survivors]
-        pool_fitness = torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64)
+    for role, (losers, pool, pool_fitness) in zip(population.roles, plans):
         # Make every child from the pre-evolution pool before any slot is overwritten.
         children = [_make_child(bank, pool, pool_fitness, config, operators, generator) for _ in losers]
         for loser, (child, parents, name) in zip(losers, children):
@@ -84,6 +76,19 @@ def evolve(bank, population: Population, fitness: dict[str, float], config: Evol
             (enter or population.replace)(loser, newborn)
             births.append(Birth(step, role, loser.id, newborn.id, newborn.parents, name))
     return births
+
+
+def _plan(members: list[Individual], fitness: dict[str, float], config: EvolutionConfig) -> tuple:
+    """(losers, parent pool, the pool's fitness) of one role's ``members``; no random draws."""
+    values = torch.tensor([fitness[m.id] for m in members], dtype=torch.float64)
+    # The losers of the registered pbt_truncation rule (ties: the later slot goes first);
+    # parents come from ``evolution.selection``, not from PBT's exploit pool.
+    replace = replaced_indices(values, config.gamma, config.elitism)
+    losers = [members[i] for i in replace.flip(0).tolist()]
+    lost = set(replace.tolist())
+    survivors = sorted((i for i in range(len(members)) if i not in lost), key=lambda i: (-values[i].item(), i))
+    pool = members if config.parent_pool == "role" else [members[i] for i in survivors]
+    return losers, pool, torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64)
 
 
 def _make_child(bank, pool: list[Individual], fitness: torch.Tensor, config: EvolutionConfig,

@@ -19,13 +19,12 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from peft.utils import get_peft_model_state_dict
-from safetensors.torch import save_file
 
+from evolora.factors import check_factors, random_factors, write_adapter  # noqa: F401  (re-exported)
 from evolora.game import Game
-from evolora.io import atomic_path
-from evolora.learner import make_optimizer, policy_update_many
+from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
 from evolora.operators import Adapter
-from evolora.rollout import Completion, RolloutStats, generate
+from evolora.rollout import BASE, Completion, RolloutStats, generate
 from evolora.segments import generate_segments
 
 
@@ -197,16 +196,11 @@ class AdapterBank:
                 floating-point tensor, its shape differs (rank ≠ ``self.rank``), or it holds NaN/Inf.
         """
         self._check_slot(slot)
-        if set(factors) != set(self.layers):
-            missing = sorted(set(self.layers) - set(factors))[:3]
-            extra = sorted(set(factors) - set(self.layers))[:3]
-            raise ValueError(f"adapter modules do not match the bank: missing {missing}, unexpected {extra}")
-        pairs = [(self.layers[name], name, factors[name]) for name in self.layers]
-        for layer, name, pair in pairs:
-            _check_pair(name, pair, layer.lora_A[slot].weight, layer.lora_B[slot].weight, self.rank)
-        for layer, _, (a, b) in pairs:
-            layer.lora_A[slot].weight.copy_(a)
-            layer.lora_B[slot].weight.copy_(b)
+        check_factors(factors, {name: (layer.lora_A[slot].weight, layer.lora_B[slot].weight)
+                                for name, layer in self.layers.items()}, self.rank)
+        for name, layer in self.layers.items():
+            layer.lora_A[slot].weight.copy_(factors[name][0])
+            layer.lora_B[slot].weight.copy_(factors[name][1])
 
     def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
         """Give ``slot`` diverse non-zero ΔW drawn by :func:`random_factors` (design §3)."""
@@ -262,9 +256,28 @@ class AdapterBank:
         (PopuLoRA arXiv 2605.16727 §2 step 5). Returns {slot: UpdateResult}."""
         return policy_update_many(self, jobs, **settings)
 
+    @torch.no_grad()
+    def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
+        """Teacher-forced log-probs (B, T_c) float32 (nats) of each sample's completion under its
+        adapter ``names[i]`` (or ``"__base__"``), no gradient, 0 on padding (T_c: the longest
+        completion): :func:`evolora.learner.routed_logprobs` (PopuLoRA arXiv 2605.16727 §2 step 5).
+
+        Raises:
+            ValueError: ``names`` and ``samples`` differ in length. KeyError: an unknown adapter.
+        """
+        if len(names) != len(samples):
+            raise ValueError(f"{len(samples)} samples but {len(names)} adapter names; give one name per sample")
+        for name in sorted(set(names) - {BASE}):
+            self._check_slot(name)
+        return routed_logprobs(self, list(names), list(samples))
+
     def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> torch.optim.Optimizer:
         """A fresh AdamW over ``slot``'s parameters (founders, children, rolled-back members)."""
         return make_optimizer(self.parameters(slot), lr=lr, weight_decay=weight_decay)
+
+    def prefetch(self, slots: list[str]) -> None:
+        """A hint that :meth:`get_factors` of ``slots`` comes next (evolution's parent pool); nothing
+        to fetch in-process. :meth:`evolora.workers.ShardedBank.prefetch` starts the transfers."""
 
     def nonfinite(self, slots: list[str]) -> list[str]:
         """The slots of ``slots`` whose factors hold NaN or Inf (checked without copies), in order."""
@@ -334,54 +347,6 @@ class AdapterBank:
     def _check_slot(self, slot: str) -> None:
         if slot not in self.slots:
             raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")
-
-
-def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]], generator: torch.Generator, *,
-                   b_std: float) -> Adapter:
-    """Diverse non-zero factors for one adapter: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
-
-    Shapes: ``shapes`` {module: ((r, d_in), (d_out, r))} in; {module: (A, B)} out, drawn module
-    by module in the order of ``shapes`` from ``generator`` (PEFT's default B = 0 would make
-    every individual identical, design §3; PopuLoRA arXiv 2605.16727 §2).
-    """
-    factors = {}
-    for name, (a_shape, b_shape) in shapes.items():
-        bound = 1.0 / a_shape[1] ** 0.5
-        a = (torch.rand(a_shape, generator=generator) * 2 - 1) * bound
-        b = torch.randn(b_shape, generator=generator) * b_std
-        factors[name] = (a, b)
-    return factors
-
-
-def write_adapter(directory: str | Path, state: dict[str, torch.Tensor], lora_config: LoraConfig) -> Path:
-    """Write one adapter's PEFT state dict and config as a PEFT adapter directory, atomically.
-
-    Raises:
-        OSError: the directory cannot be written (the old one, if any, is left as it was).
-    """
-    with atomic_path(directory, directory=True) as tmp:
-        save_file(state, str(tmp / "adapter_model.safetensors"))
-        lora_config.save_pretrained(str(tmp))
-    return Path(directory)
-
-
-def _check_pair(name: str, pair, a_param: torch.Tensor, b_param: torch.Tensor, rank: int) -> None:
-    """Raise ValueError unless ``pair`` is two finite float tensors shaped like (A (r, d_in), B (d_out, r))."""
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-            and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in pair)):
-        kinds = [type(t).__name__ if not isinstance(t, torch.Tensor) else str(t.dtype) for t in
-                 (pair if isinstance(pair, (tuple, list)) else [pair])]
-        raise ValueError(f"{name}: factors must be a pair (A, B) of floating-point tensors, got {kinds}")
-    a, b = pair
-    if a.shape != a_param.shape or b.shape != b_param.shape:
-        raise ValueError(
-            f"{name}: factor shapes A{tuple(a.shape)} B{tuple(b.shape)} differ from the bank's "
-            f"A{tuple(a_param.shape)} B{tuple(b_param.shape)}; children must keep rank {rank}"
-        )
-    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
-        raise ValueError(f"{name}: factors contain NaN or Inf")
-    if not (torch.isfinite(a.to(a_param.dtype)).all() and torch.isfinite(b.to(b_param.dtype)).all()):
-        raise ValueError(f"{name}: factors overflow the bank's {a_param.dtype} (|value| too large)")
 
 
 def _check_rank(base, rank: int, target_modules: tuple[str, ...]) -> None:

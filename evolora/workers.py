@@ -3,6 +3,7 @@
     bank = ShardedBank(config, slots)          # run.workers actors (evolora.worker.Worker), slot i on worker i mod N
     bank.rollout(tokenizer, prompts, adapters) # each row on its adapter's worker; results back in row order
     bank.update(jobs)                          # each worker updates its own slots with its own optimizers
+    bank.logprobs(names, samples)              # teacher-forced log-probs, each row on its adapter's worker
     bank.get_factors / set_factors             # factors through the object store (evolution, checkpoints)
 
 :class:`ShardedBank` offers the bank protocol of :class:`evolora.population.AdapterBank` (what
@@ -11,7 +12,10 @@ checkpoints stay on the driver unchanged. Games cross workers: a teacher on work
 student on worker B exchange only text and token ids. Determinism: the slot → worker map is
 fixed by slot order, each worker seeds its sampling from (run seed, step, worker index)
 (worker 0 exactly as the in-process run), and results merge in row and slot order, so
-``workers=1`` replays the local run and ``workers=N`` replays itself. A worker that dies is
+``workers=1`` replays the local run and ``workers=N`` replays itself. Round trips: a step waits
+for its rollouts and its update (and one prefetch of parents when it evolves); calls whose
+result the driver does not need (seed, snapshot, set_factors, new_optimizer) ride on the
+worker's next call, and tensors cross as numpy arrays. A worker that dies is
 restarted by Ray (``max_restarts``); :func:`run_step_with_recovery` then restores every worker
 from the last checkpoint and repeats the step. Source: PopuLoRA (arXiv 2605.16727) §2.
 """
@@ -21,29 +25,23 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable
 
-from evolora.checkpoint import latest_checkpoint
-from evolora.population import random_factors, write_adapter
+import torch
+
+from evolora.factors import check_factors, random_factors, write_adapter
+from evolora.recovery import (  # noqa: F401  (re-exported)
+    MAX_RESTARTS, RESTART_TIMEOUT_S, ClusterLost, WorkerLost, run_step_with_recovery)
 from evolora.routed import BASE
+from evolora.worker import pack, unpack
 
-MAX_RESTARTS = 3
-"""Restarts Ray gives one worker (``max_restarts``), and attempts at one step after losing one."""
-
-RESTART_TIMEOUT_S = 300.0
-"""Seconds to wait for a restarted worker to answer before the cluster counts as lost."""
+PREFETCH_MAX_BYTES = 1 << 19
+"""Largest adapter (bytes of its factors) :meth:`ShardedBank.prefetch` fetches ahead. A prefetch
+moves the whole parent pool to save round trips, which pays while one adapter costs less to move
+than a round trip (~1 ms, the time of ~0.5 MB here): the tiny test model's 34 KB adapters are
+prefetched, a SmolLM2-135M adapter at rank 8 (9.8 MB) is fetched on demand, parent by parent."""
 
 SEED_STRIDE = 1_000_000_007
 """Worker w seeds its step's sampling with ``rollout seed + w · SEED_STRIDE`` (worker 0: the local seed)."""
-
-
-class WorkerLost(RuntimeError):
-    """A Ray worker died or was restarted during a call; the step can be repeated from a checkpoint."""
-
-
-class ClusterLost(WorkerLost):
-    """The workers cannot be restored; the message names the run directory to ``--resume``
-    (a :class:`WorkerLost` that no repeat of the step can repair)."""
 
 
 class RemoteOptimizer:
@@ -55,10 +53,10 @@ class RemoteOptimizer:
         self.bank, self.slot = bank, slot
 
     def state_dict(self) -> dict:
-        return self.bank._call(self.slot, "optimizer_state", self.slot)
+        return unpack(self.bank._call(self.slot, "optimizer_state", self.slot))
 
     def load_state_dict(self, state: dict) -> None:
-        self.bank._call(self.slot, "load_optimizer_state", self.slot, state)
+        self.bank._call(self.slot, "load_optimizer_state", self.slot, pack(state))
 
 
 class ShardedBank:
@@ -94,10 +92,17 @@ class ShardedBank:
         self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w)) for w in range(workers)]
         self._seconds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._overhead = 0.0
-        self._pending: list = []  # calls sent without waiting (seed, snapshot); collected by the next wait
+        self._deferred: dict[int, list[tuple]] = defaultdict(list)  # ops that ride on the worker's next call (_send)
+        self._pending: list = []  # deferred ops sent as tasks of their own; collected by the next wait
         self._bad: set[str] = set()  # slots whose factors hold NaN/Inf: set by updates, cleared by set_factors
+        self._fetching: dict[str, tuple] = {}  # slot -> (worker, ObjectRef, index) of a prefetch on its way
+        self._fetched: dict[str, dict] = {}  # slot -> its packed factors, prefetched and still current
         self._wait(None, time.perf_counter(), {w: a.ping.remote() for w, a in enumerate(self.actors)})
         self.shapes = self._call(self.slots[0], "factor_shapes")
+        dtype = getattr(torch, self._call(self.slots[0], "factor_dtype"))
+        self._meta = {name: (torch.empty(a, dtype=dtype, device="meta"), torch.empty(b, dtype=dtype, device="meta"))
+                      for name, (a, b) in self.shapes.items()}  # what set_factors checks against, here
+        self._adapter_bytes = sum(t.numel() * t.element_size() for pair in self._meta.values() for t in pair)
         self.tokenizer = self._call(self.slots[0], "base_tokenizer")
         self.timing()  # start-up is not a step's cost
 
@@ -131,8 +136,23 @@ class ShardedBank:
     def _call(self, slot: str, method: str, *args):
         """``method(*args)`` on the worker owning ``slot`` (``"__base__"``: worker 0), waited for."""
         worker = self._worker_of(slot)
-        began = time.perf_counter()
-        return self._wait(None, began, {worker: getattr(self.actors[worker], method).remote(*args)})[worker]
+        return self._each(None, method, {worker: args})[worker]
+
+    def _defer(self, worker: int, op: tuple) -> None:
+        """Queue ``op`` ((method, *args) of a call whose result the driver does not need: seed,
+        snapshot, set_factors, new_optimizer) for ``worker``'s next call (:meth:`_send`)."""
+        self._deferred[worker].append(op)
+
+    def _send(self, worker: int, method: str, args: tuple):
+        """Submit ``method(*args)`` to ``worker`` behind its deferred ops: they ride along as
+        ``before`` on a rollout or an update (no Ray task of their own), else go first as tasks
+        of their own. An actor runs one caller's tasks in submission order, so the ops take
+        effect before the call either way, as they would in-process. Returns the call's ObjectRef."""
+        actor, before = self.actors[worker], tuple(self._deferred.pop(worker, ()))
+        if method in ("rollout", "update"):
+            return getattr(actor, method).remote(*args, before)
+        self._pending += [getattr(actor, name).remote(*op) for name, *op in before]
+        return getattr(actor, method).remote(*args)
 
     def _worker_of(self, slot: str) -> int:
         if slot == BASE:
@@ -141,16 +161,10 @@ class ShardedBank:
             raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")
         return self.owner[slot]
 
-    def _each(self, phase: str | None, method: str, args: dict[int, tuple], *, wait: bool = True) -> dict:
-        """``method`` on the workers in ``args`` ({worker: its arguments}), all at once, waited for
-        (``wait=False``: sent now, its errors raised by the next call that waits)."""
+    def _each(self, phase: str | None, method: str, args: dict[int, tuple]) -> dict:
+        """``method`` on the workers in ``args`` ({worker: its arguments}), all at once, waited for."""
         began = time.perf_counter()
-        refs = {w: getattr(self.actors[w], method).remote(*a) for w, a in args.items()}
-        if not wait:
-            self._pending += refs.values()
-            self._overhead += time.perf_counter() - began
-            return {}
-        return self._wait(phase, began, refs)
+        return self._wait(phase, began, {w: self._send(w, method, a) for w, a in args.items()})
 
     # -- the bank protocol ------------------------------------------------------------------------
     def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, routing: str = "routed",
@@ -158,6 +172,7 @@ class ShardedBank:
         """:meth:`evolora.population.AdapterBank.rollout` with each row on its adapter's worker
         (``"__base__"`` rows on worker 0); ``tokenizer`` is unused (each worker has the same one).
         A ``generator`` option travels as its state; each worker then starts from that state.
+        One Ray call per worker with rows; the step's deferred seed and snapshot ride on it.
 
         Returns:
             N :class:`evolora.rollout.Completion`, in the order of ``prompts``.
@@ -169,7 +184,7 @@ class ShardedBank:
             raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
         generator = options.pop("generator", None)
         if generator is not None:
-            options.update(generator_state=generator.get_state(), generator_seed=generator.initial_seed())
+            options.update(generator_state=pack(generator.get_state()), generator_seed=generator.initial_seed())
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)
@@ -197,24 +212,98 @@ class ShardedBank:
             if not (isinstance(optimizer, RemoteOptimizer) and optimizer.slot == slot):
                 raise ValueError(f"slot {slot}: give the RemoteOptimizer of bank.new_optimizer({slot!r}, ...)")
             per_worker[self.owner[slot]][slot] = samples
+        self._forget(jobs)
         out = self._each("update", "update", {w: (samples, settings) for w, samples in sorted(per_worker.items())})
         merged = {slot: result for results, _, _ in out.values() for slot, result in results.items()}
         self._bad = (self._bad - set(merged)) | {slot for _, bad, _ in out.values() for slot in bad}
         return {slot: merged[slot] for slot in jobs}
 
+    def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
+        """:meth:`evolora.population.AdapterBank.logprobs` with each row on its adapter's worker
+        (``"__base__"`` rows together on the worker with the fewest rows, ties: the lowest index),
+        all workers at once, reassembled in row order.
+
+        Returns:
+            (B, T_c) float32 log-probs (nats), 0 on padding; T_c: the longest completion.
+
+        Raises:
+            ValueError: ``names`` and ``samples`` differ in length. KeyError: an unknown adapter.
+        """
+        if len(names) != len(samples):
+            raise ValueError(f"{len(samples)} samples but {len(names)} adapter names; give one name per sample")
+        rows: dict[int, list[int]] = {w: [] for w in range(len(self.actors))}
+        for i, name in enumerate(names):
+            if name != BASE:
+                rows[self._worker_of(name)].append(i)
+        base = [i for i, name in enumerate(names) if name == BASE]
+        if base:
+            least = min(rows, key=lambda w: (len(rows[w]), w))
+            rows[least] = sorted(rows[least] + base)
+        rows = {w: r for w, r in rows.items() if r}
+        out = self._each("logprobs", "logprobs", {w: ([names[i] for i in r], [samples[i] for i in r])
+                                                  for w, r in rows.items()})
+        values = torch.zeros(len(samples), max((len(s.completion_ids) for s in samples), default=0))
+        for worker, (packed, _) in out.items():
+            part = unpack(packed)
+            values[rows[worker], :part.shape[1]] = part
+        return values
+
     def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> RemoteOptimizer:
-        """A fresh AdamW for ``slot`` on its worker, and the driver's handle on it."""
-        self._call(slot, "new_optimizer", slot, lr, weight_decay)
+        """A fresh AdamW for ``slot`` on its worker (deferred: made before the worker's next call),
+        and the driver's handle on it."""
+        self._defer(self._worker_of(slot), ("new_optimizer", slot, lr, weight_decay))
         return RemoteOptimizer(self, slot)
 
     def get_factors(self, slot: str) -> dict:
-        """``slot``'s factors {module: (A (r, d_in), B (d_out, r))}, fetched from its worker."""
-        return self._call(slot, "get_factors", slot)
+        """``slot``'s factors {module: (A (r, d_in), B (d_out, r))}: from its :meth:`prefetch` when one
+        is current, else fetched from its worker. Fresh tensors on every call (as in-process)."""
+        if slot in self._fetching:  # collect the whole prefetch: its calls ran side by side
+            refs = {worker: ref for worker, ref, _ in self._fetching.values()}
+            values = self._wait(None, time.perf_counter(), refs)
+            self._fetched.update({other: values[worker][i] for other, (worker, _, i) in self._fetching.items()})
+            self._fetching.clear()
+        if slot in self._fetched:
+            return unpack(self._fetched[slot])
+        return unpack(self._call(slot, "get_factors", slot))
+
+    def prefetch(self, slots: list[str]) -> None:
+        """Start fetching the factors of ``slots`` (evolution's parent pool), one call per worker,
+        without waiting, when one adapter is at most :data:`PREFETCH_MAX_BYTES`: the parents then
+        cost one round trip in all instead of one each. A slot written (:meth:`set_factors`) or
+        updated after the prefetch is fetched again on demand."""
+        if self._adapter_bytes > PREFETCH_MAX_BYTES:
+            return
+        by_worker: dict[int, list[str]] = defaultdict(list)
+        for slot in dict.fromkeys(slots):
+            if slot not in self._fetching and slot not in self._fetched:
+                by_worker[self._worker_of(slot)].append(slot)
+        began = time.perf_counter()
+        for worker, mine in sorted(by_worker.items()):
+            ref = self._send(worker, "get_factors_many", (mine,))
+            self._fetching.update({slot: (worker, ref, i) for i, slot in enumerate(mine)})
+        self._overhead += time.perf_counter() - began
+
+    def _forget(self, slots) -> None:
+        """Drop the prefetched factors of ``slots`` (they are about to change)."""
+        for slot in slots:
+            self._fetching.pop(slot, None)
+            self._fetched.pop(slot, None)
 
     def set_factors(self, slot: str, factors: dict) -> None:
-        """Write ``slot``'s factors on its worker (checked there as :meth:`AdapterBank.set_factors`:
-        finite, or refused)."""
-        self._call(slot, "set_factors", slot, factors)
+        """Write ``slot``'s factors on its worker, deferred to the worker's next call (:meth:`_send`):
+        they are checked here first, against the workers' shapes and dtype, as
+        :meth:`AdapterBank.set_factors` checks them, so the worker does not refuse them later.
+
+        Raises:
+            KeyError: unknown ``slot``. ValueError: as :func:`evolora.factors.check_factors`
+                (modules, shapes, NaN/Inf, overflow); nothing is sent then.
+        """
+        worker = self._worker_of(slot)
+        check_factors(factors, self._meta, self.rank)
+        self._forget([slot])
+        began = time.perf_counter()
+        self._defer(worker, ("set_factors", slot, pack(factors)))
+        self._overhead += time.perf_counter() - began  # packing: the serialisation of a call
         self._bad.discard(slot)
 
     def init_factors(self, slot: str, generator, *, b_std: float) -> None:
@@ -223,7 +312,7 @@ class ShardedBank:
         self.set_factors(slot, random_factors(self.shapes, generator, b_std=b_std))
 
     def last_finite(self, slot: str) -> dict:
-        return self._call(slot, "last_finite", slot)
+        return unpack(self._call(slot, "last_finite", slot))
 
     def nonfinite(self, slots: list[str]) -> list[str]:
         """The slots of ``slots`` whose factors hold NaN or Inf, in the order given, without a call:
@@ -231,16 +320,20 @@ class ShardedBank:
         return [slot for slot in slots if slot in self._bad]
 
     def seed(self, value: int) -> None:
-        """Seed every worker's sampling for one step: worker w with ``value + w · SEED_STRIDE``."""
-        self._each(None, "seed", {w: (value + w * SEED_STRIDE,) for w in range(len(self.actors))}, wait=False)
+        """Seed every worker's sampling for one step: worker w with ``value + w · SEED_STRIDE``
+        (deferred: it rides on the worker's next call, see :meth:`_send`)."""
+        for w in range(len(self.actors)):
+            self._defer(w, ("seed", value + w * SEED_STRIDE))
 
     def snapshot(self) -> None:
-        """Every worker keeps its slots' current factors as their last finite ones."""
-        self._each(None, "snapshot", {w: () for w in range(len(self.actors))}, wait=False)
+        """Every worker keeps its slots' current factors as their last finite ones (deferred as :meth:`seed`)."""
+        for w in range(len(self.actors)):
+            self._defer(w, ("snapshot",))
 
     def save_adapter(self, slot: str, directory: str | Path) -> Path:
         """Write ``slot`` as a PEFT adapter directory here (the worker sends its state dict)."""
-        return write_adapter(directory, *self._call(slot, "adapter_state", slot))
+        state, lora_config = self._call(slot, "adapter_state", slot)
+        return write_adapter(directory, unpack(state), lora_config)
 
     def timing(self) -> dict:
         """{"workers": {"w<i>": {phase: seconds}}, "driver_overhead": seconds} since the last call
@@ -262,6 +355,8 @@ class ShardedBank:
         """
         import ray
 
+        self._pending, self._deferred = [], defaultdict(list)  # the step is repeated from a checkpoint
+        self._fetching, self._fetched = {}, {}
         try:
             ray.get([a.ping.remote() for a in self.actors], timeout=RESTART_TIMEOUT_S)
             ray.get([a.restored.remote() for a in self.actors], timeout=RESTART_TIMEOUT_S)
@@ -293,36 +388,3 @@ def _placement(workers: int, *, gpu: bool) -> tuple[object | None, list[dict]]:
     ray.get(group.ready(), timeout=RESTART_TIMEOUT_S)
     return group, [{"num_cpus": cpus, "num_gpus": 1, "scheduling_strategy": PlacementGroupSchedulingStrategy(
         group, placement_group_bundle_index=w)} for w in range(workers)]
-
-
-def run_step_with_recovery(run, step: Callable[[], tuple]) -> tuple:
-    """``step()``, and after a lost worker: restore every worker from the last checkpoint and
-    repeat it (at most :data:`MAX_RESTARTS` times). The step seeds everything from (seed, step),
-    so the repeat gives the records the undisturbed step would have given (one step of
-    PopuLoRA, arXiv 2605.16727 §2). In-process runs never lose a worker: this is ``step()``.
-
-    Raises:
-        ClusterLost: no checkpoint of the current step to repeat from, the workers do not come
-            back, or the step keeps failing; the message names ``run.out_dir`` to ``--resume``.
-    """
-    for attempt in range(MAX_RESTARTS + 1):
-        try:
-            return step()
-        except WorkerLost as error:
-            if attempt == MAX_RESTARTS:
-                raise _lost(run, f"the step failed {attempt + 1} times ({error})") from error
-            path = latest_checkpoint(run.out_dir)
-            if path is None or path.name != f"step_{run.step:06d}":
-                raise _lost(run, f"{error}, and there is no checkpoint of step {run.step} to repeat "
-                            f"step {run.step + 1} from (run.checkpoint_every=1 keeps one)") from error
-            try:
-                run.bank.reconnect()
-                run.load_checkpoint(path)
-            except (WorkerLost, ClusterLost) as again:
-                raise _lost(run, str(again)) from again
-    raise AssertionError("unreachable")
-
-
-def _lost(run, why: str) -> ClusterLost:
-    return ClusterLost(f"lost the Ray cluster at step {run.step + 1}: {why}. The last checkpoint in {run.out_dir} "
-                       f"is intact; continue with: evolora evolve --resume {run.out_dir}")

@@ -182,3 +182,90 @@ def test_ray_missing_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     with pytest.raises(ConfigError, match=r"pip install 'evolora\[ray\]'"):
         _config(backend="ray")
+
+
+def test_tensors_cross_the_boundary_as_numpy_bit_for_bit():
+    import numpy as np
+    import torch
+
+    from evolora.worker import Bits, pack, unpack
+
+    gen = torch.Generator().manual_seed(0)
+    state = {"a": (torch.randn(3, 4, generator=gen), torch.randn(4, 3, generator=gen).to(torch.bfloat16)),
+             "step": torch.tensor(7.0), "groups": [{"lr": 0.01, "params": [0, 1]}]}
+    packed = pack(state)
+    assert isinstance(packed["a"][0], np.ndarray) and isinstance(packed["a"][1], Bits)
+    assert packed["a"][1].dtype == "bfloat16" and packed["groups"] == state["groups"]
+    back = unpack(packed)
+    assert back["a"][1].dtype == torch.bfloat16 and torch.equal(back["a"][1], state["a"][1])
+    assert torch.equal(back["a"][0], state["a"][0]) and back["step"].item() == 7.0
+    back["a"][0].add_(1.0)  # a copy of its own: writable, the original untouched
+    assert torch.equal(unpack(packed)["a"][0], state["a"][0])
+
+
+@pytest.fixture(scope="module")
+def sharded(cluster, single_thread):
+    """A 2-worker ShardedBank over 4 slots with the run's initial factors, and the same in-process."""
+    import torch
+
+    from evolora.model import load_base
+    from evolora.population import AdapterBank
+    from evolora.workers import ShardedBank
+
+    config = _config(backend="ray", workers=2)
+    slots = ["T0", "T1", "S0", "S1"]
+    bank = ShardedBank(config, slots)
+    base, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=1)
+    local = AdapterBank(base, slots, rank=config.lora.rank, alpha=config.lora.alpha,
+                        target_modules=config.lora.target_modules)
+    for target in (bank, local):
+        init = torch.Generator().manual_seed(0)
+        for slot in slots:
+            target.init_factors(slot, init, b_std=0.3)
+    yield bank, local, tokenizer
+    bank.close()
+
+
+def test_a_sharded_bank_refuses_a_bad_adapter_on_the_driver(sharded):
+    import torch
+
+    bank, local, _ = sharded
+    good = local.get_factors("T1")
+    bad = {name: (a.clone(), b.clone()) for name, (a, b) in good.items()}
+    next(iter(bad.values()))[0][0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        bank.set_factors("T1", bad)
+    with pytest.raises(ValueError, match="do not match"):
+        bank.set_factors("T1", dict(list(good.items())[1:]))
+    with pytest.raises(KeyError):
+        bank.set_factors("X9", good)
+    fetched = bank.get_factors("T1")  # nothing was sent: the worker's slot is as before
+    assert all(torch.equal(fetched[m][0], good[m][0]) and torch.equal(fetched[m][1], good[m][1]) for m in good)
+    bank._bad.add("T1")  # as an update that left NaN would: a finite write clears it, without a call
+    bank.set_factors("T1", good)
+    assert bank.nonfinite(["T0", "T1"]) == []
+
+
+def test_verdict_scores_and_logprobs_on_two_workers_equal_the_in_process_bank(sharded):
+    import torch
+
+    from evolora.critic_eval import verdict_scores
+    from evolora.learner import Sample
+    from evolora.routed import BASE
+
+    bank, local, tokenizer = sharded
+    names = ["S1", BASE, "T0", "T1", BASE, "S0"]  # workers 1, any, 0, 1, any, 0
+    samples = [Sample(tuple(range(5, 5 + n)), tuple(range(20, 20 + m)), 0.0, "") for n, m in
+               [(4, 3), (6, 1), (3, 5), (5, 2), (4, 4), (2, 6)]]
+    ours, theirs = bank.logprobs(names, samples), local.logprobs(names, samples)
+    assert ours.shape == theirs.shape == (6, 6) and ours[1, 1:].abs().sum() == 0  # padding stays 0
+    assert torch.allclose(ours, theirs, atol=1e-5) and (ours[:, 0] < 0).all()
+    task = ToyTask(max_problem_chars=40)
+    reviews = [("1 + 1", "2"), ("3 * 3", "The answer is 8."), ("2 + 5", "7")]
+    judges = {BASE: "base", "T0": "t0", "T1": "t1", "S1": "s1"}
+    scores = verdict_scores(bank, tokenizer, task, judges, reviews, batch_size=5)  # chunks across workers
+    expected = verdict_scores(local, tokenizer, task, judges, reviews, batch_size=5)
+    assert set(scores) == {"base", "t0", "t1", "s1"}
+    for judge in scores:
+        assert scores[judge] == pytest.approx(expected[judge], abs=1e-5)
+    assert scores["t1"] != pytest.approx(scores["base"], abs=1e-4)  # the adapters change the judge

@@ -41,24 +41,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def _load(run_dir: Path, members: list[str], threads: int):
-    from evolora.config import load_run_config
-    from evolora.model import load_base
-    from evolora.population import AdapterBank
-    from evolora.tasks import make_task
-
-    config = load_run_config(run_dir)
-    task = make_task(config.task.name, **config.task.params)
-    model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=threads)
-    lora = config.lora
-    bank = AdapterBank(model, members, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
-    for member in members:
-        if not (run_dir / "final" / member).is_dir():
-            raise SystemExit(f"{run_dir / 'final' / member} does not exist; name a member saved in final/")
-        bank.load_adapter(member, run_dir / "final" / member)
-    return config, task, tokenizer, bank
-
-
 def _correct(task, tokenizer, bank, items, names, *, samples: int, temperature: float, tokens: int, seed: int):
     """{name: (greedy correct per problem, sampled correct counts per problem)}."""
     from evolora.rollout import chat_prompt
@@ -98,7 +80,12 @@ def main() -> None:
     if args.samples < 1 or args.temperature <= 0:
         raise SystemExit("--samples must be >= 1 and --temperature > 0")
     members = [m for m in args.members.split(",") if m]
-    config, task, tokenizer, bank = _load(args.run, members, args.threads)
+    from evolora.evaluate_run import load_members
+
+    try:
+        config, task, tokenizer, bank = load_members(args.run, members, num_threads=args.threads)
+    except FileNotFoundError as error:
+        raise SystemExit(f"{error}; name members saved in final/") from None
     items = task.held_out(args.limit or config.eval.limit, random.Random(config.run.seed))
     names = [*members, "__base__"]
     began = time.perf_counter()

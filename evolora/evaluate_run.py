@@ -33,10 +33,41 @@ def _check_run(run_dir: Path, limit: int | None) -> tuple[Path, list[str], dict]
     members = [i["id"] for i in summary["individuals"] if i["role"] in MEMBER_ROLES]
     if not members:
         raise ValueError(f"{summary_path} lists no student or agent to evaluate")
+    return summary_path, members, summary  # the adapter directories are checked by load_members
+
+
+def load_members(run_dir: str | Path, members: list[str], *, model=None, tokenizer=None,
+                 num_threads: int | None = None) -> tuple:
+    """A finished run's ``members`` (ids saved in ``final/<id>/``) in one routed adapter bank.
+
+    The run's ``config.yaml`` rebuilds the task and, unless ``model`` and ``tokenizer`` are
+    given, the base (``num_threads``: default the run's ``model.num_threads``).
+
+    Returns:
+        (config, task, tokenizer, :class:`evolora.population.AdapterBank` with a slot per member).
+
+    Raises:
+        FileNotFoundError: no ``config.yaml``, or a member's adapter directory is missing.
+    """
+    from evolora.population import AdapterBank
+    from evolora.tasks import make_task
+
+    run_dir = Path(run_dir)
+    config = load_run_config(run_dir)
     for member in members:
         if not (run_dir / "final" / member).is_dir():
             raise FileNotFoundError(f"{run_dir / 'final' / member} does not exist; the run's adapters are missing")
-    return summary_path, members, summary
+    task = make_task(config.task.name, **config.task.params)
+    if model is None:
+        from evolora.model import load_base
+
+        threads = config.model.num_threads if num_threads is None else num_threads
+        model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=threads)
+    lora = config.lora
+    bank = AdapterBank(model, members, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+    for member in members:
+        bank.load_adapter(member, run_dir / "final" / member)
+    return config, task, tokenizer, bank
 
 
 def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, tokenizer=None) -> dict:
@@ -63,20 +94,9 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     """
     run_dir = Path(run_dir)
     summary_path, members, summary = _check_run(run_dir, limit)
-    config = load_run_config(run_dir)
     from evolora.evaluation import held_out_accuracy
-    from evolora.population import AdapterBank
-    from evolora.tasks import make_task
 
-    task = make_task(config.task.name, **config.task.params)
-    if model is None:
-        from evolora.model import load_base
-
-        model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=config.model.num_threads)
-    lora = config.lora
-    bank = AdapterBank(model, members, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
-    for member in members:
-        bank.load_adapter(member, run_dir / "final" / member)
+    config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
     began = time.perf_counter()
     eval_config = config.eval.model_copy(update={"enabled": True})
     held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,

@@ -180,7 +180,7 @@ def play_step(
     attempts = bank.rollout(
         tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
         **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
-        **({"stop": config.student_stop} if config.student_stop else {}),
+        stop=config.student_stop,
     ) if solve_rows else []
     seconds["rollout_student"] = time.perf_counter() - began
 

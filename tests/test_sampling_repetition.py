@@ -38,14 +38,20 @@ class _Copier(ArithTask):
         return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=("7 + 5", "9 - 4"))
 
 
-def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, monkeypatch):
-    model, tokenizer = tiny
+def _one_pair(model):
+    """(bank, teachers, students, ratings) of a rated population of one teacher and one student."""
     population = Population.initial({"teacher": 1, "student": 1})
     bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
     teachers, students = population.players(Game("teacher", "student"))
     ratings = Ratings()
     for member in population.members:
         ratings.add(member.id)
+    return bank, teachers, students, ratings
+
+
+def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, monkeypatch):
+    tokenizer = tiny[1]
+    bank, teachers, students, ratings = _one_pair(tiny[0])
     texts = [" 7+5 ?", " 8 * 3", " 8*3", " 2 + 2"]  # a copy of an example, a repeated problem, a fresh one
     calls = []
 
@@ -75,13 +81,8 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
 
 @pytest.mark.parametrize("stop", [(), ("\n",)])
 def test_student_stop_goes_to_the_student_rollout_only(tiny, monkeypatch, stop):
-    model, tokenizer = tiny
-    population = Population.initial({"teacher": 1, "student": 1})
-    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
-    teachers, students = population.players(Game("teacher", "student"))
-    ratings = Ratings()
-    for member in population.members:
-        ratings.add(member.id)
+    tokenizer = tiny[1]
+    bank, teachers, students, ratings = _one_pair(tiny[0])
     calls = []
 
     def fake_rollout(tokenizer, prompts, adapters, **kwargs):

@@ -36,6 +36,10 @@ def _check_run(run_dir: Path, limit: int | None) -> tuple[Path, list[str], dict]
     return summary_path, members, summary  # the adapter directories are checked by load_members
 
 
+UNUSED_SLOT = "unused"
+"""The slot of a base-only bank (:func:`load_members` with no members)."""
+
+
 def load_members(run_dir: str | Path, members: list[str], *, model=None, tokenizer=None,
                  num_threads: int | None = None) -> tuple:
     """A finished run's ``members`` (ids saved in ``final/<id>/``) in one routed adapter bank.
@@ -44,7 +48,8 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
     given, the base (``num_threads``: default the run's ``model.num_threads``).
 
     Returns:
-        (config, task, tokenizer, :class:`evolora.population.AdapterBank` with a slot per member).
+        (config, task, tokenizer, :class:`evolora.population.AdapterBank` with a slot per member;
+        with no members, one unused zero slot, so the bank still serves the bare base ``"__base__"``).
 
     Raises:
         FileNotFoundError: no ``config.yaml``, or a member's adapter directory is missing.
@@ -64,7 +69,8 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
         threads = config.model.num_threads if num_threads is None else num_threads
         model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=threads)
     lora = config.lora
-    bank = AdapterBank(model, members, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+    slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
+    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     return config, task, tokenizer, bank

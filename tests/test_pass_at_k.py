@@ -55,5 +55,10 @@ def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, si
         assert float(line[3]) == pytest.approx(float(line[2]), abs=5e-4)  # pass@1 = sampled mean
         assert float(line[4]) >= float(line[3]) - 1e-9  # pass@2 >= pass@1
     assert "per cell" in done.stdout
+    alone = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--samples", "2"],  # the base only
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert re.search(r"^base\s+(\d\.\d+)", alone.stdout, re.M)[1] == re.search(r"^base\s+(\d\.\d+)", done.stdout, re.M)[1]
+    assert not re.search(rf"^{member}\s", alone.stdout, re.M)
     summary = json.loads((tmp_path / "final" / "summary.json").read_text())
     assert summary["held_out"] == held_out  # the benchmark only reads the run

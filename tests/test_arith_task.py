@@ -132,6 +132,10 @@ def test_prompts_are_short():
     assert ArithTask(num_examples=0).proposal_prompt(random.Random(0))[1]["content"].count("Problem:") == 0
     solve = task.solve_prompt(" 3 + 4 ")
     assert solve == [{"role": "user", "content": "What is 3 + 4? Answer with a number."}]
+    stepwise = ArithTask(student_instruction=" Work it out step by step. ")
+    assert stepwise.solve_prompt("3 + 4") == [{"role": "user", "content": "What is 3 + 4? Work it out step by step."}]
+    item = stepwise.held_out(1, None)[0]
+    assert stepwise.held_out_prompt(item)[-1]["content"].endswith("Work it out step by step.")  # held-out too
 
 
 @pytest.mark.parametrize(
@@ -179,7 +183,7 @@ def test_grid_depends_on_seed_and_size():
     [{"num_examples": -1}, {"num_examples": 11}, {"max_digits": 0}, {"max_depth": 0}, {"max_ops": 0},
      {"max_value": 5}, {"max_value": 2**60}, {"max_exponent": -1}, {"eval_digits": 7}, {"eval_ops": 0},
      {"eval_per_cell": 0}, {"tolerance": -1.0}, {"max_ops": 2.5}, {"max_ops": True}, {"integer_only": "yes"},
-     {"lenient_parse": 1}],
+     {"lenient_parse": 1}, {"student_instruction": ""}, {"student_instruction": "  "}, {"student_instruction": 3}],
 )
 def test_bad_params(params):
     with pytest.raises(ValueError, match="arith task"):

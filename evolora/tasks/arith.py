@@ -203,6 +203,8 @@ class ArithTask(Task):
             1..example_ops, never a held-out grid problem), so copying an example is no
             longer a way to the same few problems.
         example_digits, example_ops: size of random examples, each in [1, 6].
+        student_instruction: the sentence after "What is <problem>?" in the student prompt
+            (non-empty; default :data:`STUDENT_INSTRUCTION`). Held-out prompts use it too.
     """
 
     name = "arith"
@@ -231,12 +233,15 @@ class ArithTask(Task):
         examples: str = "fixed",
         example_digits: int = 2,
         example_ops: int = 2,
+        student_instruction: str = STUDENT_INSTRUCTION,
     ) -> None:
         check_params(num_examples=num_examples, max_chars=max_chars, max_digits=max_digits, max_depth=max_depth,
                      max_ops=max_ops, max_value=max_value, max_exponent=max_exponent, eval_seed=eval_seed,
                      eval_digits=eval_digits, eval_ops=eval_ops, eval_per_cell=eval_per_cell, tolerance=tolerance,
                      examples=examples, example_digits=example_digits, example_ops=example_ops,
-                     integer_only=integer_only, lenient_parse=lenient_parse, fixed_examples=len(EXAMPLES))
+                     integer_only=integer_only, lenient_parse=lenient_parse, fixed_examples=len(EXAMPLES),
+                     student_instruction=student_instruction)
+        self.student_instruction = student_instruction.strip()
         self.lenient_parse = lenient_parse
         self.num_examples = num_examples
         self.examples = examples
@@ -325,8 +330,9 @@ class ArithTask(Task):
     # ------------------------------------------------------------------ student side
     def solve_prompt(self, problem: str) -> list[Message]:
         """One short user message: "What is <problem>? Answer with a number." (SmolLM2-135M,
-        greedy: 0.71 on one-digit additions with this wording; 0.29 with "<problem> = ?")."""
-        return [{"role": "user", "content": f"What is {problem.strip()}? {STUDENT_INSTRUCTION}"}]
+        greedy: 0.71 on one-digit additions with this wording; 0.29 with "<problem> = ?"), or
+        ``student_instruction`` in its place."""
+        return [{"role": "user", "content": f"What is {problem.strip()}? {self.student_instruction}"}]
 
     def grade(self, completion: str, answer: float) -> Grade:
         """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.numeric.numbers_equal`:

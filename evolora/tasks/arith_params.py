@@ -6,7 +6,8 @@ from __future__ import annotations
 
 def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max_value, max_exponent, eval_seed,
                  eval_digits, eval_ops, eval_per_cell, tolerance, examples, example_digits, example_ops,
-                 integer_only, lenient_parse, fixed_examples: int) -> None:
+                 integer_only, lenient_parse, fixed_examples: int,
+                 student_instruction: str = "Answer with a number.") -> None:
     """Raise ValueError naming the first :class:`evolora.tasks.arith.ArithTask` parameter that is
     not allowed (whole numbers are ints, not bools; flags are bools; ranges as in the message).
 
@@ -42,3 +43,6 @@ def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max
     for key, value in (("integer_only", integer_only), ("lenient_parse", lenient_parse)):
         if not isinstance(value, bool):
             raise ValueError(f"arith task: {key} must be true or false (got {value!r})")
+    if not isinstance(student_instruction, str) or not student_instruction.strip():
+        raise ValueError(f"arith task: student_instruction must be a non-empty sentence (got {student_instruction!r}); "
+                         "set it with --set task.params.student_instruction='Answer with a number.'")

@@ -13,6 +13,12 @@ pass@k for k = 1, 2, 4, ..., n (the unbiased estimator 1 − C(n−c, k) / C(n, 
 arXiv 2107.03374, §2.1, averaged over problems), and per held-out cell (arith: digits ×
 operators) the problems solved greedily and at least once in n samples. Everything is
 measured in one process on the same prompts and the same seeded generator.
+
+``--set KEY=VALUE`` changes the run's config before loading, e.g. another student prompt or
+answer budget for the base alone (no ``--members``)::
+
+    python benchmarks/pass_at_k.py runs/study-stop/population-s0 --samples 4 --set eval.max_new_tokens=48 \
+        --set 'task.params.student_instruction="Work it out step by step, then write: The answer is N."'
 """
 
 from __future__ import annotations
@@ -76,16 +82,22 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="held-out problems (default: the run's eval.limit)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override the run's config (repeatable), e.g. eval.max_new_tokens=48")
     args = parser.parse_args()
     if args.samples < 1 or args.temperature <= 0:
         raise SystemExit("--samples must be >= 1 and --temperature > 0")
     members = [m for m in args.members.split(",") if m]
+    from evolora.config import ConfigError
     from evolora.evaluate_run import load_members
 
     try:
-        config, task, tokenizer, bank = load_members(args.run, members, num_threads=args.threads)
+        config, task, tokenizer, bank = load_members(args.run, members, num_threads=args.threads,
+                                                     overrides=args.overrides)
     except FileNotFoundError as error:
         raise SystemExit(f"{error}; name members saved in final/") from None
+    except ConfigError as error:
+        raise SystemExit(f"--set: {error}") from None
     items = task.held_out(args.limit or config.eval.limit, random.Random(config.run.seed))
     names = [*members, "__base__"]
     began = time.perf_counter()

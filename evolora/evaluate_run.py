@@ -41,11 +41,12 @@ UNUSED_SLOT = "unused"
 
 
 def load_members(run_dir: str | Path, members: list[str], *, model=None, tokenizer=None,
-                 num_threads: int | None = None) -> tuple:
+                 num_threads: int | None = None, overrides: list[str] | tuple[str, ...] = ()) -> tuple:
     """A finished run's ``members`` (ids saved in ``final/<id>/``) in one routed adapter bank.
 
     The run's ``config.yaml`` rebuilds the task and, unless ``model`` and ``tokenizer`` are
-    given, the base (``num_threads``: default the run's ``model.num_threads``).
+    given, the base (``num_threads``: default the run's ``model.num_threads``). ``overrides`` are
+    ``--set KEY=VALUE`` strings applied to that config first (e.g. a task parameter to evaluate under).
 
     Returns:
         (config, task, tokenizer, :class:`evolora.population.AdapterBank` with a slot per member;
@@ -53,12 +54,13 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
 
     Raises:
         FileNotFoundError: no ``config.yaml``, or a member's adapter directory is missing.
+        ConfigError: an override is malformed or gives an invalid value (the message names the key).
     """
     from evolora.population import AdapterBank
     from evolora.tasks import make_task
 
     run_dir = Path(run_dir)
-    config = load_run_config(run_dir)
+    config = load_run_config(run_dir, overrides)
     for member in members:
         if not (run_dir / "final" / member).is_dir():
             raise FileNotFoundError(f"{run_dir / 'final' / member} does not exist; the run's adapters are missing")

@@ -60,5 +60,8 @@ def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, si
     assert alone.returncode == 0, alone.stderr[-3000:]
     assert re.search(r"^base\s+(\d\.\d+)", alone.stdout, re.M)[1] == re.search(r"^base\s+(\d\.\d+)", done.stdout, re.M)[1]
     assert not re.search(rf"^{member}\s", alone.stdout, re.M)
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--set", "eval.max_new_tokens=0"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert bad.returncode != 0 and "eval.max_new_tokens" in bad.stderr  # refused before the model loads
     summary = json.loads((tmp_path / "final" / "summary.json").read_text())
     assert summary["held_out"] == held_out  # the benchmark only reads the run

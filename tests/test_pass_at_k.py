@@ -55,11 +55,15 @@ def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, si
         assert float(line[3]) == pytest.approx(float(line[2]), abs=5e-4)  # pass@1 = sampled mean
         assert float(line[4]) >= float(line[3]) - 1e-9  # pass@2 >= pass@1
     assert "per cell" in done.stdout
-    alone = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--samples", "2"],  # the base only
-                           capture_output=True, text=True, timeout=300, check=False)
-    assert alone.returncode == 0, alone.stderr[-3000:]
-    assert re.search(r"^base\s+(\d\.\d+)", alone.stdout, re.M)[1] == re.search(r"^base\s+(\d\.\d+)", done.stdout, re.M)[1]
-    assert not re.search(rf"^{member}\s", alone.stdout, re.M)
+    from evolora.evaluate_run import UNUSED_SLOT, load_members
+
+    fresh, tokenizer = load_base("tiny-random")  # the run's model holds its own bank's layers
+    _, task, tokenizer, bank = load_members(tmp_path, [], model=fresh, tokenizer=tokenizer)  # the base only
+    assert bank.slots == [UNUSED_SLOT]
+    items = task.held_out(config.eval.limit, None)  # the grid ignores the rng
+    base = _module()._correct(task, tokenizer, bank, items, ["__base__"], samples=1, temperature=0.5,
+                              tokens=config.eval.max_new_tokens, seed=0)["__base__"][0]
+    assert sum(base) == held_out["base"]["correct"]  # a base-only bank answers as the run's evaluation did
     bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--set", "eval.max_new_tokens=0"],
                          capture_output=True, text=True, timeout=300, check=False)
     assert bad.returncode != 0 and "eval.max_new_tokens" in bad.stderr  # refused before the model loads

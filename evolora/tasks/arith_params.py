@@ -45,4 +45,5 @@ def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max
             raise ValueError(f"arith task: {key} must be true or false (got {value!r})")
     if not isinstance(student_instruction, str) or not student_instruction.strip():
         raise ValueError(f"arith task: student_instruction must be a non-empty sentence (got {student_instruction!r}); "
-                         "set it with --set task.params.student_instruction='Answer with a number.'")
+                         "set it with --set 'task.params.student_instruction=\"Answer with a number.\"' (quoted: a colon "
+                         "would make it a YAML mapping)")

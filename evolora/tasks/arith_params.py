@@ -6,8 +6,7 @@ from __future__ import annotations
 
 def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max_value, max_exponent, eval_seed,
                  eval_digits, eval_ops, eval_per_cell, tolerance, examples, example_digits, example_ops,
-                 integer_only, lenient_parse, fixed_examples: int,
-                 student_instruction: str = "Answer with a number.") -> None:
+                 integer_only, lenient_parse, student_instruction, fixed_examples: int) -> None:
     """Raise ValueError naming the first :class:`evolora.tasks.arith.ArithTask` parameter that is
     not allowed (whole numbers are ints, not bools; flags are bools; ranges as in the message).
 

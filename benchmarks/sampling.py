@@ -12,6 +12,8 @@ A ratio line compares each T with T = 1.0, measured side by side in one process.
         program_temperature=0.2 --temperatures 0.5 0.8 --teacher-tokens 96 --skip student
     python benchmarks/sampling.py --task gsm --set example_set=simple --skip teacher \
         --student-items examples --problems 16 --n 4 --student-tokens 128 --temperatures 0.4 0.7 1.0
+    python benchmarks/sampling.py --task gsm --set example_set=simple --skip teacher --student-items examples \
+        --problems 16 --n 8 --student-tokens 128 --temperatures 0.4 --truncate 48 64 96   # answer budgets
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def teacher_stats(bank, tokenizer, task, temperature: float, proposals: int, max
 
 
 def student_stats(bank, tokenizer, task, temperature: float, problems: int, n: int, max_new_tokens: int,
-                  items_from: str = "held_out") -> dict:
+                  items_from: str = "held_out", truncate: tuple[int, ...] = ()) -> dict:
     if items_from == "examples":  # the gsm task's own reference problems (program answers)
         items = [HeldOutItem(e["problem"], float(e["answer"])) for e in task.examples[:problems]]
     else:
@@ -60,7 +62,15 @@ def student_stats(bank, tokenizer, task, temperature: float, problems: int, n: i
     prompts = [chat_prompt(tokenizer, task.solve_prompt(item.question)) for item in items for _ in range(n)]
     out = generate(bank.model, tokenizer, prompts, [BASE] * len(prompts), max_new_tokens=max_new_tokens,
                    temperature=temperature, batch_size=32, bank=bank)
-    correct = [task.grade(c.text, items[k // n].answer).label == "correct" for k, c in enumerate(out)]
+    row = _graded(task, [c.text for c in out], items, n)
+    for limit in truncate:  # the first `limit` tokens of a sample are a sample under a `limit`-token budget
+        cut = [tokenizer.decode(c.completion_ids[:limit], skip_special_tokens=True) for c in out]
+        row.update({f"{key}@{limit}": value for key, value in _graded(task, cut, items, n).items()})
+    return row
+
+
+def _graded(task, texts: list[str], items, n: int) -> dict:
+    correct = [task.grade(text, items[k // n].answer).label == "correct" for k, text in enumerate(texts)]
     rates = [sum(correct[i * n:(i + 1) * n]) / n for i in range(len(items))]
     return {"solve": sum(correct) / len(correct), "learnable_groups": sum(0 < r < 1 for r in rates) / len(rates)}
 
@@ -80,6 +90,8 @@ def main() -> None:
     parser.add_argument("--skip", choices=["teacher", "student"], default=None)
     parser.add_argument("--student-items", choices=["held_out", "examples"], default="held_out",
                         help="student problems: held-out items, or the gsm task's reference examples")
+    parser.add_argument("--truncate", nargs="*", type=int, default=[],
+                        help="also grade each student sample cut to its first K tokens (a K-token budget)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     params = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
@@ -93,7 +105,7 @@ def main() -> None:
         row = {} if args.skip == "teacher" else teacher_stats(bank, tokenizer, task, t, args.proposals, args.teacher_tokens)
         if args.skip != "student":
             row.update(student_stats(bank, tokenizer, task, t, args.problems, args.n, args.student_tokens,
-                                     args.student_items))
+                                     args.student_items, tuple(args.truncate)))
         rows[t] = row
         print(f"T={t:.2f} {row} ({time.perf_counter() - began:.0f} s)", flush=True)
     if 1.0 in rows:

@@ -34,8 +34,7 @@ class ModelConfig(_Section):
     num_threads: Int | None = Field(default=None, ge=1)
     """torch intra-op threads; None keeps torch's default (Ray workers: 1)."""
     device: Literal["auto", "cpu", "cuda"] = "cpu"
-    """Where each Ray worker's base replica computes: ``auto`` is cuda when torch sees a GPU (use
-    ``dtype: bfloat16`` there); in-process runs (``run.backend: local``) compute on the CPU."""
+    """Ray workers' device (``auto``: cuda when torch sees one; use bfloat16 there); local runs use the CPU."""
 
 
 class LoRAConfig(_Section):
@@ -128,8 +127,7 @@ class SelfPlayConfig(_Section):
     """Student sampling temperature; None uses ``temperature``."""
     student_top_p: Float | None = Field(default=None, gt=0, le=1)
     student_stop: tuple[str, ...] = ()
-    """Stop strings of a student rollout, kept like an EOS (``["\n"]``: a one-line arith answer
-    without the base's rambling); empty: EOS or the token cap. Held-out evaluation ignores it."""
+    """Student rollout stop strings, kept like an EOS (``["\n"]``: one-line answers); empty: EOS or the cap. Not in eval."""
     critic_max_new_tokens: Int = Field(default=8, ge=1)
     """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
     critic_temperature: Float | None = Field(default=None, gt=0)
@@ -149,6 +147,8 @@ class SelfPlayConfig(_Section):
     other; :func:`evolora.critic.pick_reviews`); None: every parsed answer of its student."""
     generation_batch_size: Int = Field(default=16, ge=1)
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
+    teacher_prompt: Literal["per_proposal", "per_teacher"] = "per_proposal"
+    """per_teacher: one prompt per teacher and step for all its proposals (one GRPO group, prefilled once)."""
     routing: Literal["routed", "peft"] = "routed"  # mixed-adapter batches: routed LoRA, or PEFT's adapter_names
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()

@@ -165,7 +165,8 @@ def play_step(
     owners = [t.id for t in proposers for _ in range(config.proposals_per_teacher)]
     # proposal j goes to the teacher's j-th opponent, cyclically
     rivals = [opponents[t.id][j % len(opponents[t.id])] for t in proposers for j in range(config.proposals_per_teacher)]
-    requests = [proposal_request(task, rng) for _ in owners]
+    requests = ([proposal_request(task, rng) for _ in owners] if config.teacher_prompt == "per_proposal" else
+                [r for _ in proposers for r in [proposal_request(task, rng)] * config.proposals_per_teacher])
     proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats)
     seconds["rollout_teacher"] = time.perf_counter() - began
 

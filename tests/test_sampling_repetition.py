@@ -136,3 +136,30 @@ def test_doctests_of_the_new_helpers():
     for module in (selfplay_module, arith_text, base):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+@pytest.mark.parametrize("mode", ["per_proposal", "per_teacher"])
+def test_teacher_prompt_per_teacher_shares_one_prompt_within_each_teacher(tiny, monkeypatch, mode):
+    tokenizer = tiny[1]
+    population = Population.initial({"teacher": 2, "student": 1})
+    bank = AdapterBank(tiny[0], [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
+    teachers, students = population.players(Game("teacher", "student"))
+    ratings = Ratings()
+    for member in population.members:
+        ratings.add(member.id)
+    calls = []
+
+    def fake_rollout(tokenizer, prompts, adapters, **kwargs):
+        calls.append((prompts, adapters))
+        return [Completion(a, tuple(p), (5,), " 2 + 2", False) for p, a in zip(prompts, adapters)]
+
+    monkeypatch.setattr(bank, "rollout", fake_rollout)
+    config = SelfPlayConfig(proposals_per_teacher=3, samples_per_problem=2, teacher_prompt=mode)
+    play_step(bank, tokenizer, ArithTask(examples="random"), teachers, students, ratings, config,
+              rng=random.Random(0), np_rng=np.random.default_rng(0))
+    prompts, adapters = calls[0]
+    by_teacher = [[tuple(p) for p, a in zip(prompts, adapters) if a == t.slot] for t in teachers]
+    assert [len(rows) for rows in by_teacher] == [3, 3]
+    distinct = [len(set(rows)) for rows in by_teacher]
+    assert distinct == ([1, 1] if mode == "per_teacher" else [3, 3])  # fresh random examples per request
+    assert by_teacher[0][0] != by_teacher[1][0]  # teachers never share a prompt

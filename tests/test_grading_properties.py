@@ -37,9 +37,13 @@ READERS = {
 
 
 def _seconds(function, *args) -> float:
-    start = time.perf_counter()
-    function(*args)
-    return time.perf_counter() - start
+    """The fastest of 3 calls: a host stall slows one call, a super-linear reader slows all 3."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        function(*args)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def _assert_fast(text: str) -> None:

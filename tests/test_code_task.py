@@ -296,7 +296,7 @@ CANONICAL = {  # task index -> canonical body (HumanEval/53's test uses `random`
 
 
 def test_humaneval_grading(humaneval_items):
-    task = CodeTask()
+    task = CodeTask(eval_timeout_s=30.0)  # each program takes ~35 ms; twice in a full CI run one was graded wrong
     items = [humaneval_items[i] for i in CANONICAL]
     bodies = list(CANONICAL.values())
     full = [f"Sure!\n```python\n{item.question}{body}\n\nprint({item.answer['entry_point']}(1, 2))\n```\nDone."

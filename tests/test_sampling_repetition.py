@@ -38,9 +38,9 @@ class _Copier(ArithTask):
         return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=("7 + 5", "9 - 4"))
 
 
-def _one_pair(model):
-    """(bank, teachers, students, ratings) of a rated population of one teacher and one student."""
-    population = Population.initial({"teacher": 1, "student": 1})
+def _one_pair(model, teachers: int = 1):
+    """(bank, teachers, students, ratings) of a rated population of ``teachers`` teachers and one student."""
+    population = Population.initial({"teacher": teachers, "student": 1})
     bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
     teachers, students = population.players(Game("teacher", "student"))
     ratings = Ratings()
@@ -141,12 +141,7 @@ def test_doctests_of_the_new_helpers():
 @pytest.mark.parametrize("mode", ["per_proposal", "per_teacher"])
 def test_teacher_prompt_per_teacher_shares_one_prompt_within_each_teacher(tiny, monkeypatch, mode):
     tokenizer = tiny[1]
-    population = Population.initial({"teacher": 2, "student": 1})
-    bank = AdapterBank(tiny[0], [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
-    teachers, students = population.players(Game("teacher", "student"))
-    ratings = Ratings()
-    for member in population.members:
-        ratings.add(member.id)
+    bank, teachers, students, ratings = _one_pair(tiny[0], teachers=2)
     calls = []
 
     def fake_rollout(tokenizer, prompts, adapters, **kwargs):

@@ -18,6 +18,7 @@ REINFORCE++ (arXiv 2501.03262); AZR TRR++ (arXiv 2505.03335); k3 estimator (Schu
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -184,7 +185,7 @@ def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[S
                                   nonfinite_rewards=dropped[slot]) for slot in jobs}
     if not rows:
         return results
-    chunks = [rows[i : i + micro_batch] for i in range(0, len(rows), micro_batch)]
+    chunks = micro_batches(bank, rows, micro_batch)
     old_logp = [_no_grad_logps(bank, chunk) for chunk in chunks] if epochs > 1 else None
     ref_logp = [_no_grad_logps(bank, chunk, base=True) for chunk in chunks] if kl_coef > 0 else None
     params = {slot: bank.parameters(slot) for slot in tokens}
@@ -235,6 +236,49 @@ def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], di
                 rows.append((slot, sample, advantage))
                 tokens[slot] = tokens.get(slot, 0) + sample.trained_tokens
     return rows, tokens, dropped
+
+
+def micro_batches(bank, rows: list[tuple[str, Sample, float]], micro_batch: int) -> list[list]:
+    """The update's rows ((slot, sample, advantage)) in micro-batches of at most ``micro_batch`` rows.
+
+    With :data:`PACK_TOKENS` the rows are ordered by prompt (length, then ids; similar lengths
+    pad less) and packed one (adapter, prompt) group at a time (a GRPO group stays in one
+    micro-batch for :data:`SHARE_PREFIXES` when it fits): a micro-batch takes the next group only
+    if it stays below :data:`CHECKPOINT_MIN_TOKENS` decoder tokens, the size that is checkpointed
+    (one more forward); a group that does not fit alone is split the same way, row by row, and a
+    row that is that size by itself runs alone. Otherwise, consecutive runs of ``micro_batch``
+    rows in plan order. Each adapter's gradient is the same either way (fp32 summation order
+    only): the loss is a sum over rows.
+    """
+    if not PACK_TOKENS:
+        return [rows[i : i + micro_batch] for i in range(0, len(rows), micro_batch)]
+    ordered = sorted(rows, key=lambda r: (len(r[1].prompt_ids), r[1].prompt_ids, r[0], len(r[1].completion_ids)))
+    chunks: list[list] = []
+    for _, group in itertools.groupby(ordered, key=lambda r: (r[0], r[1].prompt_ids)):
+        group = list(group)
+        if chunks and _fits(bank, chunks[-1] + group, micro_batch):
+            chunks[-1] += group
+            continue
+        chunks.append([])
+        for row in group:
+            if chunks[-1] and not _fits(bank, chunks[-1] + [row], micro_batch):
+                chunks.append([])
+            chunks[-1].append(row)
+    return [sorted(chunk, key=lambda r: r[0]) for chunk in chunks]  # adapters contiguous within a micro-batch
+
+
+def _fits(bank, chunk: list, micro_batch: int) -> bool:
+    names, samples = _names_samples(chunk)
+    return len(chunk) <= micro_batch and min(_decoder_tokens(bank, names, samples)) < CHECKPOINT_MIN_TOKENS
+
+
+def _names_samples(chunk) -> tuple[list[str], list[Sample]]:
+    return [slot for slot, _, _ in chunk], [sample for _, sample, _ in chunk]
+
+
+PACK_TOKENS = True
+"""Pack micro-batches by decoder tokens (:func:`micro_batches`). Measured on gsm-shaped updates
+(``benchmarks/packing.py``): see ``benchmarks/README.md``. Same values; only speed changes."""
 
 
 def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,

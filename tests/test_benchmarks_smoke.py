@@ -18,6 +18,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 CASES = {
     "checkpoint_threshold": (["--prompt-tokens", "4", "--completion-tokens", "4", "--samples", "4", "--repeats", "1"],
                              r"ratio checkpointing off/on update time: \d+\.\d+x"),
+    "packing": (["--groups", "1", "--student-tokens", "4", "--repeats", "1"], r"ratio packed/rows update time: \d+\.\d+x"),
     "population_overhead": (["--tokens", "6", "--samples", "2", "--proposals", "1", "--steps", "1"],
                             r"ratio population/single seconds per adapter-sample: \d+\.\d+x"),
     "memory": (["--adapters", "1", "2", "--batch", "2", "--tokens", "4"],

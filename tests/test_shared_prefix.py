@@ -118,6 +118,7 @@ def test_a_group_micro_batch_runs_shared_and_unchecked(monkeypatch):
     shared = learner.shared_prefix_logprobs
     monkeypatch.setattr(learner, "shared_prefix_logprobs", lambda *a, **k: calls.append(1) or shared(*a, **k))
     monkeypatch.setattr(learner, "CHECKPOINT_MIN_TOKENS", 50)
+    monkeypatch.setattr(learner, "PACK_TOKENS", False)  # one micro-batch of 8 either way (packing would split it)
     samples = [Sample((5, 6, 7, 8, 9), (10 + i, 11, 2), float(i % 2), "g") for i in range(8)]
     norms = {}
     for share in (True, False):
@@ -131,3 +132,51 @@ def test_a_group_micro_batch_runs_shared_and_unchecked(monkeypatch):
     assert len(calls) == 1
     assert norms[True][1] is False and norms[False][1] is True  # checkpointing switched on only when padded
     assert norms[True][0] == pytest.approx(norms[False][0], rel=1e-4)
+
+
+def _rows(samples, names):
+    return [(name, sample, 1.0) for name, sample in zip(names, samples)]
+
+
+def test_micro_batches_close_before_the_checkpoint_threshold(bank, monkeypatch):
+    """Packed: every row once, one (adapter, prompt)'s rows together, no micro-batch over the
+    row cap, and none pushed to the checkpointed size by a row that would fit in a new one."""
+    monkeypatch.setattr(learner, "CHECKPOINT_MIN_TOKENS", 20)
+    long = Sample(tuple(range(40, 52)), (1, 2, 3, 4, 5, 6, 7, 8, 9), 0.0, "long")  # 21 tokens alone
+    samples = [*SAMPLES, long, long]
+    names = [*NAMES, "A1", "A1"]
+    rows = _rows(samples, names)
+    chunks = learner.micro_batches(bank, rows, 4)
+    assert sorted(id(r) for c in chunks for r in c) == sorted(id(r) for r in rows)
+    costs = [min(learner._decoder_tokens(bank, *learner._names_samples(c))) for c in chunks]
+    assert all(len(c) <= 4 for c in chunks)
+    for chunk, cost in zip(chunks, costs):
+        if cost >= 20:  # checkpointed: only when its first row alone is already that size
+            assert min(learner._decoder_tokens(bank, *learner._names_samples(chunk[:1]))) >= 20
+    group = [sum((slot, s.prompt_ids) == ("A0", (5, 6, 7, 8, 9)) for slot, s, _ in c) for c in chunks]
+    assert sorted(group)[-1] == 4  # the GRPO group that fits stays in one micro-batch (one shared prefill)
+    assert [len(c) for c, cost in zip(chunks, costs) if cost >= 20] == [1, 1]  # the two long rows, each alone
+    monkeypatch.setattr(learner, "PACK_TOKENS", False)
+    assert learner.micro_batches(bank, rows, 4) == [rows[0:4], rows[4:8], rows[8:10]]
+
+
+def test_packed_update_equals_the_row_order_update(monkeypatch):
+    """Packing only reorders and regroups rows: the factors move the same way (SGD, fp32 order only)."""
+    monkeypatch.setattr(learner, "CHECKPOINT_MIN_TOKENS", 24)
+    samples = SAMPLES + [Sample(tuple(range(40, 60)), (1, 2, 3), 1.0, "k")]
+    factors, chunks = {}, {}
+    for pack in (True, False):
+        monkeypatch.setattr(learner, "PACK_TOKENS", pack)
+        bank = random_bank(load_base("tiny-random")[0], ["A0", "A1"], target_modules=MODULES, b_std=0.3)
+        jobs = {s: (torch.optim.SGD(bank.parameters(s), lr=1.0),
+                    [x for x, n in zip(samples, [*NAMES, "A0"]) if n == s]) for s in bank.slots}
+        rows = learner._plan(jobs, "grpo", 0.0)[0]
+        chunks[pack] = len(learner.micro_batches(bank, rows, 4))
+        update = policy_update_many(bank, jobs, micro_batch=4)
+        assert all(update[s].grad_norm > 0 for s in bank.slots)
+        factors[pack] = {s: bank.get_factors(s) for s in bank.slots}
+    assert chunks[True] != chunks[False]  # the plans differ, the updates must not
+    for slot in ("A0", "A1"):
+        for module in factors[True][slot]:
+            for got, want in zip(factors[True][slot][module], factors[False][slot][module]):
+                assert torch.allclose(got, want, atol=1e-6), (module, (got - want).abs().max())

@@ -53,3 +53,26 @@ def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
     done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py")], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0 and "torch sees no CUDA device" in done.stdout, done.stderr[-2000:]
+
+
+def test_critic_study_pairs_the_best_critic_with_the_base(tmp_path):
+    """Two seeds: best critic − base = +10 and +20 points → mean +15.0; reranking − majority = 0 and +25."""
+    import json
+
+    runs = []
+    for seed, (critic, rerank) in enumerate(((0.6, 0.25), (0.75, 0.5))):
+        judge = {"reviews": 40, "parse_rate": 1.0, "auc": 0.5}
+        summary = {"seed": seed, "critic_eval": {"problems": 10, "n": 4, "judges": {
+            "base": {**judge, "balanced_accuracy": 0.5 + 0.05 * seed}, "c0": {**judge, "balanced_accuracy": critic},
+            "c1": {**judge, "balanced_accuracy": 0.4}},
+            "answerers": {"base": {"majority": 0.0, "best_of_n": {}},
+                          "s0": {"majority": 0.25, "best_of_n": {"c0": rerank, "c1": 0.0}}}}}
+        run = tmp_path / f"s{seed}"
+        (run / "final").mkdir(parents=True)
+        (run / "final" / "summary.json").write_text(json.dumps(summary))
+        runs.append(str(run))
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "critic_study.py"), *runs], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert re.search(r"best critic - base, balanced accuracy .*: \+15\.0 \[", done.stdout), done.stdout
+    assert re.search(r"best-of-n by the best critic - majority-of-n .*: \+12\.5 \[", done.stdout), done.stdout
+    assert "| 1 | c0 | 75.0 % | 55.0 % | +20.0 |" in done.stdout

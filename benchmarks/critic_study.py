@@ -5,8 +5,9 @@ Reads the ``critic_eval`` section of each finished run's ``final/summary.json`` 
 --seeds 0,1,2 --arms population``) and prints, per seed and as a mean with a 95 % Student-t
 interval over seeds (paired: same seed, same base, same held-out answers):
 
-* the best critic's balanced accuracy (greedy verdicts) minus the base model's as a critic;
-  the same for the AUC of the teacher-forced verdict scores;
+* the best critic's balanced accuracy (greedy verdicts; the best of the run's final critics on
+  these same answers, so chosen after the fact) minus the base model's as a critic; the highest
+  AUC of the critics' teacher-forced verdict scores minus the base's;
 * per student, best-of-n by the best critic (the first sample it accepts, and the highest
   scored) minus majority-of-n over the same n samples.
 
@@ -67,7 +68,7 @@ def main() -> None:
         print(f"| {r['seed']} | {r['best']} | {100 * r['best_bacc']:.1f} % | {100 * r['base_bacc']:.1f} % | "
               f"{100 * r['bacc_gain']:+.1f} | {auc} | {100 * r['best_of_n']:.1f} / {100 * r['majority']:.1f} % | "
               f"{r['reviews']} ({r['problems']} problems x {r['n']}) |")
-    for key, label in (("bacc_gain", "best critic - base, balanced accuracy"), ("auc_gain", "best critic - base, AUC"),
+    for key, label in (("bacc_gain", "best critic - base, balanced accuracy"), ("auc_gain", "highest critic AUC - base AUC"),
                        ("rerank_gain", "best-of-n by the best critic - majority-of-n"),
                        ("score_gain", "highest-scored of n by the best critic - majority-of-n")):
         print(f"{label} (points, mean [95 % t-interval over {len(rows)} seeds]): "

@@ -55,6 +55,24 @@ def _seed_numbers(summary: dict) -> dict:
     }
 
 
+def _training(run: Path) -> str:
+    """Per-critic balanced accuracy in the step records (first and last third of the steps) and the
+    critic-steps whose verdicts were near-constant (>= 95 % or <= 5 % ``correct``)."""
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    per = [(r["step"], (r.get("critic") or {}).get("per_critic") or {}) for r in steps]
+    third = max(1, len(per) // 3)
+
+    def mean(part) -> str:
+        values = [c["balanced_accuracy"] for _, critics in part for c in critics.values()
+                  if c["balanced_accuracy"] is not None]
+        return f"{sum(values) / len(values):.3f} (n {len(values)})" if values else "-"
+
+    said = [c["said_correct"] for _, critics in per for c in critics.values()]
+    constant = sum(1 for x in said if x >= 0.95 or x <= 0.05)
+    return (f"{run}: training balanced accuracy per critic, first {third} steps {mean(per[:third])}, last {third} "
+            f"{mean(per[-third:])}; near-constant critic-steps {constant} of {len(said)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="finished run directories with critics")
@@ -73,6 +91,9 @@ def main() -> None:
                        ("score_gain", "highest-scored of n by the best critic - majority-of-n")):
         print(f"{label} (points, mean [95 % t-interval over {len(rows)} seeds]): "
               f"{_fmt(t_interval([r[key] for r in rows]))}")
+    for run in args.runs:
+        if (run / "metrics.jsonl").is_file():
+            print(_training(run))
 
 
 if __name__ == "__main__":

@@ -70,9 +70,14 @@ def test_critic_study_pairs_the_best_critic_with_the_base(tmp_path):
         run = tmp_path / f"s{seed}"
         (run / "final").mkdir(parents=True)
         (run / "final" / "summary.json").write_text(json.dumps(summary))
+        steps = [{"step": k, "critic": {"per_critic": {"c0": {"balanced_accuracy": 0.4 + 0.1 * k, "said_correct": 0.5},
+                                                     "c1": {"balanced_accuracy": None, "said_correct": 1.0}}}}
+                 for k in (1, 2, 3)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
         runs.append(str(run))
     done = subprocess.run([sys.executable, str(BENCHMARKS / "critic_study.py"), *runs], capture_output=True,
                           text=True, timeout=120, check=True)
     assert re.search(r"best critic - base, balanced accuracy .*: \+15\.0 \[", done.stdout), done.stdout
     assert re.search(r"best-of-n by the best critic - majority-of-n .*: \+12\.5 \[", done.stdout), done.stdout
     assert "| 1 | c0 | 75.0 % | 55.0 % | +20.0 |" in done.stdout
+    assert "first 1 steps 0.500 (n 1), last 1 0.700 (n 1); near-constant critic-steps 3 of 6" in done.stdout

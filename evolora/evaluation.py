@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass
 from functools import partial
 
+from evolora import heap
 from evolora.rollout import BASE, chat_prompt, generate
 from evolora.tasks.base import HeldOutItem, Task
 
@@ -57,6 +58,7 @@ def evaluate(
     """
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(adapter, i) for adapter in adapters for i in range(len(items))]
+    heap.trim()  # a run's last update leaves freed blocks in the heap; the KV buffers then add to live memory only
     if rollout is None:
         rollout = partial(generate, model, tokenizer, bank=bank)
     completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,

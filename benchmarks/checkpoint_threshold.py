@@ -15,15 +15,10 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
-
-import torch
 
 import evolora.learner as learner
+from _timing import interleaved_updates, update_bank
 from evolora.model import load_base
-from evolora.population import AdapterBank
-
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def main() -> None:
@@ -37,10 +32,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     model, _ = load_base(args.model, num_threads=args.threads)
-    bank = AdapterBank(model, ["S0", "S1"], rank=8, alpha=16, target_modules=TARGETS)
-    generator = torch.Generator().manual_seed(0)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.001)
+    bank = update_bank(model, ["S0", "S1"])
     rng = random.Random(0)
     vocab = model.config.vocab_size
 
@@ -52,15 +44,10 @@ def main() -> None:
 
     data = {slot: [sample(slot, i) for i in range(args.samples)] for slot in bank.slots}
     padded = args.micro_batch * (args.prompt_tokens + args.completion_tokens)
-    times: dict[bool, list[float]] = {True: [], False: []}
-    for _ in range(args.repeats):
-        for on in (False, True):
-            learner.CHECKPOINT_MIN_TOKENS = 0 if on else 10**12
-            jobs = {slot: (learner.make_optimizer(bank.parameters(slot), lr=0.0, weight_decay=0.0), data[slot])
-                    for slot in bank.slots}
-            start = time.perf_counter()
-            learner.policy_update_many(bank, jobs, micro_batch=args.micro_batch)
-            times[on].append(time.perf_counter() - start)
+    def checkpointing(on: bool) -> None:
+        learner.CHECKPOINT_MIN_TOKENS = 0 if on else 10**12
+
+    times, _, _ = interleaved_updates(bank, data, checkpointing, repeats=args.repeats, micro_batch=args.micro_batch)
     for on in (True, False):
         print(f"checkpointing {'on ' if on else 'off'}: " + " ".join(f"{t:.2f}" for t in times[on]) + " s")
     print(f"micro-batch of up to {padded} padded tokens; CHECKPOINT_MIN_TOKENS default 512")

@@ -19,17 +19,13 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
-
-import torch
 
 import evolora.learner as learner
+from _timing import interleaved_updates, update_bank
 from evolora.model import load_base
-from evolora.population import AdapterBank
 from evolora.rollout import chat_prompt
 from evolora.tasks.gsm import GSMTask
 
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 TEACHER_COMPLETIONS = (66, 52, 22, 70, 109, 37, 54, 80, 68, 35, 108, 50, 36, 41, 58, 47, 61, 28, 35, 62, 67, 58, 55,
                        82, 116, 63, 71, 109, 56, 30, 23, 109)
 """Sampled teacher tokens (problem + program + printed expression) of steps 1-4 of a default gsm
@@ -61,13 +57,15 @@ def _data(args, tokenizer) -> dict[str, list[learner.Sample]]:
         for i in range(4):
             request = task.proposal_request(rng)
             prompt = tuple(chat_prompt(tokenizer, request.messages, request.prefix))
-            data[slot].append(learner.Sample(prompt, tokens(rng.choice(TEACHER_COMPLETIONS) + 7), float(i % 3), slot))
+            completion = tokens(rng.choice(TEACHER_COMPLETIONS) + 7)
+            data[slot].append(learner.Sample(prompt, completion, float(i % 3), slot))
     for slot in ("S0", "S1"):
         data[slot] = []
         for g in range(args.groups):
             prompt = tuple(chat_prompt(tokenizer, task.solve_prompt(rng.choice(task.examples)["problem"])))
             for i in range(4):
-                length = args.student_tokens if rng.random() < 0.75 else rng.randint(min(40, args.student_tokens), args.student_tokens)
+                length = (args.student_tokens if rng.random() < 0.75
+                          else rng.randint(min(40, args.student_tokens), args.student_tokens))
                 data[slot].append(learner.Sample(prompt, tokens(length), float(i % 2), f"{slot}:{g}"))
     return data
 
@@ -85,28 +83,14 @@ def _plan(bank, data, micro_batch) -> str:
 def main() -> None:
     args = _arguments()
     model, tokenizer = load_base(args.model, num_threads=args.threads)
-    bank = AdapterBank(model, ["T0", "T1", "S0", "S1"], rank=8, alpha=16, target_modules=TARGETS)
-    generator = torch.Generator().manual_seed(0)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.001)
+    bank = update_bank(model, ["T0", "T1", "S0", "S1"])
     data = _data(args, tokenizer)
-    times: dict[bool, list[float]] = {True: [], False: []}
-    cpu: dict[bool, list[float]] = {True: [], False: []}
-    norms: dict[bool, dict[str, float]] = {}
     for pack in (False, True):
         learner.PACK_TOKENS = pack
         print(f"packing {'on ' if pack else 'off'}: micro-batches (rows x decoder tokens, * checkpointed): "
               + _plan(bank, data, args.micro_batch))
-    for _ in range(args.repeats):
-        for pack in (False, True):
-            learner.PACK_TOKENS = pack
-            jobs = {slot: (learner.make_optimizer(bank.parameters(slot), lr=0.0, weight_decay=0.0), data[slot])
-                    for slot in bank.slots}
-            start, start_cpu = time.perf_counter(), time.process_time()
-            results = learner.policy_update_many(bank, jobs, micro_batch=args.micro_batch)
-            times[pack].append(time.perf_counter() - start)
-            cpu[pack].append(time.process_time() - start_cpu)
-            norms[pack] = {slot: result.grad_norm for slot, result in results.items()}
+    times, cpu, norms = interleaved_updates(bank, data, lambda on: setattr(learner, "PACK_TOKENS", on),
+                                            repeats=args.repeats, micro_batch=args.micro_batch)
     for pack in (True, False):
         print(f"packing {'on ' if pack else 'off'}: wall " + " ".join(f"{t:.2f}" for t in times[pack])
               + " s, process CPU " + " ".join(f"{t:.2f}" for t in cpu[pack]) + " s")

@@ -17,15 +17,10 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
-
-import torch
 
 import evolora.learner as learner
+from _timing import interleaved_updates, update_bank
 from evolora.model import load_base
-from evolora.population import AdapterBank
-
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def _arguments() -> argparse.Namespace:
@@ -66,24 +61,10 @@ def _data(args, vocab: int) -> dict[str, list[learner.Sample]]:
 def main() -> None:
     args = _arguments()
     model, _ = load_base(args.model, num_threads=args.threads)
-    bank = AdapterBank(model, ["T0", "T1", "S0", "S1"], rank=8, alpha=16, target_modules=TARGETS)
-    generator = torch.Generator().manual_seed(0)
-    for slot in bank.slots:
-        bank.init_factors(slot, generator, b_std=0.001)
+    bank = update_bank(model, ["T0", "T1", "S0", "S1"])
     data = _data(args, model.config.vocab_size)
-    times: dict[bool, list[float]] = {True: [], False: []}
-    cpu: dict[bool, list[float]] = {True: [], False: []}
-    norms: dict[bool, dict[str, float]] = {}
-    for _ in range(args.repeats):
-        for share in (False, True):
-            learner.SHARE_PREFIXES = share
-            jobs = {slot: (learner.make_optimizer(bank.parameters(slot), lr=0.0, weight_decay=0.0), data[slot])
-                    for slot in bank.slots}
-            start, start_cpu = time.perf_counter(), time.process_time()
-            results = learner.policy_update_many(bank, jobs, micro_batch=args.micro_batch)
-            times[share].append(time.perf_counter() - start)
-            cpu[share].append(time.process_time() - start_cpu)
-            norms[share] = {slot: result.grad_norm for slot, result in results.items()}
+    times, cpu, norms = interleaved_updates(bank, data, lambda on: setattr(learner, "SHARE_PREFIXES", on),
+                                            repeats=args.repeats, micro_batch=args.micro_batch)
     rows = sum(len(samples) for samples in data.values())
     for share in (True, False):
         print(f"shared prefixes {'on ' if share else 'off'}: wall " + " ".join(f"{t:.2f}" for t in times[share])

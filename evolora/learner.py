@@ -241,14 +241,12 @@ def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], di
 def micro_batches(bank, rows: list[tuple[str, Sample, float]], micro_batch: int) -> list[list]:
     """The update's rows ((slot, sample, advantage)) in micro-batches of at most ``micro_batch`` rows.
 
-    With :data:`PACK_TOKENS` the rows are ordered by prompt (length, then ids; similar lengths
-    pad less) and packed one (adapter, prompt) group at a time (a GRPO group stays in one
-    micro-batch for :data:`SHARE_PREFIXES` when it fits): a micro-batch takes the next group only
-    if it stays below :data:`CHECKPOINT_MIN_TOKENS` decoder tokens, the size that is checkpointed
-    (one more forward); a group that does not fit alone is split the same way, row by row, and a
-    row that is that size by itself runs alone. Otherwise, consecutive runs of ``micro_batch``
-    rows in plan order. Each adapter's gradient is the same either way (fp32 summation order
-    only): the loss is a sum over rows. Source: PopuLoRA (arXiv 2605.16727) §2 step 5.
+    With :data:`PACK_TOKENS`: ordered by prompt (length, then ids: less padding) and packed one
+    (adapter, prompt) group at a time, a GRPO group whole when it fits (:data:`SHARE_PREFIXES`);
+    a micro-batch takes the next group only if it stays unchecked (:func:`_layout`: below
+    :data:`CHECKPOINT_MIN_TOKENS` decoder tokens; checkpointing costs one more forward); a group
+    that does not fit is split row by row, and a row checkpointed by itself runs alone. Without: runs of
+    ``micro_batch`` rows in plan order. Same gradients (fp32 order only). PopuLoRA (arXiv 2605.16727) §2 step 5.
     """
     if not PACK_TOKENS:
         return [rows[i : i + micro_batch] for i in range(0, len(rows), micro_batch)]
@@ -268,8 +266,14 @@ def micro_batches(bank, rows: list[tuple[str, Sample, float]], micro_batch: int)
 
 
 def _fits(bank, chunk: list, micro_batch: int) -> bool:
-    names, samples = _names_samples(chunk)
-    return len(chunk) <= micro_batch and min(_decoder_tokens(bank, names, samples)) < CHECKPOINT_MIN_TOKENS
+    return len(chunk) <= micro_batch and not _layout(bank, *_names_samples(chunk))[1]
+
+
+def _layout(bank, names: list[str], samples: list[Sample]) -> tuple[bool, bool]:
+    """(shared-prefix path, decoder layers checkpointed) of one training micro-batch."""
+    padded, shared_tokens = _decoder_tokens(bank, names, samples)
+    shared = shared_tokens < padded and not (CHECKPOINT_LAYERS and shared_tokens >= CHECKPOINT_MIN_TOKENS)
+    return shared, not shared and CHECKPOINT_LAYERS and padded >= CHECKPOINT_MIN_TOKENS
 
 
 def _names_samples(chunk) -> tuple[list[str], list[Sample]]:
@@ -277,8 +281,7 @@ def _names_samples(chunk) -> tuple[list[str], list[Sample]]:
 
 
 PACK_TOKENS = True
-"""Pack micro-batches by decoder tokens (:func:`micro_batches`): a gsm-shaped update took 0.82x the
-CPU time of runs of 4 rows (``benchmarks/packing.py``). Same values; only speed changes."""
+"""Pack micro-batches by decoder tokens (:func:`micro_batches`; a gsm-shaped update: 0.82x the CPU time)."""
 
 
 def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
@@ -289,9 +292,7 @@ def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, r
     :data:`CHECKPOINT_LAYERS` the decoder layers are recomputed there, hooks included."""
     names = [slot for slot, _, _ in chunk]
     samples = [sample for _, sample, _ in chunk]
-    padded, shared_tokens = _decoder_tokens(bank, names, samples)
-    shared = shared_tokens < padded and not (CHECKPOINT_LAYERS and shared_tokens >= CHECKPOINT_MIN_TOKENS)
-    recompute = not shared and CHECKPOINT_LAYERS and padded >= CHECKPOINT_MIN_TOKENS
+    shared, recompute = _layout(bank, names, samples)
     with nullcontext() if shared else routed(bank, names, train=True), _checkpointed_layers(bank.model, recompute):
         if shared:
             logp, mask, entropy = shared_prefix_logprobs(bank, names, samples, entropy=True, train=True)

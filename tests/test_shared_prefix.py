@@ -156,6 +156,8 @@ def test_micro_batches_close_before_the_checkpoint_threshold(bank, monkeypatch):
     group = [sum((slot, s.prompt_ids) == ("A0", (5, 6, 7, 8, 9)) for slot, s, _ in c) for c in chunks]
     assert sorted(group)[-1] == 4  # the GRPO group that fits stays in one micro-batch (one shared prefill)
     assert [len(c) for c, cost in zip(chunks, costs) if cost >= 20] == [1, 1]  # the two long rows, each alone
+    monkeypatch.setattr(learner, "CHECKPOINT_LAYERS", False)  # nothing is ever checkpointed: only the row cap splits
+    assert [len(c) for c in learner.micro_batches(bank, rows, 4)] == [4, 4, 2]
     monkeypatch.setattr(learner, "PACK_TOKENS", False)
     assert learner.micro_batches(bank, rows, 4) == [rows[0:4], rows[4:8], rows[8:10]]
 

@@ -74,9 +74,9 @@ def _plan(bank, data, micro_batch) -> str:
     rows = [(slot, sample, 1.0) for slot, samples in data.items() for sample in samples]
     parts = []
     for chunk in learner.micro_batches(bank, rows, micro_batch):
-        padded, shared = learner._decoder_tokens(bank, *learner._names_samples(chunk))
-        cost = min(padded, shared)
-        parts.append(f"{len(chunk)}x{cost}{'*' if cost >= learner.CHECKPOINT_MIN_TOKENS else ''}")
+        names, samples = learner._names_samples(chunk)
+        checkpointed = learner._layout(bank, names, samples)[1]
+        parts.append(f"{len(chunk)}x{min(learner._decoder_tokens(bank, names, samples))}{'*' if checkpointed else ''}")
     return " ".join(parts)
 
 

@@ -61,8 +61,9 @@ def evaluate(
     heap.trim()  # a run's last update leaves freed blocks in the heap; the KV buffers then add to live memory only
     if rollout is None:
         rollout = partial(generate, model, tokenizer, bank=bank)
-    completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,
-                          greedy=True, batch_size=batch_size)
+    with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.heap)
+        completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,
+                              greedy=True, batch_size=batch_size)
     grades = task.grade_held_out([c.text for c in completions], [items[i] for _, i in rows])
     correct = dict.fromkeys(adapters, 0)
     for (adapter, _), grade in zip(rows, grades):

@@ -46,8 +46,10 @@ def mapped_blocks(threshold: int = 1 << 20) -> Iterator[bool]:
         threshold: bytes, >= 4096.
 
     Yields:
-        True when the threshold was set (glibc), False elsewhere (a no-op). Never raises on
-        other platforms.
+        True when the threshold was set (glibc), False elsewhere (a no-op).
+
+    Raises:
+        ValueError: ``threshold`` below 4096 bytes (checked before anything changes).
     """
     if threshold < 4096:
         raise ValueError(f"threshold must be >= 4096 bytes, got {threshold}")

@@ -20,6 +20,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from peft.utils import get_peft_model_state_dict
 
+from evolora import heap
 from evolora.factors import check_factors, random_factors, write_adapter  # noqa: F401  (re-exported)
 from evolora.game import Game
 from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
@@ -253,8 +254,12 @@ class AdapterBank:
 
     def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], **settings) -> dict:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`
-        (PopuLoRA arXiv 2605.16727 §2 step 5). Returns {slot: UpdateResult}."""
-        return policy_update_many(self, jobs, **settings)
+        (PopuLoRA arXiv 2605.16727 §2 step 5), with blocks >= 1 MB mmapped
+        (:func:`evolora.heap.mapped_blocks`): a gsm update's activations then leave no holes in
+        the heap (3 default gsm steps, 1 thread: peak RSS 2424 -> 2339 MB, CPU time +1.3 %).
+        Returns {slot: UpdateResult}."""
+        with heap.mapped_blocks():
+            return policy_update_many(self, jobs, **settings)
 
     @torch.no_grad()
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:

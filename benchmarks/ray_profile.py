@@ -28,7 +28,7 @@ import ray  # noqa: E402
 import evolora.workers as workers_module  # noqa: E402
 from evolora.run import Run  # noqa: E402
 from evolora.tasks.toy import ToyTask  # noqa: E402
-from ray_scaling import make_config  # noqa: E402
+from ray_scaling import make_config, sharded_bank  # noqa: E402
 
 CALLS: list[dict] = []
 
@@ -49,19 +49,15 @@ class TimedBank(workers_module.ShardedBank):
 def profile(workers: int, steps: int) -> tuple[list[dict], list[dict], list[dict]]:
     """The step records, the calls and Ray's timeline events of ``steps`` measured steps."""
     config = make_config("tiny-random", backend="ray", workers=workers, tokens=12, threads=1, steps=steps + 1)
-    workers_module.ShardedBank, real = TimedBank, workers_module.ShardedBank
-    try:
-        with tempfile.TemporaryDirectory() as out:
-            run = Run(config, out, task=ToyTask(max_problem_chars=40))
-            run.run_step()
-            CALLS.clear()
-            start = time.time()
-            records = [run.run_step()[0] for _ in range(steps)]
-            end = time.time()
-            events = [e for e in ray.timeline() if e.get("ph") == "X" and start <= e["ts"] / 1e6 <= end]
-            run.close()
-    finally:
-        workers_module.ShardedBank = real
+    with sharded_bank(TimedBank), tempfile.TemporaryDirectory() as out:
+        run = Run(config, out, task=ToyTask(max_problem_chars=40))
+        run.run_step()
+        CALLS.clear()
+        start = time.time()
+        records = [run.run_step()[0] for _ in range(steps)]
+        end = time.time()
+        events = [e for e in ray.timeline() if e.get("ph") == "X" and start <= e["ts"] / 1e6 <= end]
+        run.close()
     return records, list(CALLS), events
 
 

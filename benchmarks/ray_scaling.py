@@ -25,6 +25,7 @@ Source: PopuLoRA (arXiv 2605.16727) §2 (the paper-scale population: 4 teachers,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import pickle
 import statistics
@@ -100,24 +101,31 @@ def round_trip_seconds(bank, calls: int = 40) -> float:
     return statistics.median(times)
 
 
+@contextlib.contextmanager
+def sharded_bank(cls):
+    """Runs built inside this block hold a ``cls`` (a :class:`ShardedBank` subclass that records its
+    calls) instead of the library's bank; the library's is back afterwards, even on an error."""
+    real, workers_module.ShardedBank = workers_module.ShardedBank, cls
+    try:
+        yield
+    finally:
+        workers_module.ShardedBank = real
+
+
 def measure_ray(args, workers: int) -> dict:
     """Mean step seconds and driver overhead (their ratio: Σ overhead / Σ step), the median of the
     per-step ratios, median per-worker phase seconds and the round trips per step of ``args.steps``
     steps after the first, and a bare round trip."""
     config = make_config(args.model, backend="ray", workers=workers, tokens=args.tokens, threads=args.threads,
                          steps=args.steps + 1)
-    workers_module.ShardedBank, real = TripCountingBank, workers_module.ShardedBank
-    try:
-        with tempfile.TemporaryDirectory() as out:
-            run = Run(config, out, task=ToyTask(max_problem_chars=40))
-            run.run_step()  # the first step warms the workers up
-            TripCountingBank.trips = 0
-            records = [run.run_step()[0] for _ in range(args.steps)]
-            trips = TripCountingBank.trips / args.steps
-            bare = round_trip_seconds(run.bank)
-            run.close()
-    finally:
-        workers_module.ShardedBank = real
+    with sharded_bank(TripCountingBank), tempfile.TemporaryDirectory() as out:
+        run = Run(config, out, task=ToyTask(max_problem_chars=40))
+        run.run_step()  # the first step warms the workers up
+        TripCountingBank.trips = 0
+        records = [run.run_step()[0] for _ in range(args.steps)]
+        trips = TripCountingBank.trips / args.steps
+        bare = round_trip_seconds(run.bank)
+        run.close()
     totals = [r["seconds"]["total"] for r in records]
     overheads = [r["seconds"]["driver_overhead"] for r in records]
     busy = {w: {p: statistics.median(r["workers"][w][p] for r in records) for p in ("rollout", "update")}
@@ -129,22 +137,18 @@ def measure_ray(args, workers: int) -> dict:
 
 def measure_bytes(args) -> tuple[dict, int]:
     """Bytes of steps 2 and 3 by method at 2 workers (step 2 evolves), and of one checkpoint."""
-    workers_module.ShardedBank, real = CountingBank, workers_module.ShardedBank
-    try:
-        config = make_config(args.model, backend="ray", workers=2, tokens=args.tokens, threads=args.threads, steps=3)
-        with tempfile.TemporaryDirectory() as out:
-            run = Run(config, out, task=ToyTask(max_problem_chars=40))
-            run.run_step()
-            CountingBank.bytes.clear()
-            run.run_step()
-            run.run_step()  # step 2 evolves (evolution.every=2): factors move through the object store
-            moved = dict(CountingBank.bytes)
-            CountingBank.bytes.clear()
-            run.save_checkpoint()  # gathers every slot's factors and optimizer state
-            checkpoint = sum(CountingBank.bytes.values())
-            run.close()
-    finally:
-        workers_module.ShardedBank = real
+    config = make_config(args.model, backend="ray", workers=2, tokens=args.tokens, threads=args.threads, steps=3)
+    with sharded_bank(CountingBank), tempfile.TemporaryDirectory() as out:
+        run = Run(config, out, task=ToyTask(max_problem_chars=40))
+        run.run_step()
+        CountingBank.bytes.clear()
+        run.run_step()
+        run.run_step()  # step 2 evolves (evolution.every=2): factors move through the object store
+        moved = dict(CountingBank.bytes)
+        CountingBank.bytes.clear()
+        run.save_checkpoint()  # gathers every slot's factors and optimizer state
+        checkpoint = sum(CountingBank.bytes.values())
+        run.close()
     return moved, checkpoint
 
 

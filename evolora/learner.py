@@ -28,7 +28,6 @@ from typing import Iterator, Literal
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from evolora import heap
 from evolora.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
 from evolora.routed import BASE, routed
 
@@ -180,7 +179,6 @@ def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[S
         dropped before the advantages are computed and counted in ``nonfinite_rewards``.
     """
     rows, tokens, dropped = _plan(jobs, algorithm, kl_coef)
-    heap.trim()  # the rollouts' freed blocks: the update's activations start from live memory only
     results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0,
                                   nonfinite_rewards=dropped[slot]) for slot in jobs}
     if not rows:

@@ -255,9 +255,11 @@ class AdapterBank:
     def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], **settings) -> dict:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`
         (PopuLoRA arXiv 2605.16727 §2 step 5), with blocks >= 1 MB mmapped
-        (:func:`evolora.heap.mapped_blocks`): a gsm update's activations then leave no holes in
-        the heap (3 default gsm steps, 1 thread: peak RSS 2424 -> 2339 MB, CPU time +1.3 %).
-        Returns {slot: UpdateResult}."""
+        (:func:`evolora.heap.mapped_blocks`), after the rollouts' freed blocks are given back
+        (:func:`evolora.heap.trim`): a gsm update's activations then start from live memory and
+        leave no holes in the heap (3 default gsm steps, 1 thread: peak RSS 2424 -> 2339 MB, CPU
+        time +1.3 %). Returns {slot: UpdateResult}."""
+        heap.trim()
         with heap.mapped_blocks():
             return policy_update_many(self, jobs, **settings)
 

@@ -58,7 +58,8 @@ def test_without_glibc_it_is_a_no_op(monkeypatch):
 
 @pytest.mark.skipif(not GLIBC, reason="glibc only")
 def test_a_bank_update_runs_with_large_blocks_mapped(tiny, mallopt_calls, monkeypatch):
-    """The threshold is 1 MB while the update's forward and backward run, fixed again after it."""
+    """The heap is trimmed first, then the threshold is 1 MB while the update's forward and
+    backward run, and fixed again after it."""
     import evolora.population as population
     from bank_helpers import random_bank
     from evolora.learner import Sample
@@ -67,12 +68,15 @@ def test_a_bank_update_runs_with_large_blocks_mapped(tiny, mallopt_calls, monkey
     real = population.policy_update_many
     monkeypatch.setattr(population, "policy_update_many",
                         lambda *a, **k: seen.append(list(mallopt_calls)) or real(*a, **k))
+    trims = []
+    monkeypatch.setattr(heap, "trim", lambda: trims.append((len(seen), list(mallopt_calls))) or True)
     bank = random_bank(tiny[0], ["A0"], target_modules=("q_proj",), b_std=0.1)
     optimizer = bank.new_optimizer("A0", lr=1e-2, weight_decay=0.0)
     samples = [Sample((5, 6), (7, 2), 1.0, "g"), Sample((5, 6), (8, 2), 0.0, "g")]
     before = bank.get_factors("A0")
     bank.update({"A0": (optimizer, samples)}, algorithm="grpo")
     assert seen == [[(heap.M_MMAP_THRESHOLD, 1 << 20)]]
+    assert trims == [(0, [])]  # before the update and before the threshold moved
     assert mallopt_calls == [(heap.M_MMAP_THRESHOLD, 1 << 20), (heap.M_MMAP_THRESHOLD, heap.DYNAMIC_MAX)]
     after = bank.get_factors("A0")
     assert any(not torch.equal(before[k][1], after[k][1]) for k in before)  # the update did move B

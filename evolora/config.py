@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evolora.config_population import PopulationConfig, check_evolvable
 from evolora.config_run import RunConfig, check_workers
+from evolora.config_selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
 from evolora.config_types import ConfigError, Float, Int, _Section
 from evolora.game import ARMS, Arm
 
@@ -60,114 +61,6 @@ class TaskConfig(_Section):
     """A registered task name (see ``evolora.tasks``)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the task's constructor (e.g. ``eval_path``, ``train_path``)."""
-
-
-class MatchmakingConfig(_Section):
-    weighting: Literal["variance", "hard", "uniform"] = "variance"
-    """PFSP weighting f(p): p(1 − p), (1 − p)^k, or 1 (paper §2 step 1)."""
-    k: Float = Field(default=2.0, gt=0)
-    """Exponent of the ``hard`` weighting."""
-    scheme: Literal["per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin"] = (
-        "per_teacher_without_replacement"
-    )
-    """How pairs are drawn each step."""
-    hall_of_fame: Int = Field(default=0, ge=0, le=64)
-    """Past student champions kept as frozen opponents (AlphaStar league); 0 turns the hall off.
-    After every evolution step the best student (by μ − 3σ) is snapshotted into it."""
-    hall_prob: Float = Field(default=0.2, ge=0, le=1)
-    """Probability that a teacher's opponent this step is a frozen hall-of-fame student."""
-
-
-class RewardConfig(_Section):
-    malformed: Float = -1.0
-    """Teacher reward for a proposal that does not parse (format error)."""
-    invalid: Float = -0.5
-    """Teacher reward for a proposal that parses but fails verification (AZR code: −0.5; paper: −1)."""
-    trivial: Float = 0.0
-    """Teacher reward when the student solve rate is 0 or 1 (AZR paper 0, AZR code −0.5)."""
-    correct: Float = 1.0
-    """Student reward for a correct answer."""
-    wrong: Float = -0.5
-    """Student reward for a well-formed wrong answer."""
-    format: Float = -1.0
-    """Student reward when no final answer can be parsed."""
-    copied: Float | None = None
-    """Teacher reward for a valid proposal equal (after :func:`evolora.tasks.base.normalise_problem`)
-    to a reference example of its own prompt; None gives it the ``trivial`` reward."""
-    repetition: Float = Field(default=0.0, ge=0)
-    """R-Zero's repetition penalty λ (arXiv 2508.05004 §3): a proposal whose normalised problem
-    occurs k times among the step's N proposals loses λ · (k − 1) / (N − 1); 0 turns it off."""
-    refuted: Float = Field(default=0.0, le=0)
-    """Added to a student's wrong answer for each critic that flagged it ``incorrect`` (≤ 0; 0: off)."""
-    survived: Float = Field(default=0.0, ge=0)
-    """Added to a student's correct answer for each critic that accepted it (≥ 0; 0: off)."""
-
-
-class SelfPlayConfig(_Section):
-    mode: Literal["population", "single_agent"] = "population"
-    """``population``: teachers and students co-evolve (PopuLoRA). ``single_agent``: one adapter
-    proposes and solves its own problems (AZR), the compute-matched baseline: per step it makes
-    ``proposals_per_teacher`` proposals and ``samples_per_problem`` attempts per valid one, the
-    rollouts of one teacher plus its matched student; the population section and evolution
-    are not used."""
-    proposals_per_teacher: Int = Field(default=2, ge=1)
-    """Problems each teacher proposes per step."""
-    samples_per_problem: Int = Field(default=4, ge=1)
-    """Student attempts n per valid problem (AZR: 8)."""
-    teacher_max_new_tokens: Int = Field(default=160, ge=1)
-    student_max_new_tokens: Int = Field(default=128, ge=1)
-    temperature: Float = Field(default=1.0, gt=0)
-    """Sampling temperature of every role without its own (``teacher_temperature`` …)."""
-    top_p: Float = Field(default=1.0, gt=0, le=1)
-    """Nucleus mass of every role without its own."""
-    teacher_temperature: Float | None = Field(default=None, gt=0)
-    """Teacher sampling temperature; None uses ``temperature``. Held-out evaluation is greedy."""
-    teacher_top_p: Float | None = Field(default=None, gt=0, le=1)
-    student_temperature: Float | None = Field(default=None, gt=0)
-    """Student sampling temperature; None uses ``temperature``."""
-    student_top_p: Float | None = Field(default=None, gt=0, le=1)
-    student_stop: tuple[str, ...] = ()
-    """Student rollout stop strings, kept like an EOS (``["\n"]``: one-line answers); empty: EOS or the cap. Not in eval."""
-    critic_max_new_tokens: Int = Field(default=8, ge=1)
-    """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
-    critic_temperature: Float | None = Field(default=None, gt=0)
-    critic_top_p: Float | None = Field(default=None, gt=0, le=1)
-    critic_samples: Int = Field(default=1, ge=1, le=64)
-    """Verdicts k per reviewed answer (not ``eval.critic_samples``). k > 1: the k verdicts on one
-    answer are a GRPO group, the advantage times the balanced class weight; a critic that says the
-    same k times gets 0 (:func:`evolora.critic.verdict_sample`). 1: the critic's reviews are one group."""
-    critic_entropy: Float = Field(default=0.0, ge=0)
-    """β of the marginal-verdict-entropy bonus β (−log q(v) − H(q)) on each verdict's sample reward,
-    q = the critic's verdict shares in the step (:func:`evolora.critic.entropy_bonuses`); 0: off."""
-    critic_std: bool = True
-    """Divide a critic group's centred rewards by their std (as every group); False: centre only
-    (Dr. GRPO, arXiv 2503.20783), so ``critic_entropy`` acts by its size, not only its sign."""
-    critic_reviews: Int | None = Field(default=None, ge=2)
-    """Answers each critic reviews per step, up to half from each true class (the rest from the
-    other; :func:`evolora.critic.pick_reviews`); None: every parsed answer of its student."""
-    generation_batch_size: Int = Field(default=16, ge=1)
-    """Rows per ``generate`` call (all adapters mixed in one batch)."""
-    teacher_prompt: Literal["per_proposal", "per_teacher"] = "per_proposal"
-    """per_teacher: one prompt per teacher and step for all its proposals (one GRPO group, prefilled once)."""
-    routing: Literal["routed", "peft"] = "routed"  # mixed-adapter batches: routed LoRA, or PEFT's adapter_names
-    matchmaking: MatchmakingConfig = MatchmakingConfig()
-    rewards: RewardConfig = RewardConfig()
-
-    @field_validator("student_stop")
-    @classmethod
-    def _no_empty_stop(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if any(not stop for stop in value):
-            raise ValueError("an empty stop string would end every answer at once; give e.g. ['\\n'] or []")
-        return value
-
-    def sampling(self, role: Literal["teacher", "student", "critic"]) -> dict[str, float | int]:
-        """The role's rollout settings: {"temperature", "top_p", "max_new_tokens"}."""
-        if role not in ("teacher", "student", "critic"):
-            raise ValueError(f"unknown role {role!r}; use 'teacher', 'student' or 'critic'")
-        own = lambda key: getattr(self, f"{role}_{key}")  # noqa: E731
-        return {"temperature": own("temperature") if own("temperature") is not None else self.temperature,
-                "top_p": own("top_p") if own("top_p") is not None else self.top_p,
-                "max_new_tokens": own("max_new_tokens")}
 
 
 class LearnerConfig(_Section):

@@ -261,7 +261,8 @@ def _teacher_rollout(bank, tokenizer, requests: list[ProposalRequest], slots: li
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]
         done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slots[i] for i in rows], segments=segments,
-                            **sampling, batch_size=config.generation_batch_size, stats=stats, routing=config.routing)
+                            **sampling, batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
+                            **({} if segments else {"stop": config.teacher_stop}))
         for i, completion in zip(rows, done):
             out[i] = completion
     return out  # type: ignore[return-value]

@@ -79,8 +79,8 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
     assert [s.reward for s in outcome.samples[teachers[0].id]] == pytest.approx([-0.25, -0.2, -0.2, 0.0])
 
 
-@pytest.mark.parametrize("stop", [(), ("\n",)])
-def test_student_stop_goes_to_the_student_rollout_only(tiny, monkeypatch, stop):
+@pytest.mark.parametrize("stop, teacher_stop", [((), ()), (("\n",), ()), ((), ("\n", "?")), (("\n",), ("\n",))])
+def test_each_role_gets_its_own_stop_strings(tiny, monkeypatch, stop, teacher_stop):
     tokenizer = tiny[1]
     bank, teachers, students, ratings = _one_pair(tiny[0])
     calls = []
@@ -91,13 +91,39 @@ def test_student_stop_goes_to_the_student_rollout_only(tiny, monkeypatch, stop):
         return [Completion(a, tuple(p), (5,), text, False) for p, a in zip(prompts, adapters)]
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
-    config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, student_stop=stop)
+    config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, student_stop=stop,
+                            teacher_stop=teacher_stop)
     play_step(bank, tokenizer, _Copier(), teachers, students, ratings, config,
               rng=random.Random(0), np_rng=np.random.default_rng(0))
-    assert len(calls) == 2 and "stop" not in calls[0]  # the teacher's rollout never gets it
-    assert calls[1].get("stop", ()) == stop
-    with pytest.raises(ConfigError, match="selfplay.student_stop: an empty stop string"):
-        config_from_dict({"selfplay": {"student_stop": ["\n", ""]}})
+    assert len(calls) == 2 and calls[0]["stop"] == teacher_stop and calls[1]["stop"] == stop
+    for key in ("student_stop", "teacher_stop"):
+        with pytest.raises(ConfigError, match=f"selfplay.{key}: an empty stop string"):
+            config_from_dict({"selfplay": {key: ["\n", ""]}})
+
+
+def test_structured_teacher_rows_stop_as_their_segments_say(tiny, monkeypatch):
+    """``teacher_stop`` is for free-form proposals only: segmented ones (gsm's forced program
+    fence) keep their own stops."""
+    from evolora.tasks.base import Segment
+
+    class Structured(_Copier):
+        def proposal_request(self, rng):
+            return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=(),
+                                   segments=(Segment(stop=("?",)),))
+
+    bank, teachers, students, ratings = _one_pair(tiny[0])
+    calls = []
+
+    def fake_rollout(tokenizer, prompts, adapters, **kwargs):
+        calls.append(kwargs)
+        return [Completion(a, tuple(p), (5,), " 2 + 2" if len(calls) == 1 else "4", False)
+                for p, a in zip(prompts, adapters)]
+
+    monkeypatch.setattr(bank, "rollout", fake_rollout)
+    config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, teacher_stop=("\n",))
+    play_step(bank, tiny[1], Structured(), teachers, students, ratings, config,
+              rng=random.Random(0), np_rng=np.random.default_rng(0))
+    assert "stop" not in calls[0] and calls[0]["segments"] == (Segment(stop=("?",)),)
 
 
 def test_repetition_penalty_and_copied_reward():

@@ -4,8 +4,10 @@ For each run it prints: steps, wall time (sum of step seconds; the final evaluat
 log), validity over the last 5 steps, the share of valid problems that were learnable
 (0 < ŝ < 1) over the whole run and the last 5 steps, distinct problems (normalised text) and
 coverage (signatures), mean token entropy of the first and last fifth of the steps, and the
-held-out accuracy of the base and of every member, and the final ΔW diversity per role. With several runs it ends with the
-means over runs and the ratio line ``best / base`` and ``mean / base``.
+held-out accuracy of the base and of every member, and the final ΔW diversity per role; then each
+evaluated member's held-out count with how it was born, and, for tasks whose held-out items
+have groups (arith's grid cells ``d<digits>o<operators>``), the count per group. With several
+runs it ends with the means over runs and the ratio line ``best / base`` and ``mean / base``.
 
     python benchmarks/learning.py runs/gsm
     python benchmarks/learning.py runs/study-arith/population-s*
@@ -46,6 +48,25 @@ def run_numbers(run_dir: Path, last: int = 5) -> dict:
     }
 
 
+def member_lines(run_dir: Path) -> list[str]:
+    """Per evaluated member (base first): correct of total and its birth; then per group, when the
+    held-out items have groups. Empty for a run without a final evaluation."""
+    summary = load_run(run_dir).summary or {}
+    held_out = summary.get("held_out") or {}
+    if not held_out:
+        return []
+    born = {i["id"]: f"{i['operator']}@{i['born_step']}" for i in summary.get("individuals", [])}
+    names = sorted(held_out, key=lambda name: (name != "base", name))
+    lines = ["  held-out by member: " + ", ".join(
+        f"{name} {held_out[name]['correct']}/{held_out[name]['total']}" + (f" ({born[name]})" if name in born else "")
+        for name in names)]
+    groups = list(dict.fromkeys(g for name in names for g in held_out[name].get("by_group", {})))
+    for group in groups:
+        counts = {name: held_out[name].get("by_group", {}).get(group) for name in names}
+        lines.append(f"  {group}: " + ", ".join(f"{name} {c['correct']}/{c['total']}" for name, c in counts.items() if c))
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
@@ -60,6 +81,8 @@ def main() -> None:
               f"{fmt(row['learnable_last'])}), distinct {row['distinct']}, coverage {row['coverage']}, "
               f"entropy {entropy}, held-out base {fmt(row['base'])} best {fmt(row['best'])} mean {fmt(row['mean'])}, "
               f"ΔW diversity {row['diversity'] or '-'}")
+        for line in member_lines(Path(row["run"])):
+            print(line)
     scored = [r for r in rows if r["base"] is not None and r["best"] is not None]
     if scored:
         mean = lambda key: statistics.mean(r[key] for r in scored)  # noqa: E731

@@ -93,7 +93,8 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
         The held-out results, ``{member id or "base": {"correct", "total", "accuracy"}}``;
         accuracy is a fraction in [0, 1]. The summary's ``held_out``, ``held_out_source``, each
         member's ``held_out`` and ``held_out_eval`` (limit, items, seconds, time) are rewritten
-        atomically; the previous numbers move to ``held_out_previous``.
+        atomically; the previous numbers move to ``held_out_previous``. ``final/held_out.jsonl``
+        (every answer) is replaced by this evaluation's.
 
     Raises:
         FileNotFoundError: no ``config.yaml``, ``final/summary.json`` or adapter directory.
@@ -109,7 +110,8 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     eval_config = config.eval.model_copy(update={"enabled": True})
     held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,
                                         seed=config.run.seed, routing=config.selfplay.routing,
-                                        limit=limit or config.eval.limit)
+                                        limit=limit or config.eval.limit,
+                                        answers_path=run_dir / "final" / "held_out.jsonl")
     if not held_out:
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     summary["held_out_previous"] = summary.get("held_out")

@@ -7,22 +7,29 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (greedy pass@1 of every member vs the ba
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from evolora import heap
+from evolora.io import write_text_atomic
 from evolora.rollout import BASE, chat_prompt, generate
 from evolora.tasks.base import HeldOutItem, Task
 
 
 @dataclass(frozen=True)
 class EvalResult:
-    """Accuracy of one adapter: ``correct`` of ``total`` problems (accuracy in [0, 1])."""
+    """Accuracy of one adapter: ``correct`` of ``total`` problems (accuracy in [0, 1]); per item,
+    in the order evaluated, its greedy answer (``texts``) and grade label (``labels``, e.g.
+    ``"correct"``, ``"wrong"``, ``"format"``)."""
 
     adapter: str
     correct: int
     total: int
+    texts: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
 
     @property
     def accuracy(self) -> float:
@@ -65,17 +72,20 @@ def evaluate(
         completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,
                               greedy=True, batch_size=batch_size)
     grades = task.grade_held_out([c.text for c in completions], [items[i] for _, i in rows])
-    correct = dict.fromkeys(adapters, 0)
-    for (adapter, _), grade in zip(rows, grades):
-        correct[adapter] += grade.label == "correct"
-    return {adapter: EvalResult(adapter, correct[adapter], len(items)) for adapter in adapters}
+    answers: dict[str, list] = {adapter: [] for adapter in adapters}
+    for (adapter, _), completion, grade in zip(rows, completions, grades):
+        answers[adapter].append((completion.text, grade.label))
+    return {adapter: EvalResult(adapter, sum(label == "correct" for _, label in pairs), len(items),
+                                tuple(text for text, _ in pairs), tuple(label for _, label in pairs))
+            for adapter, pairs in answers.items()}
 
 
 __all__ = ["BASE", "EvalResult", "evaluate"]
 
 
 def held_out_accuracy(bank, tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
-                      routing: str = "routed", limit: int | None = None) -> tuple[dict[str, dict], int]:
+                      routing: str = "routed", limit: int | None = None,
+                      answers_path: str | Path | None = None) -> tuple[dict[str, dict], int]:
     """The one held-out evaluation of a run's members, used at a run's end and by
     :func:`evolora.evaluate_run.evaluate_run`.
 
@@ -88,10 +98,14 @@ def held_out_accuracy(bank, tokenizer, task: Task, members: dict[str, str], eval
         seed: the run seed (tasks that sample their held-out set use ``random.Random(seed)``).
         routing: "routed" (one mixed-adapter stream) or "peft" (PEFT's own adapter switching).
         limit: problems per member; default ``eval_config.limit``.
+        answers_path: when given, every greedy answer is written there (atomically) as JSON
+            lines {"member", "item", "question", "answer", "group", "completion", "grade"}.
 
     Returns:
         ({member id or "base": {"correct", "total", "accuracy"}}, number of problems); accuracy
-        is a fraction in [0, 1]. Empty when evaluation is disabled or the task has no held-out data.
+        is a fraction in [0, 1]. When the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
+        each entry also has "by_group": {group: {"correct", "total"}}, groups in item order.
+        Empty when evaluation is disabled or the task has no held-out data.
     """
     limit = eval_config.limit if limit is None else limit
     if not eval_config.enabled or limit == 0:
@@ -104,5 +118,22 @@ def held_out_accuracy(bank, tokenizer, task: Task, members: dict[str, str], eval
         names[BASE] = "base"
     results = evaluate(None, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
                        batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer, routing=routing))
-    return ({names[slot]: {"correct": r.correct, "total": r.total, "accuracy": r.accuracy}
-             for slot, r in results.items()}, len(items))
+    if answers_path is not None:
+        write_text_atomic(answers_path, "".join(
+            json.dumps({"member": names[slot], "item": i, "question": item.question, "answer": item.answer,
+                        "group": item.group, "completion": text, "grade": label}) + "\n"
+            for slot, r in results.items() for i, (item, text, label) in enumerate(zip(items, r.texts, r.labels))))
+    return {names[slot]: _record(r, items) for slot, r in results.items()}, len(items)
+
+
+def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:
+    """One member's held-out entry: {"correct", "total", "accuracy"}, and "by_group" when the items have groups."""
+    record = {"correct": result.correct, "total": result.total, "accuracy": result.accuracy}
+    if any(item.group is not None for item in items):
+        groups: dict[str, dict[str, int]] = {}
+        for item, label in zip(items, result.labels):
+            group = groups.setdefault(str(item.group), {"correct": 0, "total": 0})
+            group["correct"] += label == "correct"
+            group["total"] += 1
+        record["by_group"] = groups
+    return record

@@ -320,10 +320,11 @@ class Run:
     # -- the end ------------------------------------------------------------------------------
     def evaluate(self) -> dict[str, dict]:
         """Greedy held-out accuracy of every student (and the base model when configured), by
-        :func:`evolora.evaluation.held_out_accuracy`."""
+        :func:`evolora.evaluation.held_out_accuracy`; every answer goes to ``final/held_out.jsonl``."""
         members = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
         results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
-                                       seed=self.config.run.seed, routing=self.config.selfplay.routing)
+                                       seed=self.config.run.seed, routing=self.config.selfplay.routing,
+                                       answers_path=self.out_dir / "final" / "held_out.jsonl")
         return results
 
     def evaluate_critics(self) -> dict:

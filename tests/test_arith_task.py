@@ -167,6 +167,7 @@ def test_grid_is_deterministic_and_covers_difficulties():
     assert set(cells[:9]) == {(d, k) for d in (1, 2, 3) for k in (1, 2, 3)}  # first 9: one per cell
     assert cells[:9] == cells[9:18]  # interleaved in a fixed cell order
     assert cells[0] == (1, 1)  # easiest first
+    assert [item.group for item in grid] == [f"d{d}o{k}" for d, k in cells]  # the cell, as measured from the text
     assert all(cells[:36].count(cell) == 4 for cell in set(cells))
     assert task.held_out(5, random.Random(0)) == grid[:5] and task.held_out(0, random.Random(0)) == []
 

@@ -39,6 +39,17 @@ def test_evaluate_run_reproduces_the_final_evaluation(tiny_config, tmp_path, sin
     first = run.finish()["held_out"]
     assert set(first) == {"base"} | {m.id for m in run.population.players(run.arm.game)[1]}
     assert len(first) == (2 if mode == "single_agent" else 3)
+    answers = [json.loads(line) for line in (tmp_path / "final" / "held_out.jsonl").read_text().splitlines()]
+    items = first["base"]["total"]
+    assert len(answers) == len(first) * items
+    for member, result in first.items():  # the arith grid's cells, counted apart, add up to the whole
+        mine = [a for a in answers if a["member"] == member]
+        assert [a["item"] for a in mine] == list(range(items))
+        assert sum(a["grade"] == "correct" for a in mine) == result["correct"]
+        groups = result["by_group"]
+        assert sum(g["total"] for g in groups.values()) == items
+        assert sum(g["correct"] for g in groups.values()) == result["correct"]
+        assert {a["group"] for a in mine} == set(groups) and all(g.startswith("d") for g in groups)
 
     model, tokenizer = load_base("tiny-random")
     again = evaluate_run(tmp_path, model=model, tokenizer=tokenizer)

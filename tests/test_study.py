@@ -51,6 +51,18 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
                                str(out / "population-s1")], capture_output=True, text=True, check=False)
     assert learning.returncode == 0, learning.stderr
     assert "population-s0: steps 2," in learning.stdout and "mean over 2 runs: base" in learning.stdout
+    summary_path = out / "population-s0" / "final" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    base = summary["held_out"]["base"]
+    assert f"  held-out by member: base {base['correct']}/{base['total']}, " in learning.stdout
+    assert "by_group" not in base and "  d1o1:" not in learning.stdout  # the toy task has no groups
+    sys.path.insert(0, "benchmarks")
+    from learning import member_lines
+
+    summary["held_out"]["base"]["by_group"] = {"d1o1": {"correct": 2, "total": 2}, "d2o1": {"correct": 0, "total": 1}}
+    summary_path.write_text(json.dumps(summary))
+    lines = member_lines(out / "population-s0")
+    assert lines[1:] == ["  d1o1: base 2/2", "  d2o1: base 0/1"]  # groups of the members that have them
 
     # a second call skips the finished runs; a run without final/ is resumed from its checkpoint
     stamp = (out / "population-s0" / "final" / "summary.json").stat().st_mtime_ns

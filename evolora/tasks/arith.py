@@ -382,7 +382,7 @@ class ArithTask(Task):
                 break
             text = random_expression(rng, digits, ops)
             if text not in items:
-                items[text] = HeldOutItem(text, float(evaluate_expression(text)))
+                items[text] = HeldOutItem(text, float(evaluate_expression(text)), group=f"d{digits}o{ops}")
         if len(items) < self.eval_per_cell:
             raise ValueError(f"arith task: only {len(items)} distinct problems with {digits} digit(s) and "
                              f"{ops} operator(s); lower eval_per_cell (got {self.eval_per_cell})")

@@ -153,10 +153,13 @@ def normalise_problem(text: str) -> str:
 @dataclass(frozen=True)
 class HeldOutItem:
     """One held-out evaluation problem: a question and its answer (a float for numeric
-    tasks; any JSON-serialisable value the task's grader understands)."""
+    tasks; any JSON-serialisable value the task's grader understands), and the stratum it
+    belongs to (``group``, e.g. arith's ``"d2o1"``: 2-digit numbers, 1 operator; None: no
+    strata), which held-out results count separately (``by_group``)."""
 
     question: str
     answer: Any
+    group: str | None = None
 
 
 class Task(ABC):

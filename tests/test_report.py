@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from evolora.cli import app
 from evolora.report import write_report
-from evolora.report.data import load_run, slope, summarize, t_interval
+from evolora.report.data import held_out_groups, load_run, slope, summarize, t_interval
 from evolora.report.plots import FIGURES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -84,6 +84,10 @@ def make_run(root, name: str, mode: str | None, seed: int, held: tuple | None) -
                        "born_step": 2, "step": 2}])
         held_out = {i: {"correct": round(a * 20), "total": 20, "accuracy": a} for i, a in members.items()}
         held_out["base"] = {"correct": round(base * 20), "total": 20, "accuracy": base}
+        for entry in held_out.values():  # two groups of 10: all of the correct ones in the first, up to 10
+            first = min(entry["correct"], 10)
+            entry["by_group"] = {"d1o1": {"correct": first, "total": 10},
+                                 "d2o1": {"correct": entry["correct"] - first, "total": 10}}
         summary = {"steps": STEPS, "model": "tiny-random", "task": "arith", "individuals": individuals,
                    "held_out": held_out, "lineage": lineage}
         if single:
@@ -196,8 +200,21 @@ def test_unfinished_run_alone_still_renders(runs, tmp_path):
     page = write_report([runs["unfinished"]], tmp_path / "alone")
     html = page.read_text()
     assert "Held-out accuracy is missing" in html and "held_out: not drawn" in html
-    assert html.count("data:image/png;base64,") == len(FIGURES) - 1
+    assert html.count("data:image/png;base64,") == len(FIGURES) - 2  # neither held-out figure
     assert not (tmp_path / "alone" / "held_out.png").exists()
+    assert not (tmp_path / "alone" / "held_out_groups.png").exists()
+
+
+def test_held_out_groups_are_means_of_the_base_and_each_arms_best_member(runs):
+    loaded = [load_run(p) for p in runs["population"] + runs["single"] + [runs["unfinished"]]]
+    table = held_out_groups(loaded)
+    # base: 0.2, 0.2, 0.1 (population), 0.2, 0.2 (single) of 20 -> 4, 4, 2, 4, 4 correct, all in d1o1
+    assert table["base"] == pytest.approx({"d1o1": (4 + 4 + 2 + 4 + 4) / 5 / 10, "d2o1": 0.0})
+    # best population members: s1 with 0.5, 0.6, 0.55 -> 10, 12, 11 correct: d1o1 10 each, d2o1 0, 2, 1
+    assert table["population"] == pytest.approx({"d1o1": 1.0, "d2o1": (0 + 2 + 1) / 3 / 10})
+    # the single agent: 0.35, 0.45 -> 7, 9 correct, all in d1o1
+    assert table["single_agent"] == pytest.approx({"d1o1": (7 + 9) / 2 / 10, "d2o1": 0.0})
+    assert held_out_groups([runs_ for runs_ in loaded if not runs_.finished]) == {}
 
 
 def test_bad_paths_raise(tmp_path):

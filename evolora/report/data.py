@@ -330,5 +330,26 @@ def _paired(arms: dict[str, dict]) -> dict | None:
     return out
 
 
-__all__ = ["POPULATION", "SINGLE_AGENT", "RunData", "complexity_metrics", "held_out_members", "load_run",
+def held_out_groups(runs: list[RunData]) -> dict[str, dict[str, float]]:
+    """Held-out accuracy per group of items (fraction correct, in [0, 1]; arith: the grid cells
+    ``d<digits>o<operators>``), mean over the finished runs whose results have groups:
+    {"base": {group: accuracy}, <arm>: {group: accuracy of each run's best member}}. A run's best
+    member has the highest overall held-out accuracy (ties: the first id). Empty when no run has
+    groups. Source: PopuLoRA (arXiv 2605.16727) §4 (held-out accuracy of members vs the base)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        held = (run.summary or {}).get("held_out") or {}
+        members = {k: v for k, v in held.items() if k != "base" and (v or {}).get("by_group")}
+        entries = [("base", held["base"]["by_group"])] if (held.get("base") or {}).get("by_group") else []
+        if members:
+            best = max(sorted(members), key=lambda k: members[k]["accuracy"])
+            entries.append((run.mode, members[best]["by_group"]))
+        for key, groups in entries:
+            for group, count in groups.items():
+                rate = count["correct"] / count["total"] if count["total"] else math.nan
+                values.setdefault(key, {}).setdefault(group, []).append(rate)
+    return {key: {group: float(np.mean(v)) for group, v in groups.items()} for key, groups in values.items()}
+
+
+__all__ = ["POPULATION", "SINGLE_AGENT", "RunData", "complexity_metrics", "held_out_groups", "held_out_members", "load_run",
            "run_numbers", "series", "slope", "summarize", "t_interval", "trend_metric"]

@@ -28,7 +28,7 @@ from matplotlib.ticker import MaxNLocator
 
 from evolora import metrics as run_metrics
 from evolora.io import atomic_path
-from evolora.report.data import POPULATION, RunData, complexity_metrics, held_out_members, series
+from evolora.report.data import POPULATION, RunData, complexity_metrics, held_out_groups, held_out_members, series
 
 ARM_COLORS = {"population": "tab:blue", "single_agent": "tab:orange"}
 _EXTRA_COLORS = ["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
@@ -314,6 +314,35 @@ def plot_held_out(runs: list[RunData], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def plot_held_out_groups(runs: list[RunData], path: Path) -> Path | None:
+    """Held-out accuracy per group of items (arith: grid cell d<digits>o<operators>): the base
+    model and each arm's best member, means over runs (:func:`held_out_groups`); None when no
+    run's results have groups."""
+    table = held_out_groups(runs)
+    if not table:
+        return None
+    groups = list(dict.fromkeys(g for row in table.values() for g in row))
+    keys = (["base"] if "base" in table else []) + [k for k in table if k != "base"]
+    modes = list(dict.fromkeys(r.mode for r in runs))
+    fig = _figure((min(16.0, max(6.0, 0.35 * len(groups) * len(keys) + 3.0)), 4.0))
+    ax = fig.subplots()
+    width = 0.8 / len(keys)
+    for j, key in enumerate(keys):
+        xs = [i + (j - (len(keys) - 1) / 2) * width for i in range(len(groups))]
+        base = key == "base"
+        ax.bar(xs, [table[key].get(g, math.nan) for g in groups], width, edgecolor="gray" if base else None,
+               color="lightgray" if base else arm_color(key, modes),
+               label="base model" if base else f"{key}: best member")
+    ax.set_xticks(range(len(groups)), groups, fontsize=8)
+    ax.set_xlabel("held-out group")
+    ax.set_ylabel("held-out accuracy (fraction correct)")
+    ax.set_ylim(0, 1.05)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    ax.set_title("held-out accuracy per group: base model vs each arm's best member (mean over runs)")
+    return _save(fig, path)
+
+
 FIGURES = (
     ("ratings", plot_ratings, "Ratings over training per role: mean μ (solid) and conservative μ − 3σ (dashed) "
      "of the current members; one thin line per seed, colour = arm. A single agent stays at its prior."),
@@ -328,8 +357,11 @@ FIGURES = (
      "parent → child, coloured by the operator that made the child."),
     ("held_out", plot_held_out, "Held-out accuracy of every run: base model (gray) and members "
      "(bar = mean, whiskers = min–max, dots = members; a single agent is one member)."),
+    ("held_out_groups", plot_held_out_groups, "Held-out accuracy per group of problems (arith: grid cell "
+     "d<digits>o<operators>), mean over runs: base model (gray) and each arm's best member. Drawn when "
+     "the task's held-out items have groups."),
 )
 """(name, function, caption) of every report figure, in page order."""
 
 __all__ = ["ARM_COLORS", "FIGURES", "arm_color", "natural_key", "plot_complexity", "plot_entropy", "plot_held_out",
-           "plot_lineage", "plot_matchup", "plot_rates", "plot_ratings", "plot_response_length"]
+           "plot_held_out_groups", "plot_lineage", "plot_matchup", "plot_rates", "plot_ratings", "plot_response_length"]

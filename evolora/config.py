@@ -230,12 +230,15 @@ def _check_operators(config: Config) -> None:
 
 
 def _check_task(config: Config) -> None:
-    from evolora.tasks import check_task
+    from evolora.tasks import TASKS, check_task
 
     try:
         check_task(config.task.name, config.task.params)
     except (ValueError, TypeError, FileNotFoundError) as error:
         raise ConfigError(f"invalid config:\n  task: {error}") from None
+    if config.selfplay.guidance != "none" and not getattr(TASKS[config.task.name], "reference_solutions", False):
+        raise ConfigError(f"invalid config:\n  selfplay.guidance: task {config.task.name!r} writes no reference "
+                          "solutions; set selfplay.guidance: none (arith has them)")
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: int | None = None) -> Config:

@@ -79,6 +79,11 @@ class SelfPlayConfig(_Section):
     teacher_stop: tuple[str, ...] = ()
     """Stop strings of free-form teacher rollouts, kept like an EOS (``["\n"]``: one proposal line, what
     arith parses); a task's structured proposals (segments) stop as their segments say. Empty: EOS or the cap."""
+    guidance: Literal["none", "unsolved", "all"] = "none"
+    """Off-policy guidance (:mod:`evolora.guidance`, LUFFY arXiv 2504.14945): the task's reference
+    answer joins a student's GRPO group with the ``correct`` reward, on problems none of its attempts
+    solved (``unsolved``) or on every valid one (``all``). ŝ, teacher rewards and ratings ignore it.
+    Needs a task with reference solutions (arith)."""
     critic_max_new_tokens: Int = Field(default=8, ge=1)
     """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
     critic_temperature: Float | None = Field(default=None, gt=0)

@@ -253,6 +253,7 @@ class Run:
             "match_outcomes": outcomes,
             "reward": {role: (sum(v) / len(v) if v else None) for role, v in rewards.items()},
             "verdicts": reasons,
+            "guided": sum(g.guided for g in games),  # reference answers in student groups (selfplay.guidance)
             "loss": {i: u.loss for i, u in updates.items() if u.samples},
             "trained_samples": {i: u.samples for i, u in updates.items()},
             "nonfinite": [i for i, u in updates.items() if not u.finite],

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from evolora.config import RewardConfig, SelfPlayConfig
+from evolora.guidance import add_guidance
 from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
@@ -104,6 +105,7 @@ class GameRecord:
     copied: bool = False  # the problem equals a reference example of the teacher's own prompt
     repetition_penalty: float = 0.0  # R-Zero penalty subtracted from teacher_reward
     reviews: list[dict] | None = None  # the critics' verdicts on its attempts (None: the run has no critics)
+    guided: bool = False  # a reference answer joined the student's group (evolora.guidance)
 
     def to_dict(self) -> dict:
         """The ``matches.jsonl`` line (``step`` apart); ``reviews`` only in a run with critics."""
@@ -187,6 +189,9 @@ def play_step(
 
     samples = _score(task, games, solve_rows, attempts, proposals_out, config.rewards,
                      [m.id for m in [*proposers, *solvers, *frozen]])
+    if config.guidance != "none":
+        firsts = {g: attempt.prompt_ids for g, attempt in zip(solve_rows, attempts)}
+        add_guidance(task, tokenizer, games, firsts, samples, config.guidance, config.rewards.correct)
     return StepOutcome(samples, games, pairs, _pair_solve_rates(pairs, games), seconds, stats)
 
 

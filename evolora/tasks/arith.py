@@ -208,6 +208,7 @@ class ArithTask(Task):
     """
 
     name = "arith"
+    reference_solutions = True
     held_out_source = "arith held-out grid (generated from eval_seed, never shown to teachers)"
     proposal_prefix = "Problem:"
     complexity_kind = "expression"
@@ -345,6 +346,11 @@ class ArithTask(Task):
             return Grade("format", None)
         correct = numbers_equal(predicted, answer, rel=self.tolerance, abs=self.tolerance)
         return Grade("correct" if correct else "wrong", json_number(predicted, nearest=True))
+
+    def reference_solution(self, problem: str, answer: float) -> str:
+        """``"<problem> = <answer>"``, the form SmolLM2's own right answers often take
+        (``7 + 9 = 16``), e.g. ``reference_solution("8 + 5 + 4", 17.0) == "8 + 5 + 4 = 17"``."""
+        return f"{problem.strip()} = {format_number(answer)}"
 
     def critic_answer(self, completion: str) -> str:
         """The number the student gave (:func:`evolora.tasks.numeric.arithmetic_value`, written as

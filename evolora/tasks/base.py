@@ -182,6 +182,8 @@ class Task(ABC):
     complexity_kind: str = "program"
     """How :func:`evolora.metrics.proposal_complexity` measures a valid problem: "program"
     (its program's AST) or "expression" (the problem's arithmetic expression)."""
+    reference_solutions: bool = False
+    """True when :meth:`reference_solution` writes answers (``selfplay.guidance`` needs it)."""
     held_out_source: str = "the task's held-out set"
     """Where :meth:`held_out` problems come from, recorded in ``summary.json``."""
     critic_prefix: str = "Verdict:"
@@ -226,6 +228,13 @@ class Task(ABC):
         """Grades of held-out completions, batched (one per item, in order). Default:
         :meth:`grade` of each against its item's answer."""
         return [self.grade(completion, item.answer) for completion, item in zip(completions, items)]
+
+    def reference_solution(self, problem: str, answer: Any) -> str | None:
+        """A correct answer to a verified problem, written as a student answers, for off-policy
+        guidance (``selfplay.guidance``; LUFFY, arXiv 2504.14945): the verifier's ground truth
+        ``answer`` put in words. Default None: the task has none, and guidance is refused at
+        config validation (:attr:`reference_solutions`)."""
+        return None
 
     def critic_answer(self, completion: str) -> str:
         """The student's answer as a critic is shown it. Default: the completion, stripped and cut

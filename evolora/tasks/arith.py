@@ -32,6 +32,7 @@ from fractions import Fraction
 from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
 from evolora.tasks.arith_params import check_params
+from evolora.tasks.arith_steps import worked_answer
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number, numbers_equal
@@ -205,6 +206,8 @@ class ArithTask(Task):
         example_digits, example_ops: size of random examples, each in [1, 6].
         student_instruction: the sentence after "What is <problem>?" in the student prompt
             (non-empty; default :data:`STUDENT_INSTRUCTION`). Held-out prompts use it too.
+        reference: the worked answer of ``selfplay.guidance``: "steps" (one operation at a
+            time) or "answer" (``problem = value``), see :meth:`reference_solution`.
     """
 
     name = "arith"
@@ -235,13 +238,15 @@ class ArithTask(Task):
         example_digits: int = 2,
         example_ops: int = 2,
         student_instruction: str = STUDENT_INSTRUCTION,
+        reference: str = "steps",
     ) -> None:
         check_params(num_examples=num_examples, max_chars=max_chars, max_digits=max_digits, max_depth=max_depth,
                      max_ops=max_ops, max_value=max_value, max_exponent=max_exponent, eval_seed=eval_seed,
                      eval_digits=eval_digits, eval_ops=eval_ops, eval_per_cell=eval_per_cell, tolerance=tolerance,
                      examples=examples, example_digits=example_digits, example_ops=example_ops,
                      integer_only=integer_only, lenient_parse=lenient_parse, fixed_examples=len(EXAMPLES),
-                     student_instruction=student_instruction)
+                     student_instruction=student_instruction, reference=reference)
+        self.reference = reference
         self.student_instruction = student_instruction.strip()
         self.lenient_parse = lenient_parse
         self.num_examples = num_examples
@@ -348,9 +353,9 @@ class ArithTask(Task):
         return Grade("correct" if correct else "wrong", json_number(predicted, nearest=True))
 
     def reference_solution(self, problem: str, answer: float) -> str:
-        """``"<problem> = <answer>"``, the form SmolLM2's own right answers often take
-        (``7 + 9 = 16``), e.g. ``reference_solution("8 + 5 + 4", 17.0) == "8 + 5 + 4 = 17"``."""
-        return f"{problem.strip()} = {format_number(answer)}"
+        """A worked answer for ``selfplay.guidance`` (``reference``: ``steps`` or ``answer``),
+        see :func:`evolora.tasks.arith_steps.worked_answer`."""
+        return worked_answer(problem, answer, self.reference, self.tolerance)
 
     def critic_answer(self, completion: str) -> str:
         """The number the student gave (:func:`evolora.tasks.numeric.arithmetic_value`, written as

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max_value, max_exponent, eval_seed,
                  eval_digits, eval_ops, eval_per_cell, tolerance, examples, example_digits, example_ops,
-                 integer_only, lenient_parse, student_instruction, fixed_examples: int) -> None:
+                 integer_only, lenient_parse, student_instruction, fixed_examples: int,
+                 reference: str = "steps") -> None:
     """Raise ValueError naming the first :class:`evolora.tasks.arith.ArithTask` parameter that is
     not allowed (whole numbers are ints, not bools; flags are bools; ranges as in the message).
 
@@ -32,6 +33,7 @@ def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max
         (eval_per_cell >= 1, "eval_per_cell >= 1", eval_per_cell),
         (tolerance >= 0, "tolerance >= 0", tolerance),
         (examples in ("fixed", "random"), "examples in ('fixed', 'random')", examples),
+        (reference in ("answer", "steps"), "reference in ('answer', 'steps')", reference),
         (1 <= example_digits <= 6, "example_digits in [1, 6]", example_digits),
         (1 <= example_ops <= 6, "example_ops in [1, 6]", example_ops),
     ]

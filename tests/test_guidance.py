@@ -7,6 +7,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import evolora.guidance
 from evolora.config import ConfigError, SelfPlayConfig, config_from_dict
@@ -15,7 +17,10 @@ import torch
 from evolora.learner import compute_advantages
 from evolora.rollout import Completion
 from evolora.selfplay import play_step
-from evolora.tasks.arith import ArithTask
+from evolora.metrics import operator_count
+from evolora.tasks.arith import ArithTask, evaluate_expression
+from evolora.tasks.arith_steps import reduction_steps, worked_answer
+from evolora.tasks.arith_text import random_expression
 from tests.test_sampling_repetition import _one_pair
 
 
@@ -85,3 +90,27 @@ def test_arith_reference_solution_grades_correct():
         text = task.reference_solution(problem, answer)
         assert text.startswith(problem) and task.grade(text, answer).label == "correct"
     assert doctest.testmod(evolora.guidance).failed == 0
+
+
+WIDE = dict(max_value=2**53, max_digits=20)  # intermediate values may outgrow a problem's limits
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10**6), digits=st.integers(1, 3), ops=st.integers(1, 4))
+def test_reduction_steps_remove_one_operator_each_and_end_at_the_value(seed, digits, ops):
+    problem = random_expression(random.Random(seed), digits, ops)
+    steps = reduction_steps(problem)
+    assert len(steps) == operator_count(problem) == ops
+    for before, after in zip([problem, *steps], steps):
+        assert operator_count(after) == operator_count(before) - 1
+        assert evaluate_expression(after, **WIDE) == evaluate_expression(before, **WIDE)
+    assert worked_answer(problem, float(evaluate_expression(problem))) == " = ".join([problem, *steps])
+
+
+def test_reduction_keeps_precedence_of_negative_values():
+    assert reduction_steps("4 - (1 - 4) ** 2") == ["4 - (-3) ** 2", "4 - 9", "-5"]
+    assert reduction_steps("5 - (0 - 3)") == ["5 - -3", "8"]
+    assert worked_answer("(1 - 4) ** 2", 9.0) == "(1 - 4) ** 2 = (-3) ** 2 = 9"
+    assert worked_answer("7 - 1", 5.0) == "7 - 1 = 5"  # a chain that misses the answer: the short form
+    with pytest.raises(ValueError, match="cannot reduce"):
+        reduction_steps("1 / (2 - 2)")

@@ -32,7 +32,6 @@ from fractions import Fraction
 from evolora.metrics import expression_depth, operator_count
 from evolora.metrics import max_digits as digits_in
 from evolora.tasks.arith_params import check_params
-from evolora.tasks.arith_steps import worked_answer
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number, numbers_equal
@@ -355,6 +354,7 @@ class ArithTask(Task):
     def reference_solution(self, problem: str, answer: float) -> str:
         """A worked answer for ``selfplay.guidance`` (``reference``: ``steps`` or ``answer``),
         see :func:`evolora.tasks.arith_steps.worked_answer`."""
+        from evolora.tasks.arith_steps import worked_answer  # it reuses this module's evaluator
         return worked_answer(problem, answer, self.reference, self.tolerance)
 
     def critic_answer(self, completion: str) -> str:

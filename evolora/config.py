@@ -64,8 +64,9 @@ class TaskConfig(_Section):
 
 
 class LearnerConfig(_Section):
-    algorithm: Literal["grpo", "reinforce_pp"] = "grpo"
-    """Advantage estimator: group-centred and std-normalised (GRPO) or group-centred then batch-normalised (REINFORCE++)."""
+    algorithm: Literal["grpo", "dr_grpo", "reinforce_pp"] = "grpo"
+    """Advantage estimator: group-centred and std-normalised (GRPO), group-centred only (Dr. GRPO,
+    arXiv 2503.20783) or group-centred then batch-normalised (REINFORCE++)."""
     lr: Float = Field(default=5e-5, gt=0, le=1)
     """AdamW learning rate of each adapter."""
     clip_eps: Float = Field(default=0.2, gt=0, lt=1)

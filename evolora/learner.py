@@ -66,13 +66,15 @@ class Sample:
 
 
 def compute_advantages(
-    rewards: torch.Tensor, groups: list[str], algorithm: Literal["grpo", "reinforce_pp"] = "grpo", eps: float = 1e-6,
+    rewards: torch.Tensor, groups: list[str], algorithm: Literal["grpo", "dr_grpo", "reinforce_pp"] = "grpo", eps: float = 1e-6,
     centred: frozenset[str] = frozenset(),
 ) -> torch.Tensor:
     """Per-sample advantages from rewards.
 
     Shapes: rewards (N,) float, finite (reward units); groups N labels; returns (N,) float32.
-    ``grpo``: centred and divided by the std within each group. ``reinforce_pp``: centred
+    ``grpo``: centred and divided by the std within each group. ``dr_grpo``: only centred within
+    each group, so a group's advantages keep the size of its reward differences (Dr. GRPO,
+    arXiv 2503.20783 §3.1; the loss stays the token mean over the update). ``reinforce_pp``: centred
     within each group, then divided by the std over the whole batch (std 1 when non-zero; the
     batch mean of group-centred values is already 0, so it is not subtracted again). Both give
     exactly 0 to a group whose rewards are equal within ``eps`` (std ≤ eps), see :func:`group_centred`.
@@ -86,8 +88,8 @@ def compute_advantages(
     """
     if rewards.ndim != 1 or rewards.shape[0] != len(groups):
         raise ValueError(f"rewards must be (N,) with N = len(groups) = {len(groups)}, got {tuple(rewards.shape)}")
-    if algorithm not in ("grpo", "reinforce_pp"):
-        raise ValueError(f"unknown algorithm {algorithm!r}; use 'grpo' or 'reinforce_pp'")
+    if algorithm not in ("grpo", "dr_grpo", "reinforce_pp"):
+        raise ValueError(f"unknown algorithm {algorithm!r}; use 'grpo', 'dr_grpo' or 'reinforce_pp'")
     rewards = rewards.float()
     if not torch.isfinite(rewards).all():
         bad = torch.nonzero(~torch.isfinite(rewards)).flatten().tolist()[:5]
@@ -157,7 +159,7 @@ def policy_update(
 
 
 def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
-                       algorithm: Literal["grpo", "reinforce_pp"] = "grpo", clip_eps: float = 0.2,
+                       algorithm: Literal["grpo", "dr_grpo", "reinforce_pp"] = "grpo", clip_eps: float = 0.2,
                        kl_coef: float = 0.0, epochs: int = 1, micro_batch: int = 4,
                        max_grad_norm: float = 1.0) -> dict[str, UpdateResult]:
     """Update many adapters at once: rows of different adapters share micro-batches.

@@ -31,6 +31,18 @@ def test_reinforce_pp_advantages_are_batch_normalised():
     assert abs(adv.mean().item()) < 1e-6
 
 
+def test_dr_grpo_advantages_are_only_centred_per_group():
+    # one success in a group of 8 (reward 1 vs -0.5): GRPO's std makes it 2.65, Dr. GRPO keeps 1.3125
+    rewards = torch.tensor([1.0] + [-0.5] * 7 + [1.0, 1.0, 1.0, 1.0])
+    groups = ["a"] * 8 + ["b"] * 4
+    dr = compute_advantages(rewards, groups, "dr_grpo")
+    assert dr[0].item() == pytest.approx(1.5 * 7 / 8) and dr[1].item() == pytest.approx(-1.5 / 8)
+    assert torch.equal(dr[8:], torch.zeros(4))  # a solved-by-all group carries no gradient
+    grpo = compute_advantages(rewards, groups, "grpo")
+    assert grpo[0].item() == pytest.approx(dr[0].item() / rewards[:8].std(unbiased=False).item(), rel=1e-5)
+    assert grpo[0].item() > 2 * dr[0].item()
+
+
 def test_bad_advantage_input_raises():
     with pytest.raises(ValueError, match="len\\(groups\\)"):
         compute_advantages(torch.zeros(3), ["a"], "grpo")

@@ -68,7 +68,11 @@ class LearnerConfig(_Section):
     """Advantage estimator: group-centred and std-normalised (GRPO), group-centred only (Dr. GRPO,
     arXiv 2503.20783) or group-centred then batch-normalised (REINFORCE++)."""
     lr: Float = Field(default=5e-5, gt=0, le=1)
-    """AdamW learning rate of each adapter."""
+    """AdamW learning rate of each adapter (at the first step under a schedule)."""
+    lr_schedule: Literal["constant", "cosine"] = "constant"
+    """Learning rate over the run's steps: constant, or a half cosine down to ``lr_final`` × lr."""
+    lr_final: Float = Field(default=0.1, ge=0, le=1)
+    """Fraction of ``lr`` at the last step under ``cosine``."""
     clip_eps: Float = Field(default=0.2, gt=0, lt=1)
     """PPO ratio clip ε."""
     kl_coef: Float = Field(default=0.0, ge=0)

@@ -26,6 +26,7 @@ from evolora.game import Game
 from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
 from evolora.operators import Adapter
 from evolora.rollout import BASE, Completion, RolloutStats, generate
+from evolora.schedule import set_lr
 from evolora.segments import generate_segments
 
 
@@ -252,13 +253,16 @@ class AdapterBank:
                                      **options)
         return generate(self.model, tokenizer, prompts, adapters, stats=stats, bank=router, **options)
 
-    def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], **settings) -> dict:
+    def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], lr: float | None = None, **settings) -> dict:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`
         (PopuLoRA arXiv 2605.16727 §2 step 5), with blocks >= 1 MB mmapped
         (:func:`evolora.heap.mapped_blocks`), after the rollouts' freed blocks are given back
         (:func:`evolora.heap.trim`): a gsm update's activations then start from live memory and
         leave no holes in the heap (3 default gsm steps, 1 thread: peak RSS 2424 -> 2339 MB, CPU
-        time +1.3 %). Returns {slot: UpdateResult}."""
+        time +1.3 %). ``lr``: this step's learning rate for every job's optimizer
+        (:func:`evolora.schedule.scheduled_lr`); None keeps theirs. Returns {slot: UpdateResult}."""
+        if lr is not None:
+            set_lr((optimizer for optimizer, _ in jobs.values()), lr)
         heap.trim()
         with heap.mapped_blocks():
             return policy_update_many(self, jobs, **settings)

@@ -44,6 +44,7 @@ from evolora.league import League
 from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
+from evolora.schedule import scheduled_lr
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 from evolora.workers import run_step_with_recovery
@@ -156,8 +157,9 @@ class Run:
         t0 = time.perf_counter()
         learner = self.config.learner
         jobs = {m.slot: (self.optimizers[m.id], outcome.samples[m.id]) for m in self.population.members}
+        lr = scheduled_lr(learner.lr, step, self.config.run.steps, learner.lr_schedule, learner.lr_final)
         by_slot = self.bank.update(
-            jobs, algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
+            jobs, lr=lr, algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
             epochs=learner.epochs, micro_batch=learner.micro_batch, max_grad_norm=learner.max_grad_norm,
         )
         updates = {m.id: by_slot[m.slot] for m in self.population.members}

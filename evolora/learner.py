@@ -76,7 +76,7 @@ def compute_advantages(
     each group, so a group's advantages keep the size of its reward differences (Dr. GRPO,
     arXiv 2503.20783 §3.1; the loss stays the token mean over the update). ``reinforce_pp``: centred
     within each group, then divided by the std over the whole batch (std 1 when non-zero; the
-    batch mean of group-centred values is already 0, so it is not subtracted again). Both give
+    batch mean of group-centred values is already 0, so it is not subtracted again). All three give
     exactly 0 to a group whose rewards are equal within ``eps`` (std ≤ eps), see :func:`group_centred`.
     Groups named in ``centred`` are only centred under ``grpo`` (Dr. GRPO, arXiv 2503.20783).
 

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from evolora.config_population import PopulationConfig, check_evolvable
 from evolora.config_run import RunConfig, check_workers
 from evolora.config_selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
-from evolora.config_types import ConfigError, Float, Int, _Section
+from evolora.config_types import Algorithm, ConfigError, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
 __all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
@@ -64,12 +64,12 @@ class TaskConfig(_Section):
 
 
 class LearnerConfig(_Section):
-    algorithm: Literal["grpo", "dr_grpo", "reinforce_pp"] = "grpo"
+    algorithm: Algorithm = "grpo"
     """Advantage estimator: group-centred and std-normalised (GRPO), group-centred only (Dr. GRPO,
     arXiv 2503.20783) or group-centred then batch-normalised (REINFORCE++)."""
     lr: Float = Field(default=5e-5, gt=0, le=1)
     """AdamW learning rate of each adapter (at the first step under a schedule)."""
-    lr_schedule: Literal["constant", "cosine"] = "constant"
+    lr_schedule: LRSchedule = "constant"
     """Learning rate over the run's steps: constant, or a half cosine down to ``lr_final`` × lr."""
     lr_final: Float = Field(default=0.1, ge=0, le=1)
     """Fraction of ``lr`` at the last step under ``cosine``."""

@@ -6,7 +6,7 @@ can share them without importing the whole config.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -26,6 +26,12 @@ Int = Annotated[int, BeforeValidator(_no_bool)]
 """An int config field: 4 or 4.0, never a bool."""
 Float = Annotated[float, BeforeValidator(_no_bool)]
 """A float config field: finite (``_Section`` refuses NaN and Inf), never a bool."""
+
+
+Algorithm = Literal["grpo", "dr_grpo", "reinforce_pp"]
+"""``learner.algorithm``: the advantage estimator (:func:`evolora.learner.compute_advantages`)."""
+LRSchedule = Literal["constant", "cosine"]
+"""``learner.lr_schedule`` (:func:`evolora.schedule.scheduled_lr`)."""
 
 
 class _Section(BaseModel):

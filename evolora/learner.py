@@ -1,16 +1,17 @@
 """Policy-gradient update of one adapter: GRPO / REINFORCE++ with a clipped ratio.
 
     A_i   = (R_i − mean_g R) / (std_g R + ε)          (GRPO, group g = one prompt)
+    A_i   = R_i − mean_g R                            (Dr. GRPO, arXiv 2503.20783)
     A_i   = norm_batch(R_i − mean_g R)                (REINFORCE++ with group baseline)
     A_i  ← w_i · A_i                                  (per-sample weight, 1 but for critics)
     ρ_t   = exp(log π(y_t) − log π_old(y_t))
     L     = Σ_t −min(ρ_t A, clip(ρ_t, 1 ± ε) A) + β · k3(π_ref ‖ π)  /  Σ_t 1
 
 Log-probs are computed over completion tokens only (the LM head runs on the completion
-slice). Samples whose advantage is exactly 0 carry no policy gradient and are skipped
-unless a KL term is on; a group whose rewards are equal within ε gets exactly 0 under both
-estimators. A sample with a NaN/Inf reward is dropped and counted
-(``UpdateResult.nonfinite_rewards``), never zeroed. π_ref is the base model (adapter disabled).
+slice). Samples whose advantage is exactly 0 carry no policy gradient and are skipped unless a
+KL term is on; a group whose rewards are equal within ε gets exactly 0 under every estimator.
+A sample with a NaN/Inf reward is dropped and counted (``UpdateResult.nonfinite_rewards``),
+never zeroed. π_ref is the base model (adapter disabled).
 
 Source: PopuLoRA (arXiv 2605.16727) §2 step 5; GRPO (DeepSeekMath, arXiv 2402.03300);
 REINFORCE++ (arXiv 2501.03262); AZR TRR++ (arXiv 2505.03335); k3 estimator (Schulman 2020).
@@ -23,11 +24,12 @@ import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Iterator, Literal
+from typing import Iterator, get_args
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from evolora.config_types import Algorithm
 from evolora.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
 from evolora.routed import BASE, routed
 
@@ -65,10 +67,8 @@ class Sample:
         return len(self.completion_ids) if self.mask is None else sum(self.mask)
 
 
-def compute_advantages(
-    rewards: torch.Tensor, groups: list[str], algorithm: Literal["grpo", "dr_grpo", "reinforce_pp"] = "grpo", eps: float = 1e-6,
-    centred: frozenset[str] = frozenset(),
-) -> torch.Tensor:
+def compute_advantages(rewards: torch.Tensor, groups: list[str], algorithm: Algorithm = "grpo", eps: float = 1e-6,
+                       centred: frozenset[str] = frozenset()) -> torch.Tensor:
     """Per-sample advantages from rewards.
 
     Shapes: rewards (N,) float, finite (reward units); groups N labels; returns (N,) float32.
@@ -88,7 +88,7 @@ def compute_advantages(
     """
     if rewards.ndim != 1 or rewards.shape[0] != len(groups):
         raise ValueError(f"rewards must be (N,) with N = len(groups) = {len(groups)}, got {tuple(rewards.shape)}")
-    if algorithm not in ("grpo", "dr_grpo", "reinforce_pp"):
+    if algorithm not in get_args(Algorithm):
         raise ValueError(f"unknown algorithm {algorithm!r}; use 'grpo', 'dr_grpo' or 'reinforce_pp'")
     rewards = rewards.float()
     if not torch.isfinite(rewards).all():
@@ -159,7 +159,7 @@ def policy_update(
 
 
 def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
-                       algorithm: Literal["grpo", "dr_grpo", "reinforce_pp"] = "grpo", clip_eps: float = 0.2,
+                       algorithm: Algorithm = "grpo", clip_eps: float = 0.2,
                        kl_coef: float = 0.0, epochs: int = 1, micro_batch: int = 4,
                        max_grad_norm: float = 1.0) -> dict[str, UpdateResult]:
     """Update many adapters at once: rows of different adapters share micro-batches.

@@ -7,6 +7,9 @@ birth step on, as its parents would have.
 from __future__ import annotations
 
 import math
+from typing import get_args
+
+from evolora.config_types import LRSchedule
 
 
 def scheduled_lr(lr: float, step: int, steps: int, schedule: str = "constant", final: float = 0.1) -> float:
@@ -20,7 +23,7 @@ def scheduled_lr(lr: float, step: int, steps: int, schedule: str = "constant", f
     Raises:
         ValueError: an unknown schedule, ``step`` < 1, ``steps`` < 1 or ``final`` outside [0, 1].
     """
-    if schedule not in ("constant", "cosine"):
+    if schedule not in get_args(LRSchedule):
         raise ValueError(f"unknown learning-rate schedule {schedule!r}; use 'constant' or 'cosine'")
     if step < 1 or steps < 1:
         raise ValueError(f"step ({step}) and steps ({steps}) must be >= 1")

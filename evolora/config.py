@@ -23,7 +23,7 @@ from evolora.game import ARMS, Arm
 
 __all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
-           "SelfPlayConfig", "TaskConfig", "apply_overrides", "config_from_dict", "dump_config", "load_config",
+           "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "config_from_dict", "dump_config", "load_config",
            "load_run_config", "parse_override"]
 
 
@@ -82,6 +82,10 @@ class LearnerConfig(_Section):
     micro_batch: Int = Field(default=4, ge=1)
     """Sequences per forward/backward."""
     max_grad_norm: Float = Field(default=1.0, gt=0)
+    rewards: Literal["real", "random"] = "real"
+    """``random``: every reward the learner sees is replaced by a Gaussian draw with the mean and
+    standard deviation of that step's real rewards of the same role (the ``random_reward`` control
+    of a study: the same compute, no signal). Ratings, fitness and records keep the real outcomes."""
     weight_decay: Float = Field(default=0.0, ge=0)
     on_nonfinite: Literal["rollback", "cull"] = "rollback"
     """When an adapter's factors hold NaN/Inf: restore its last finite factors, or replace it by a mutated copy of its role's best."""
@@ -94,6 +98,9 @@ class OperatorChoice(_Section):
 
 
 class EvolutionConfig(_Section):
+    enabled: bool = True
+    """False: the outer loop never runs (no selection, crossover or mutation); the members learn by RL
+    only. With ``selfplay.mode: population`` this is the ``no_evolution`` ablation of a study."""
     every: Int = Field(default=10, ge=1)
     """Evolve every k RL steps (paper reconstruction: 10)."""
     gamma: Float = Field(default=0.25, ge=0, le=1)
@@ -129,6 +136,15 @@ class EvalConfig(_Section):
     """Sampled answers n per problem and answerer: majority-of-n and best-of-n by a critic."""
 
 
+class StudyConfig(_Section):
+    arm: str | None = None
+    """The study arm this run belongs to (set by ``evolora study``; None for a plain run)."""
+    arms: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """User arms of ``evolora study --arms``: name -> {dotted key: value}, e.g.
+    ``{truncation: {evolution.selection: {name: truncation}}}``; the built-in names
+    (:data:`evolora.study.BUILTIN_ARMS`) cannot be redefined."""
+
+
 class Config(_Section):
     """The whole run configuration (one YAML file, e.g. ``tasks/gsm.yaml``)."""
 
@@ -141,6 +157,7 @@ class Config(_Section):
     learner: LearnerConfig = LearnerConfig()
     evolution: EvolutionConfig = EvolutionConfig()
     eval: EvalConfig = EvalConfig()
+    study: StudyConfig = StudyConfig()
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:

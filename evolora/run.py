@@ -44,6 +44,7 @@ from evolora.league import League
 from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
+from evolora.reward_control import randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
@@ -156,7 +157,10 @@ class Run:
 
         t0 = time.perf_counter()
         learner = self.config.learner
-        jobs = {m.slot: (self.optimizers[m.id], outcome.samples[m.id]) for m in self.population.members}
+        samples = outcome.samples
+        if learner.rewards == "random":  # the random-reward control: the learner sees no signal
+            samples = randomize_rewards(samples, roles, reward_generator(self.config.run.seed, step))
+        jobs = {m.slot: (self.optimizers[m.id], samples[m.id]) for m in self.population.members}
         lr = scheduled_lr(learner.lr, step, self.config.run.steps, learner.lr_schedule, learner.lr_final)
         by_slot = self.bank.update(
             jobs, lr=lr, algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
@@ -176,7 +180,7 @@ class Run:
         t0 = time.perf_counter()
         births = []
         evo = self.config.evolution
-        if self.arm.evolve and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
+        if self.arm.evolve and evo.enabled and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
             births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators)
             self.league.enshrine(self.bank, self.arm.game.solver, step)
         seconds["evolve"] = time.perf_counter() - t0

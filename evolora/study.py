@@ -4,6 +4,15 @@
                       out="runs/study-arith")
     for item in plan: ...            # item.state is "done", "resume" or "new"
 
+An arm is a named set of config overrides. The built-in arms (:data:`BUILTIN_ARMS`) are the
+population (PopuLoRA), the single agent (AZR baseline), ``no_evolution`` (the population with the
+outer loop off: plain multi-adapter RL) and ``random_reward`` (the population trained on rewards
+drawn at random with the real ones' mean and spread). A config adds its own under ``study.arms``::
+
+    study:
+      arms:
+        truncation: {evolution.selection: {name: truncation}}
+
 Run directories are ``OUT/<arm>-s<seed>/``. A finished one (``final/summary.json``) is
 skipped, a started one is resumed from its newest checkpoint with its own stored config,
 any other starts afresh. The CLI (``evolora study``) runs the plan in this process, one run after another,
@@ -14,14 +23,26 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (population vs single agent, several see
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 from evolora.config import Config, ConfigError, load_config, load_run_config
 
-ARMS = ("population", "single_agent")
-"""The arms a study can run: the values of ``selfplay.mode``."""
+BUILTIN_ARMS: Mapping[str, dict[str, Any]] = {
+    "population": {"selfplay.mode": "population"},
+    "single_agent": {"selfplay.mode": "single_agent"},
+    "no_evolution": {"selfplay.mode": "population", "evolution.enabled": False},
+    "random_reward": {"selfplay.mode": "population", "learner.rewards": "random"},
+}
+"""The built-in arms: name -> the overrides that make a run of it from the study's config."""
+
+ARMS = tuple(BUILTIN_ARMS)
+"""The names of the built-in arms."""
+
+_ARM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -29,7 +50,7 @@ class StudyRun:
     """One run of a study.
 
     Attributes:
-        arm: ``population`` or ``single_agent`` (``selfplay.mode``).
+        arm: the arm's name (a built-in one or one of ``study.arms``).
         seed: ``run.seed``.
         out: its run directory, ``OUT/<arm>-s<seed>``.
         config: the validated config it runs with (its stored one when resumed).
@@ -62,16 +83,41 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_arms(text: str) -> list[str]:
-    """``"population,single_agent"`` → the list, checked against :data:`ARMS`.
+    """``"population,single_agent"`` → the list of names (which arms exist is checked by
+    :func:`study_plan`, once the config's own arms are known).
 
     Raises:
-        ConfigError: an unknown or repeated arm.
+        ConfigError: an empty list, a repeated name, or a name that is not an identifier.
     """
     arms = [a.strip() for a in text.split(",") if a.strip()]
-    unknown = [a for a in arms if a not in ARMS]
-    if not arms or unknown or len(set(arms)) != len(arms):
-        raise ConfigError(f"--arms takes distinct names from {', '.join(ARMS)}, got {text!r}")
+    bad = [a for a in arms if not _ARM_NAME.fullmatch(a)]
+    if not arms or bad or len(set(arms)) != len(arms):
+        raise ConfigError(f"--arms takes distinct names such as {','.join(ARMS)}, got {text!r}")
     return arms
+
+
+def arm_overrides(arm: str, user_arms: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The ``--set`` overrides that make a run of ``arm``, ``study.arm`` included.
+
+    Args:
+        arm: a built-in name (:data:`BUILTIN_ARMS`) or a key of ``user_arms``.
+        user_arms: the config's ``study.arms``: name -> {dotted key: value}.
+
+    Raises:
+        ConfigError: an unknown arm, or a user arm that redefines a built-in one or whose name is
+            not an identifier.
+    """
+    clash = sorted(set(user_arms) & set(BUILTIN_ARMS))
+    if clash:
+        raise ConfigError(f"study.arms: {', '.join(clash)} is a built-in arm; give your arm another name")
+    bad = [name for name in user_arms if not _ARM_NAME.fullmatch(name)]
+    if bad:
+        raise ConfigError(f"study.arms: arm names are identifiers such as tournament_k4, got {bad[0]!r}")
+    arms = {**BUILTIN_ARMS, **user_arms}
+    if arm not in arms:
+        raise ConfigError(f"--arms: unknown arm {arm!r}; built-in: {', '.join(ARMS)}; "
+                          f"the config's study.arms: {', '.join(user_arms) or 'none'}")
+    return [f"{key}={json.dumps(value)}" for key, value in arms[arm].items()] + [f"study.arm={arm}"]
 
 
 def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], out: str | Path,
@@ -85,8 +131,10 @@ def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], ou
             stored config no longer validates.
     """
     out = Path(out)
+    user_arms = load_config(config_path, list(overrides)).study.arms
     plan = []
     for arm in arms:
+        arm_set = arm_overrides(arm, user_arms)
         for seed in seeds:
             run_dir = out / f"{arm}-s{seed}"
             if (run_dir / "final" / "summary.json").is_file():
@@ -96,7 +144,7 @@ def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], ou
             else:
                 state = "new"
             if state == "new":
-                config = load_config(config_path, [*overrides, f"selfplay.mode={arm}"], seed=seed)
+                config = load_config(config_path, [*overrides, *arm_set], seed=seed)
             else:
                 config = load_run_config(run_dir)
             plan.append(StudyRun(arm, seed, run_dir, config, state))

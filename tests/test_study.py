@@ -27,7 +27,9 @@ def test_parse_seeds_and_arms():
             parse_seeds(bad)
     assert parse_arms("single_agent,population") == ["single_agent", "population"]
     with pytest.raises(ConfigError, match="--arms"):
-        parse_arms("population,duel")
+        parse_arms("population,population")
+    with pytest.raises(ConfigError, match="unknown arm 'duel'"):
+        study_plan("tasks/arith.yaml", seeds=[0], arms=["population", "duel"], out="unused")
 
 
 def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_thread):

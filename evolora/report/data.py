@@ -3,8 +3,8 @@
     runs    = [load_run(path) for path in run_dirs]      # config, metrics, matches, summary
     summary = summarize(runs)                           # per arm: held-out, complexity trend, rates
 
-An *arm* is the self-play mode of a run (``selfplay.mode``: ``population`` or ``single_agent``);
-runs of one arm with different seeds are replicates, aggregated as a mean with a 95 %
+An *arm* is the study arm of a run (``study.arm``, e.g. ``no_evolution``), else its self-play
+mode (``selfplay.mode``: ``population`` or ``single_agent``); runs of one arm with different seeds are replicates, aggregated as a mean with a 95 %
 Student-t interval. Pure data: no plotting, no writing.
 
 Source: PopuLoRA (arXiv 2605.16727) §4 (held-out accuracy of the population vs. a single
@@ -135,7 +135,7 @@ def load_run(path: str | Path) -> RunData:
         missing.append("final/summary.json is missing (run unfinished): no held-out accuracy, "
                        "lineage rebuilt from metrics.jsonl")
     metrics = read_jsonl(metrics_file)
-    mode = ((config.get("selfplay") or {}).get("mode") or (summary or {}).get("mode")
+    mode = ((config.get("study") or {}).get("arm") or (config.get("selfplay") or {}).get("mode") or (summary or {}).get("mode")
             or (SINGLE_AGENT if _has_role(metrics, summary, "agent") else POPULATION))
     task = (config.get("task") or {}).get("name") or (summary or {}).get("task") or "?"
     seed = (config.get("run") or {}).get("seed")

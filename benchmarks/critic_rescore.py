@@ -5,7 +5,7 @@ AUC and top-of-n included), reading the students and critics from each run's ``f
 
 Nothing is written into the run directories: one JSON object {run dir: critic_eval} goes to
 ``--out`` (and a short table to stdout). The evaluation is the run's own
-(:func:`evolora.critic_eval.critic_evaluation` with its ``eval`` and ``selfplay`` sections and
+(:func:`evolora.critic.evaluation.critic_evaluation` with its ``eval`` and ``selfplay`` sections and
 seed), so the answers, grades and greedy verdicts are those of the run's ``summary.json`` when
 the code that produced them is the same. Source: SPC (arXiv 2504.19162); PopuLoRA (arXiv
 2605.16727) §4 (the base model as the reference).
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from evolora.config import load_run_config
-from evolora.critic_eval import critic_evaluation
+from evolora.critic.evaluation import critic_evaluation
 from evolora.model import load_base
 from evolora.population import AdapterBank
 from evolora.tasks import make_task

@@ -42,7 +42,7 @@ def child(args) -> None:
     from evolora.learner import Sample, make_optimizer, policy_update_many
     from evolora.model import load_base
     from evolora.population import AdapterBank
-    from evolora.rollout import chat_prompt, generate
+    from evolora.generation.rollout import chat_prompt, generate
 
     torch.set_num_threads(args.threads)
     model, tokenizer = load_base(args.model, dtype=args.dtype)

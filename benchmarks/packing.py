@@ -23,7 +23,7 @@ import statistics
 import evolora.learner as learner
 from _timing import interleaved_updates, update_bank
 from evolora.model import load_base
-from evolora.rollout import chat_prompt
+from evolora.generation.rollout import chat_prompt
 from evolora.tasks.gsm import GSMTask
 
 TEACHER_COMPLETIONS = (66, 52, 22, 70, 109, 37, 54, 80, 68, 35, 108, 50, 36, 41, 58, 47, 61, 28, 35, 62, 67, 58, 55,

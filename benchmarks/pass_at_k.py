@@ -49,7 +49,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def _correct(task, tokenizer, bank, items, names, *, samples: int, temperature: float, tokens: int, seed: int):
     """{name: (greedy correct per problem, sampled correct counts per problem)}."""
-    from evolora.rollout import chat_prompt
+    from evolora.generation.rollout import chat_prompt
 
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     out = {}
@@ -89,7 +89,7 @@ def main() -> None:
         raise SystemExit("--samples must be >= 1 and --temperature > 0")
     members = [m for m in args.members.split(",") if m]
     from evolora.config import ConfigError
-    from evolora.evaluate_run import load_members
+    from evolora.evaluation.rerun import load_members
 
     try:
         config, task, tokenizer, bank = load_members(args.run, members, num_threads=args.threads,

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ray  # noqa: E402
 
-import evolora.workers as workers_module  # noqa: E402
+import evolora.distributed.sharded_bank as workers_module  # noqa: E402
 from evolora.run import Run  # noqa: E402
 from evolora.tasks.toy import ToyTask  # noqa: E402
 from ray_scaling import make_config, sharded_bank  # noqa: E402

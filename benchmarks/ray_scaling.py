@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ray  # noqa: E402
 import torch  # noqa: E402
 
-from evolora import workers as workers_module  # noqa: E402
+from evolora.distributed import sharded_bank as workers_module  # noqa: E402
 from evolora.config import config_from_dict  # noqa: E402
 from evolora.run import Run  # noqa: E402
 from evolora.tasks.toy import ToyTask  # noqa: E402

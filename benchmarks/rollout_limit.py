@@ -6,7 +6,7 @@ One process measures, side by side (interleaved rounds; read the ratios, the mac
     decode step has to stream every weight once, whatever the batch;
   * tokens/s of one batch of gsm teacher prompts (end to end, and decode only: the median of
     the decode steps, each timed between two LM-head calls): ``transformers``' ``generate`` on the bare
-    base, ``generate`` with evolora's routed hooks (the engine before ``evolora.decode``),
+    base, ``generate`` with evolora's routed hooks (the engine before ``evolora.generation.decode``),
     evolora's ``generate`` (routed, preallocated cache) on the bare base and with 1, 4 and 8
     adapters, and PEFT ``adapter_names`` (4 adapters) — each as a fraction of the limit and of
     the bare base in the same engine;
@@ -33,8 +33,8 @@ import torch
 
 from evolora.model import load_base
 from evolora.population import AdapterBank
-from evolora.rollout import BASE, chat_prompt, generate
-from evolora.routed import routed
+from evolora.generation.rollout import BASE, chat_prompt, generate
+from evolora.generation.routed import routed
 from evolora.selfplay import proposal_request
 from evolora.tasks import make_task
 from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
@@ -69,7 +69,7 @@ def teacher_prompts(tokenizer, count: int, cap: int) -> list[list[int]]:
 
 def hf_generate(bank, tokenizer, prompts, names, tokens, hooks: bool):
     """``transformers``' ``generate`` on one left-padded batch: the bare base (adapters off) or
-    with evolora's routed hooks (the rollout engine before :mod:`evolora.decode`)."""
+    with evolora's routed hooks (the rollout engine before :mod:`evolora.generation.decode`)."""
     width = max(len(p) for p in prompts)
     ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])
     attention = (torch.arange(width) >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()

@@ -3,6 +3,57 @@
 Implements PopuLoRA (Castanyer et al., "Co-Evolving LLM Populations for Reasoning
 Self-Play", arXiv 2605.16727): many LoRA adapters on one frozen base model play the
 roles of teachers and students, improve by gradient RL, and evolve in LoRA weight space.
+
+The public API, imported on first use (``import evolora`` stays light)::
+
+    from evolora import Run, load_config
+
+    config = load_config("tasks/arith.yaml", ["run.steps=5"])
+    run = Run(config, "runs/demo")
+    run.train()
+    summary = run.finish()
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Run": "evolora.run",
+    "Config": "evolora.config",
+    "ConfigError": "evolora.config",
+    "load_config": "evolora.config",
+    "load_run_config": "evolora.config",
+    "config_from_dict": "evolora.config",
+    "AdapterBank": "evolora.population",
+    "Individual": "evolora.population",
+    "Population": "evolora.population",
+    "Bank": "evolora.bank",
+    "League": "evolora.league",
+    "Ratings": "evolora.ratings",
+    "evolve": "evolora.evolution",
+    "Birth": "evolora.evolution",
+    "study_plan": "evolora.study",
+    "load_base": "evolora.model",
+    "make_task": "evolora.tasks",
+    "REGISTRY": "evolora.operators",
+}
+"""Public name -> the module that defines it."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first access (PEP 562); AttributeError for anything else."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'evolora' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -20,8 +20,9 @@ from typing import Callable
 
 import torch
 
+from evolora.bank import Bank
 from evolora.config import EvolutionConfig
-from evolora.operator_choice import Operators, resolve_operators  # noqa: F401  (re-exported)
+from evolora.config.operator_choice import Operators, resolve_operators  # noqa: F401  (re-exported)
 from evolora.operators.selection import replaced_indices
 from evolora.population import Individual, Population
 
@@ -42,7 +43,7 @@ class Birth:
                 "parents": list(self.parents), "operator": self.operator}
 
 
-def evolve(bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,
+def evolve(bank: Bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,
            generator: torch.Generator, operators: Operators | None = None,
            enter: Callable[[Individual, Individual], None] | None = None) -> list[Birth]:
     """Replace the bottom γ of each role of ``population`` by children of the survivors, in place.
@@ -91,7 +92,7 @@ def _plan(members: list[Individual], fitness: dict[str, float], config: Evolutio
     return losers, pool, torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64)
 
 
-def _make_child(bank, pool: list[Individual], fitness: torch.Tensor, config: EvolutionConfig,
+def _make_child(bank: Bank, pool: list[Individual], fitness: torch.Tensor, config: EvolutionConfig,
                 operators: Operators, generator: torch.Generator):
     select, select_params = operators.selection
     use_crossover = len(pool) >= 2 and torch.rand((), generator=generator).item() < config.crossover_rate

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from evolora import __version__
 from evolora.config import Config, load_run_config
+from evolora.game import MEMBER_ROLES
 from evolora.io import _umask, atomic_path
 
-CANDIDATE_ROLES = ("student", "agent")
 """Roles ``best`` chooses from: students, or the single agent of a ``single_agent`` run."""
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
@@ -98,7 +98,7 @@ def choose_member(summary: dict, member: str = "best") -> tuple[dict, str]:
                 return row, "asked for by id"
         raise ExportError(f"the run has no member {member!r}; its members are {[r['id'] for r in rows]} "
                           "(or give --member best)")
-    candidates = [row for row in rows if row["role"] in CANDIDATE_ROLES]
+    candidates = [row for row in rows if row["role"] in MEMBER_ROLES]
     if not candidates:
         raise ExportError("the run lists no student or agent to choose from; give a member id with --member")
     if all((row.get("held_out") or {}).get("accuracy") is not None for row in candidates):

@@ -84,3 +84,7 @@ POPULATION_ROLES: tuple[str, ...] = ARMS["population"].roles
 
 REQUIRED_ROLES: tuple[str, ...] = ARMS["population"].game.roles
 """The roles every population run has (the main game's): ``teacher`` and ``student``; ``critic`` is optional."""
+
+MEMBER_ROLES: tuple[str, ...] = tuple(dict.fromkeys(arm.game.solver for arm in ARMS.values()))
+"""The roles whose held-out accuracy is a member's (each arm's solver): ``student`` and ``agent``;
+what evaluation, export and the reports rank members by."""

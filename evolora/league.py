@@ -22,6 +22,7 @@ from typing import Callable
 
 import torch
 
+from evolora.bank import Bank
 from evolora.evolution import Birth, evolve
 from evolora.matchmaking import HallOfFame
 from evolora.operators import Adapter
@@ -76,14 +77,14 @@ class League:
         self.optimizers[child.id] = self._new_optimizer(child.slot)
         self.lineage.append(dict(child.to_dict(), step=step))
 
-    def evolve(self, bank, config, *, step: int, generator: torch.Generator, operators) -> list[Birth]:
+    def evolve(self, bank: Bank, config, *, step: int, generator: torch.Generator, operators) -> list[Birth]:
         """One evolution (:func:`evolora.evolution.evolve`) with fitness μ − 3σ; every child enters by
         :meth:`replace`. Returns the births in order."""
         fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
         return evolve(bank, self.population, fitness, config, step=step, generator=generator, operators=operators,
                       enter=lambda old, child: self.replace(old, child, step))
 
-    def cull(self, member: Individual, bank, mutation, *, step: int, generator: torch.Generator) -> dict:
+    def cull(self, member: Individual, bank: Bank, mutation, *, step: int, generator: torch.Generator) -> dict:
         """Replace ``member`` (its factors are not finite) by a mutated copy of the best other member
         of its role (itself when alone), taken from its last finite factors (``bank.last_finite``).
 
@@ -148,7 +149,7 @@ class League:
             return []
         return [Individual(id=i, role=role, slot=self.hall_slots[i], operator="hall_of_fame") for i in self.hall.ids]
 
-    def enshrine(self, bank, role: str, step: int) -> None:
+    def enshrine(self, bank: Bank, role: str, step: int) -> None:
         """Snapshot the best member of ``role`` (by μ − 3σ) into the hall, reusing the oldest slot when full."""
         if self.hall is None:
             return

@@ -29,9 +29,10 @@ from typing import Iterator, get_args
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from evolora.config_types import Algorithm
-from evolora.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
-from evolora.routed import BASE, routed
+from evolora.bank import LocalBank
+from evolora.config.types import Algorithm
+from evolora.generation.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
+from evolora.generation.routed import BASE, routed
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Sample:
         reward: scalar reward (task units, e.g. −1 … 1).
         group: samples sharing a group (same prompt / same role and task type) share a baseline.
         mask: per completion token, True when it was sampled and is trained on, False for
-            forced text of a multi-segment rollout (:mod:`evolora.segments`); None: all sampled.
+            forced text of a multi-segment rollout (:mod:`evolora.generation.segments`); None: all sampled.
         weight: multiplies the sample's advantage after the group normalisation (>= 0; 1 for
             teachers and students): a critic's balanced class weight, which GRPO's per-group std
             would cancel if it were part of the reward (:func:`evolora.critic.verdict_sample`).
@@ -145,7 +146,7 @@ class UpdateResult:
 
 
 def policy_update(
-    bank,
+    bank: LocalBank,
     slot: str,
     optimizer: torch.optim.Optimizer,
     samples: list[Sample],
@@ -158,7 +159,7 @@ def policy_update(
     return policy_update_many(bank, {slot: (optimizer, samples)}, **settings)[slot]
 
 
-def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
+def policy_update_many(bank: LocalBank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
                        algorithm: Algorithm = "grpo", clip_eps: float = 0.2,
                        kl_coef: float = 0.0, epochs: int = 1, micro_batch: int = 4,
                        max_grad_norm: float = 1.0) -> dict[str, UpdateResult]:
@@ -166,7 +167,7 @@ def policy_update_many(bank, jobs: dict[str, tuple[torch.optim.Optimizer, list[S
 
     Each adapter's loss is its own token-mean surrogate, so the summed loss gives every
     adapter exactly the gradient of a separate update; rows are routed through their own
-    adapter by :func:`evolora.routed.routed` (two batched matmuls per layer), so P adapters
+    adapter by :func:`evolora.generation.routed.routed` (two batched matmuls per layer), so P adapters
     cost one forward/backward instead of P. Source: PopuLoRA (arXiv 2605.16727) §2 step 5.
 
     Args:
@@ -238,7 +239,7 @@ def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], di
     return rows, tokens, dropped
 
 
-def micro_batches(bank, rows: list[tuple[str, Sample, float]], micro_batch: int) -> list[list]:
+def micro_batches(bank: LocalBank, rows: list[tuple[str, Sample, float]], micro_batch: int) -> list[list]:
     """The update's rows ((slot, sample, advantage)) in micro-batches of at most ``micro_batch`` rows.
 
     With :data:`PACK_TOKENS`: ordered by prompt (length, then ids: less padding) and packed one
@@ -265,11 +266,11 @@ def micro_batches(bank, rows: list[tuple[str, Sample, float]], micro_batch: int)
     return [sorted(chunk, key=lambda r: r[0]) for chunk in chunks]  # adapters contiguous within a micro-batch
 
 
-def _fits(bank, chunk: list, micro_batch: int) -> bool:
+def _fits(bank: LocalBank, chunk: list, micro_batch: int) -> bool:
     return len(chunk) <= micro_batch and not _layout(bank, *_names_samples(chunk))[1]
 
 
-def _layout(bank, names: list[str], samples: list[Sample]) -> tuple[bool, bool]:
+def _layout(bank: LocalBank, names: list[str], samples: list[Sample]) -> tuple[bool, bool]:
     """(shared-prefix path, decoder layers checkpointed) of one training micro-batch."""
     padded, shared_tokens = _decoder_tokens(bank, names, samples)
     shared = shared_tokens < padded and not (CHECKPOINT_LAYERS and shared_tokens >= CHECKPOINT_MIN_TOKENS)
@@ -284,7 +285,7 @@ PACK_TOKENS = True
 """Pack micro-batches by decoder tokens (:func:`micro_batches`; a gsm-shaped update: 0.82x the CPU time)."""
 
 
-def _chunk_loss(bank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
+def _chunk_loss(bank: LocalBank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
                 clip_eps: float, kl_coef: float) -> tuple[list[str], torch.Tensor, list[float]]:
     """One micro-batch, forward and backward (gradients accumulate in the adapters): its slots,
     each row's share of its adapter's token-mean loss (B,) (detached), and each row's summed
@@ -359,12 +360,12 @@ def _set_trainable(params: dict[str, list[torch.nn.Parameter]], on: bool) -> Non
             param.requires_grad_(on)
 
 
-def _no_grad_logps(bank, chunk, base: bool = False) -> torch.Tensor:
+def _no_grad_logps(bank: LocalBank, chunk, base: bool = False) -> torch.Tensor:
     return routed_logprobs(bank, [BASE if base else slot for slot, _, _ in chunk], [sample for _, sample, _ in chunk])
 
 
 @torch.no_grad()
-def routed_logprobs(bank, names: list[str], samples: list[Sample]) -> torch.Tensor:
+def routed_logprobs(bank: LocalBank, names: list[str], samples: list[Sample]) -> torch.Tensor:
     """Log-probs (B, T_c) float32 of each sample's completion under its own adapter ``names[i]``
     (or ``"__base__"``), without gradient; 0 on padding. Each distinct (adapter, prompt) is
     prefilled once when that saves decoder tokens (:data:`SHARE_PREFIXES`), else one padded
@@ -378,13 +379,13 @@ def routed_logprobs(bank, names: list[str], samples: list[Sample]) -> torch.Tens
 
 SHARE_PREFIXES = True
 """Prefill each distinct (adapter, prompt) of a micro-batch once and run its completions on
-the cache (:func:`evolora.completion.shared_prefix_logprobs`) when that saves decoder tokens
+the cache (:func:`evolora.generation.completion.shared_prefix_logprobs`) when that saves decoder tokens
 and the shared layout stays below :data:`CHECKPOINT_MIN_TOKENS` (it cannot be checkpointed):
 an arith student micro-batch, 8 × (47 + 24) = 568 padded tokens, checkpointed before, runs
 47 + 8 · 24 = 239 unchecked. Same values; only speed changes."""
 
 
-def _decoder_tokens(bank, names: list[str], samples: list[Sample]) -> tuple[int, int]:
+def _decoder_tokens(bank: LocalBank, names: list[str], samples: list[Sample]) -> tuple[int, int]:
     """Decoder tokens of a micro-batch as one padded forward (B · (T_p + T_c)) and with shared
     prefixes (U · T_p + B · T_c; the padded count when sharing is off or not possible)."""
     prompt = max(len(s.prompt_ids) for s in samples)

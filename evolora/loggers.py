@@ -29,7 +29,6 @@ tokens and tokens/s, seconds per phase, peak RSS, and the births of the step as 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import secrets
@@ -38,39 +37,8 @@ from typing import Any, Callable
 
 from evolora.callbacks import JsonlLogger
 
-OPTIONAL_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
-"""Logger name -> the Python package it needs, installed by ``pip install 'evolora[NAME]'``."""
-
-
 class LoggerError(RuntimeError):
     """A configured tracker could not start; the message names it and what to do."""
-
-
-def check_loggers(names: tuple[str, ...]) -> tuple[str, ...]:
-    """Validate ``run.loggers`` (a pydantic after-validator of :class:`evolora.config.RunConfig`).
-
-    Args:
-        names: logger names from :data:`LOGGERS`.
-
-    Returns:
-        ``names`` unchanged.
-
-    Raises:
-        ValueError: ``jsonl`` is missing (resume, ``evolora evaluate`` and reports read
-            ``metrics.jsonl``), a name is given twice, or an optional package is not installed
-            (the message holds the ``pip install`` command). Checked when the config loads,
-            before any model does.
-    """
-    if "jsonl" not in names:
-        raise ValueError("keep jsonl in the list (resume and reports read metrics.jsonl), e.g. [jsonl, tensorboard]")
-    if len(set(names)) != len(names):
-        raise ValueError("each logger may be given once")
-    for name in names:
-        package = OPTIONAL_PACKAGES.get(name)
-        if package and importlib.util.find_spec(package) is None:
-            raise ValueError(f"the {name} logger needs the {package} package, which is not installed; "
-                             f"install it with: pip install 'evolora[{name}]'")
-    return names
 
 
 def _put(out: dict[str, float], tag: str, value: Any) -> None:

@@ -31,6 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from statistics import median
 from typing import Any, Literal
 
+from evolora.parsing import PARSE_ERRORS
+from evolora.tasks.expression_size import expression_depth, expression_tree, max_digits, operator_count
+
 # ---------------------------------------------------------------------------- programs
 _CONTEXTS = (ast.Load, ast.Store, ast.Del)
 _BRANCHES = (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.Assert)
@@ -140,64 +143,13 @@ def program_metrics(source: str) -> dict[str, int] | None:
     """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except PARSE_ERRORS:
         return None
     return {"ast_depth": ast_depth(tree), "cyclomatic": cyclomatic_complexity(tree),
             "lines": lines_of_code(source), "variables": variable_count(tree)}
 
 
 # ---------------------------------------------------------------------------- expressions
-_DIGIT_RUN = re.compile(r"\d+(?:\.\d+)?")
-
-
-def _expression_tree(text: str | ast.AST) -> ast.AST:
-    tree = _parse(text, mode="eval")
-    return tree.body if isinstance(tree, ast.Expression) else tree
-
-
-def expression_depth(text: str | ast.AST) -> int:
-    """Operator nesting depth of an arithmetic expression: a number is 0, an operator
-    (binary or unary) is 1 + the depth of its deepest operand; parentheses add nothing.
-
-    >>> expression_depth("7"), expression_depth("3 + 4"), expression_depth("(3 + 4) * 2"), expression_depth("-(1 - 2)")
-    (0, 1, 2, 2)
-
-    Raises:
-        SyntaxError: ``text`` is not a Python expression.
-    """
-    deepest, stack = 0, [(_expression_tree(text), 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, ast.BinOp):
-            stack += [(node.left, depth + 1), (node.right, depth + 1)]
-        elif isinstance(node, ast.UnaryOp):
-            stack.append((node.operand, depth + 1))
-        else:
-            deepest = max(deepest, depth)
-    return deepest
-
-
-def operator_count(text: str | ast.AST) -> int:
-    """Binary operators (``+ - * / // % **``) in an expression; unary signs are not counted.
-
-    >>> operator_count("7"), operator_count("-3 + 4"), operator_count("(1 + 2) * (3 - 4) ** 2")
-    (0, 1, 4)
-
-    Raises:
-        SyntaxError: ``text`` is not a Python expression.
-    """
-    return sum(isinstance(node, ast.BinOp) for node in ast.walk(_expression_tree(text)))
-
-
-def max_digits(text: str) -> int:
-    """Most digits in one number written in ``text`` (a decimal point is not a digit); 0 when none.
-
-    >>> max_digits("12 * 345"), max_digits("1.25 + 3"), max_digits("no numbers")
-    (3, 3, 0)
-    """
-    return max((len(m.group(0).replace(".", "")) for m in _DIGIT_RUN.finditer(text)), default=0)
-
-
 def expression_metrics(text: str) -> dict[str, int] | None:
     """Depth, operator count and max digits of an expression; None when it does not parse.
 
@@ -207,8 +159,8 @@ def expression_metrics(text: str) -> dict[str, int] | None:
     True
     """
     try:
-        tree = _expression_tree(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = expression_tree(text)
+    except PARSE_ERRORS:
         return None
     return {"depth": expression_depth(tree), "operators": operator_count(tree), "digits": max_digits(text)}
 

@@ -20,14 +20,14 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from peft.utils import get_peft_model_state_dict
 
-from evolora import heap
+from evolora.generation import heap
 from evolora.factors import check_factors, random_factors, write_adapter  # noqa: F401  (re-exported)
 from evolora.game import Game
 from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
 from evolora.operators import Adapter
-from evolora.rollout import BASE, Completion, RolloutStats, generate
+from evolora.generation.rollout import BASE, Completion, RolloutStats, generate
 from evolora.schedule import set_lr
-from evolora.segments import generate_segments
+from evolora.generation.segments import generate_segments
 
 
 @dataclass
@@ -233,19 +233,19 @@ class AdapterBank:
             for param in self.parameters(other):
                 param.requires_grad_(other == slot)
 
-    # -- the bank protocol of a run (evolora.workers.ShardedBank offers the same over Ray actors) --
+    # -- the bank protocol of a run (evolora.distributed.sharded_bank.ShardedBank offers the same over Ray actors) --
     def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, routing: str = "routed",
                 segments: tuple = (), stats: RolloutStats | None = None, **options) -> list[Completion]:
-        """One completion per (prompt, adapter) row: :func:`evolora.rollout.generate`, or
-        :func:`evolora.segments.generate_segments` when ``segments`` are given.
+        """One completion per (prompt, adapter) row: :func:`evolora.generation.rollout.generate`, or
+        :func:`evolora.generation.segments.generate_segments` when ``segments`` are given.
 
         Args:
             tokenizer: the base's tokenizer; prompts: N token id lists; adapters: N slot names
                 (or ``"__base__"``); routing: "routed" (this bank routes the rows) or "peft".
-            options: the sampling and batching keywords of :func:`evolora.rollout.generate`.
+            options: the sampling and batching keywords of :func:`evolora.generation.rollout.generate`.
 
         Returns:
-            N :class:`evolora.rollout.Completion`, in the order of ``prompts``.
+            N :class:`evolora.generation.rollout.Completion`, in the order of ``prompts``.
         """
         router = self if routing == "routed" else None
         if segments:
@@ -256,8 +256,8 @@ class AdapterBank:
     def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], lr: float | None = None, **settings) -> dict:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`
         (PopuLoRA arXiv 2605.16727 §2 step 5), with blocks >= 1 MB mmapped
-        (:func:`evolora.heap.mapped_blocks`), after the rollouts' freed blocks are given back
-        (:func:`evolora.heap.trim`): a gsm update's activations then start from live memory and
+        (:func:`evolora.generation.heap.mapped_blocks`), after the rollouts' freed blocks are given back
+        (:func:`evolora.generation.heap.trim`): a gsm update's activations then start from live memory and
         leave no holes in the heap (3 default gsm steps, 1 thread: peak RSS 2424 -> 2339 MB, CPU
         time +1.3 %). ``lr``: this step's learning rate for every job's optimizer
         (:func:`evolora.schedule.scheduled_lr`); None keeps theirs. Returns {slot: UpdateResult}."""
@@ -288,7 +288,7 @@ class AdapterBank:
 
     def prefetch(self, slots: list[str]) -> None:
         """A hint that :meth:`get_factors` of ``slots`` comes next (evolution's parent pool); nothing
-        to fetch in-process. :meth:`evolora.workers.ShardedBank.prefetch` starts the transfers."""
+        to fetch in-process. :meth:`evolora.distributed.sharded_bank.ShardedBank.prefetch` starts the transfers."""
 
     def nonfinite(self, slots: list[str]) -> list[str]:
         """The slots of ``slots`` whose factors hold NaN or Inf (checked without copies), in order."""

@@ -17,7 +17,7 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
 
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
 replays exactly what the uninterrupted run would have done. ``run.backend: ray`` puts the
-adapters on Ray workers (:class:`evolora.workers.ShardedBank`, the same bank protocol as
+adapters on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`, the same bank protocol as
 :class:`evolora.population.AdapterBank`); a lost worker is restarted and the step repeated
 from the last checkpoint.
 """
@@ -36,7 +36,7 @@ import torch
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
-from evolora.critic_eval import critic_evaluation
+from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy
 from evolora.evolution import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
@@ -48,7 +48,7 @@ from evolora.reward_control import randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
-from evolora.workers import run_step_with_recovery
+from evolora.distributed.sharded_bank import run_step_with_recovery
 
 Callback = Callable[["Run", dict, list[GameRecord]], None]
 """Called after every step with the run, the step's metrics record and its games."""
@@ -93,7 +93,7 @@ class Run:
         lora = config.lora
         slots = [m.slot for m in population.members] + [f"H{i}" for i in range(capacity)]
         if config.run.backend == "ray":
-            from evolora.workers import ShardedBank
+            from evolora.distributed.sharded_bank import ShardedBank
 
             if model is not None:
                 raise ValueError("run.backend=ray: each worker builds its own base from config.model; pass model=None")
@@ -134,10 +134,10 @@ class Run:
         """Play, train, rate and (every k steps) evolve once; return the metrics record and games.
 
         With ``run.backend: ray``, a worker lost during the step is restarted and the step
-        repeated from the last checkpoint (:func:`evolora.workers.run_step_with_recovery`).
+        repeated from the last checkpoint (:func:`evolora.distributed.sharded_bank.run_step_with_recovery`).
 
         Raises:
-            evolora.workers.ClusterLost: the workers cannot be restored; the message names the
+            evolora.distributed.sharded_bank.ClusterLost: the workers cannot be restored; the message names the
                 run directory to ``--resume``.
         """
         return run_step_with_recovery(self, self._run_step)
@@ -335,7 +335,7 @@ class Run:
         return results
 
     def evaluate_critics(self) -> dict:
-        """The held-out critic evaluation (:func:`evolora.critic_eval.critic_evaluation`) of a run with
+        """The held-out critic evaluation (:func:`evolora.critic.evaluation.critic_evaluation`) of a run with
         critics: the base and every student answer, the base and every critic (best rating first) judge.
         {} without critics or when evaluation is off."""
         review, evaluation = self.arm.review, self.config.eval

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import get_args
 
-from evolora.config_types import LRSchedule
+from evolora.config.types import LRSchedule
 
 
 def scheduled_lr(lr: float, step: int, steps: int, schedule: str = "constant", final: float = 0.1) -> float:

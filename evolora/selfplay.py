@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from evolora.bank import Bank
 from evolora.config import RewardConfig, SelfPlayConfig
 from evolora.guidance import add_guidance
 from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
-from evolora.rollout import Completion, RolloutStats, chat_prompt
+from evolora.generation.rollout import Completion, RolloutStats, chat_prompt
 from evolora.tasks.base import ProposalRequest, Task, normalise_problem
 
 
@@ -128,7 +129,7 @@ class StepOutcome:
 
 
 def play_step(
-    bank,
+    bank: Bank,
     tokenizer,
     task: Task,
     proposers: list[Individual],
@@ -255,10 +256,10 @@ def _pair_solve_rates(pairs: list[tuple[str, str]], games: list[GameRecord]) -> 
     return rates
 
 
-def _teacher_rollout(bank, tokenizer, requests: list[ProposalRequest], slots: list[str], config: SelfPlayConfig,
+def _teacher_rollout(bank: Bank, tokenizer, requests: list[ProposalRequest], slots: list[str], config: SelfPlayConfig,
                      stats: RolloutStats) -> list[Completion]:
     """Every teacher completion, in request order: free-form rows in one batched ``generate``,
-    structured rows (the same ``segments``) through :func:`evolora.segments.generate_segments`
+    structured rows (the same ``segments``) through :func:`evolora.generation.segments.generate_segments`
     (both by ``bank.rollout``)."""
     sampling = config.sampling("teacher")
     prompts = [chat_prompt(tokenizer, request.messages, request.prefix) for request in requests]

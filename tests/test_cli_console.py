@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from evolora.cli_console import NOISY_LIBRARIES, quiet_libraries, start_line
+from evolora.cli.display import NOISY_LIBRARIES, quiet_libraries, start_line
 from evolora.config import config_from_dict
 
 

@@ -223,7 +223,7 @@ def test_runs_without_critics_write_no_critic_keys(tmp_path, single_thread):
 
 # -- held-out critic evaluation -------------------------------------------------------------------
 def test_majority_and_best_of_n_pick_the_rows_they_promise():
-    from evolora.critic_eval import _accepted, _majority
+    from evolora.critic.evaluation import _accepted, _majority
 
     grades = [Grade("wrong", 3.0), Grade("correct", 5.0), Grade("format", None), Grade("correct", 5.0),
               Grade("wrong", 3.0), Grade("wrong", 3.0)]
@@ -237,7 +237,7 @@ def test_majority_and_best_of_n_pick_the_rows_they_promise():
 def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_thread):
     from rich.console import Console
 
-    from evolora.cli_console import critic_table
+    from evolora.cli.display import critic_table
 
     config = _config(run={"steps": 1}, eval={"limit": 2, "critic_limit": 3, "critic_samples": 2})
     summary = _run(config, tmp_path).finish()
@@ -267,7 +267,7 @@ def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(
     on answers of true class ``truths[j]``."""
     from evolora.critic import entropy_bonuses, score_reviews, verdict_sample
     from evolora.learner import compute_advantages
-    from evolora.rollout import Completion
+    from evolora.generation.rollout import Completion
 
     reviews = [Review("c0", "s0", 0, j, truth, verdict, "") for j, (verdicts, truth) in
                enumerate(zip(verdicts_per_answer, truths)) for verdict in verdicts]
@@ -453,10 +453,10 @@ def test_without_the_std_a_critic_group_keeps_the_size_of_its_reward_differences
 
 
 def test_verdict_scores_are_the_teacher_forced_log_odds_of_the_two_verdicts(tiny):
-    from evolora.critic_eval import VERDICT_WORDS, verdict_scores
+    from evolora.critic.evaluation import VERDICT_WORDS, verdict_scores
     from evolora.learner import Sample, completion_logprobs
     from bank_helpers import random_bank
-    from evolora.rollout import BASE, chat_prompt
+    from evolora.generation.rollout import BASE, chat_prompt
 
     model, tokenizer = tiny
     bank = random_bank(model, ["c0"], target_modules=("q_proj", "v_proj"), b_std=0.5)
@@ -470,7 +470,7 @@ def test_verdict_scores_are_the_teacher_forced_log_odds_of_the_two_verdicts(tiny
     expected = torch.logsumexp(torch.tensor(logp[:2]), 0) - torch.logsumexp(torch.tensor(logp[2:]), 0)
     assert scores["base"][1] == pytest.approx(float(expected), abs=1e-4)
     assert scores["c0"] != pytest.approx(scores["base"], abs=1e-6)  # the adapter changes the judge
-    from evolora.critic_eval import auc
+    from evolora.critic.evaluation import auc
     assert auc([0.3, 0.1], ["correct", "incorrect"]) == 1.0 and auc([0.1], ["correct"]) is None
 
 

@@ -12,10 +12,10 @@ from functools import partial
 import pytest
 import torch
 
-from evolora.decode import BufferLayer, choose_tokens, decode, skinny_linears
+from evolora.generation.decode import BufferLayer, choose_tokens, decode, skinny_linears
 from bank_helpers import random_bank
-from evolora.rollout import BASE, _left_pad, chat_prompt
-from evolora.routed import routed
+from evolora.generation.rollout import BASE, _left_pad, chat_prompt
+from evolora.generation.routed import routed
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 NAMES = ["A0", "A1", BASE, "A1", "A0", "A2"]

@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from evolora.cli import app
-from evolora.evaluate_run import evaluate_run
+from evolora.evaluation.rerun import evaluate_run
 from evolora.model import load_base
 from evolora.population import AdapterBank
 from evolora.run import Run

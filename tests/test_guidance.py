@@ -15,7 +15,7 @@ from evolora.config import ConfigError, SelfPlayConfig, config_from_dict
 import torch
 
 from evolora.learner import compute_advantages
-from evolora.rollout import Completion
+from evolora.generation.rollout import Completion
 from evolora.selfplay import play_step
 from evolora.metrics import operator_count
 from evolora.tasks.arith import ArithTask, evaluate_expression

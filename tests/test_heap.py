@@ -1,11 +1,11 @@
-"""evolora.heap: trimming and the mmap threshold around a long decode."""
+"""evolora.generation.heap: trimming and the mmap threshold around a long decode."""
 
 import sys
 
 import pytest
 import torch
 
-from evolora import heap
+from evolora.generation import heap
 
 GLIBC = sys.platform.startswith("linux") and heap._libc() is not False
 

@@ -15,7 +15,7 @@ from evolora.io import read_jsonl
 from evolora.league import League
 from evolora.learner import make_optimizer
 from evolora.model import load_base
-from evolora.operator_choice import resolve_operators
+from evolora.config.operator_choice import resolve_operators
 from evolora.population import AdapterBank, Population
 from evolora.run import Run
 from tests.conftest import TINY_OVERRIDES

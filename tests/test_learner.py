@@ -79,7 +79,7 @@ def test_batched_logprobs_equal_one_at_a_time(bank):
 
 def test_chunked_completion_logprobs_equal_full_logits_path(bank, monkeypatch):
     """The chunked LM-head path equals full logits + log_softmax: values, entropy, LoRA grads."""
-    import evolora.completion as completion
+    import evolora.generation.completion as completion
 
     samples = _samples() + [Sample((5, 6), (7, 8, 9), 1.0, "g", mask=(True, False, True))]
     bank.activate("A0")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evolora.logprobs import token_logprobs
+from evolora.generation.logprobs import token_logprobs
 
 
 def _reference(hidden, weight, targets):

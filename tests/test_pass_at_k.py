@@ -55,7 +55,7 @@ def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, si
         assert float(line[3]) == pytest.approx(float(line[2]), abs=5e-4)  # pass@1 = sampled mean
         assert float(line[4]) >= float(line[3]) - 1e-9  # pass@2 >= pass@1
     assert "per cell" in done.stdout
-    from evolora.evaluate_run import UNUSED_SLOT, load_members
+    from evolora.evaluation.rerun import UNUSED_SLOT, load_members
 
     fresh, tokenizer = load_base("tiny-random")  # the run's model holds its own bank's layers
     _, task, tokenizer, bank = load_members(tmp_path, [], model=fresh, tokenizer=tokenizer)  # the base only

@@ -188,7 +188,7 @@ def test_tensors_cross_the_boundary_as_numpy_bit_for_bit():
     import numpy as np
     import torch
 
-    from evolora.worker import Bits, pack, unpack
+    from evolora.distributed.actor import Bits, pack, unpack
 
     gen = torch.Generator().manual_seed(0)
     state = {"a": (torch.randn(3, 4, generator=gen), torch.randn(4, 3, generator=gen).to(torch.bfloat16)),
@@ -210,7 +210,7 @@ def sharded(cluster, single_thread):
 
     from evolora.model import load_base
     from evolora.population import AdapterBank
-    from evolora.workers import ShardedBank
+    from evolora.distributed.sharded_bank import ShardedBank
 
     config = _config(backend="ray", workers=2)
     slots = ["T0", "T1", "S0", "S1"]
@@ -249,9 +249,9 @@ def test_a_sharded_bank_refuses_a_bad_adapter_on_the_driver(sharded):
 def test_verdict_scores_and_logprobs_on_two_workers_equal_the_in_process_bank(sharded):
     import torch
 
-    from evolora.critic_eval import verdict_scores
+    from evolora.critic.evaluation import verdict_scores
     from evolora.learner import Sample
-    from evolora.routed import BASE
+    from evolora.generation.routed import BASE
 
     bank, local, tokenizer = sharded
     names = ["S1", BASE, "T0", "T1", BASE, "S0"]  # workers 1, any, 0, 1, any, 0

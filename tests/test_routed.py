@@ -9,8 +9,8 @@ from evolora.model import load_base
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from bank_helpers import random_bank
 from evolora.population import AdapterBank
-from evolora.rollout import BASE, chat_prompt, generate
-from evolora.routed import routed
+from evolora.generation.rollout import BASE, chat_prompt, generate
+from evolora.generation.routed import routed
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -159,7 +159,7 @@ def test_routed_gradients_equal_peft_per_row(bank, names, tokens):
 @pytest.mark.parametrize("tokens", [1, 5])
 def test_shared_input_siblings_equal_unshared(bank, monkeypatch, names, tokens):
     """Inference: q/k/v and gate/up sharing one gather and matmul equal one matmul per layer (1e-5)."""
-    import evolora.routed as routed_module
+    import evolora.generation.routed as routed_module
 
     ids = torch.randint(3, 60, (len(names), tokens), generator=torch.Generator().manual_seed(3))
     assert any(len(group) > 1 for group in routed_module._sibling_groups(bank.layers))
@@ -210,7 +210,7 @@ def test_bfloat16_base_matches_peft_per_row():
 
 
 def test_a_bank_with_another_model_is_refused_on_every_generation_path(bank, tiny):
-    from evolora.segments import generate_segments
+    from evolora.generation.segments import generate_segments
     from evolora.tasks.base import Segment
 
     other, tokenizer = tiny  # the bare base: not the bank's PEFT model

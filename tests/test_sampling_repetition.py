@@ -11,7 +11,7 @@ from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_fro
 from evolora.game import Game
 from evolora.population import AdapterBank, Population
 from evolora.ratings import Ratings
-from evolora.rollout import Completion
+from evolora.generation.rollout import Completion
 from evolora.selfplay import play_step, repetition_penalties, teacher_reward
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import ProposalRequest, normalise_problem

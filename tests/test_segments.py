@@ -7,9 +7,9 @@ import torch.nn.functional as F
 
 from evolora.learner import Sample, completion_logprobs
 from bank_helpers import random_bank
-from evolora.rollout import chat_prompt, generate
-from evolora.routed import routed
-from evolora.segments import generate_segments
+from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.routed import routed
+from evolora.generation.segments import generate_segments
 from evolora.tasks.base import Segment
 
 FORCED = "\n```python\n"

@@ -8,10 +8,10 @@ import torch
 
 import evolora.learner as learner
 from bank_helpers import random_bank
-from evolora.completion import completion_logprobs, distinct_prefixes, shared_prefix_logprobs
+from evolora.generation.completion import completion_logprobs, distinct_prefixes, shared_prefix_logprobs
 from evolora.learner import Sample, policy_update_many
 from evolora.model import load_base
-from evolora.routed import BASE, routed
+from evolora.generation.routed import BASE, routed
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 

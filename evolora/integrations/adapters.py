@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from evolora.bank import Bank
 from evolora.operators import Adapter, check_adapter
 
 __all__ = ["random_adapter", "adapter_shapes", "num_floats", "flatten", "unflatten", "write_to_bank",
@@ -109,7 +110,7 @@ def unflatten(vector: Tensor, template: Mapping[str, tuple[Tensor, Tensor]]) -> 
     return adapter
 
 
-def write_to_bank(adapter: Adapter, bank, slot: str) -> None:
+def write_to_bank(adapter: Adapter, bank: Bank, slot: str) -> None:
     """Overwrite ``bank``'s ``slot`` with ``adapter`` (an :class:`evolora.population.AdapterBank`).
 
     Raises:
@@ -119,7 +120,7 @@ def write_to_bank(adapter: Adapter, bank, slot: str) -> None:
     bank.set_factors(slot, adapter)
 
 
-def save_to_bank(adapter: Adapter, bank, slot: str, directory: str | Path) -> Path:
+def save_to_bank(adapter: Adapter, bank: Bank, slot: str, directory: str | Path) -> Path:
     """Write ``adapter`` into ``slot`` and save it as a PEFT adapter directory.
 
     The directory holds ``adapter_config.json`` and ``adapter_model.safetensors`` and loads with

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from deap import base, tools
 
+from evolora.bank import LocalBank
 from evolora.integrations.adapters import random_adapter, save_to_bank, write_to_bank
 from evolora.operators import REGISTRY, Adapter, OperatorSpec
 
@@ -187,7 +188,7 @@ def make_toolbox(*, evaluate: Callable[[LoRAIndividual], tuple[float, ...]], gen
     return toolbox
 
 
-def population_from_bank(bank, slots: Iterable[str] | None = None,
+def population_from_bank(bank: LocalBank, slots: Iterable[str] | None = None,
                          fitness: type[base.Fitness] = FitnessMax) -> list[LoRAIndividual]:
     """One individual per bank slot (default: every slot), holding a copy of its factors."""
     return [LoRAIndividual(bank.get_factors(slot), fitness()) for slot in (bank.slots if slots is None else slots)]
@@ -204,12 +205,12 @@ def random_population(size: int, shapes: Mapping[str, tuple[int, int]], *, rank:
             for _ in range(size)]
 
 
-def write_individual(individual: LoRAIndividual, bank, slot: str) -> None:
+def write_individual(individual: LoRAIndividual, bank: LocalBank, slot: str) -> None:
     """Overwrite ``bank``'s ``slot`` with the individual's factors."""
     write_to_bank(individual.factors, bank, slot)
 
 
-def save_individual(individual: LoRAIndividual, bank, slot: str, directory: str | Path) -> Path:
+def save_individual(individual: LoRAIndividual, bank: LocalBank, slot: str, directory: str | Path) -> Path:
     """Write the individual into ``slot`` and save it as a PEFT adapter directory (``PeftModel.from_pretrained``)."""
     return save_to_bank(individual.factors, bank, slot, directory)
 
@@ -236,7 +237,7 @@ class BankEvaluator:
         TypeError: on ``pickle.dumps`` / ``copy.copy`` / sending it to another process.
     """
 
-    def __init__(self, bank, slot: str, fitness: Callable[[Any, str], float]):
+    def __init__(self, bank: LocalBank, slot: str, fitness: Callable[[Any, str], float]):
         self.bank, self.slot, self.fitness = bank, slot, fitness
 
     def __reduce_ex__(self, protocol):

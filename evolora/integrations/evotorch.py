@@ -32,6 +32,7 @@ try:
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("evolora.integrations.evotorch needs EvoTorch: pip install 'evolora[evotorch]'") from err
 
+from evolora.bank import Bank
 from evolora.integrations.adapters import flatten, num_floats, save_to_bank, unflatten, write_to_bank
 from evolora.operators import Adapter, check_adapter
 
@@ -96,13 +97,13 @@ def solution_adapter(solution: Solution | SolutionBatch | Tensor, template: Mapp
     return {name: (a.clone(), b.clone()) for name, (a, b) in unflatten(vector, template).items()}
 
 
-def write_solution(solution: Solution | Tensor, template: Mapping[str, tuple[Tensor, Tensor]], bank,
+def write_solution(solution: Solution | Tensor, template: Mapping[str, tuple[Tensor, Tensor]], bank: Bank,
                    slot: str) -> None:
     """Overwrite ``bank``'s ``slot`` with a solution (e.g. ``searcher.status["best"]`` or ``center``)."""
     write_to_bank(solution_adapter(solution, template), bank, slot)
 
 
-def save_solution(solution: Solution | Tensor, template: Mapping[str, tuple[Tensor, Tensor]], bank, slot: str,
+def save_solution(solution: Solution | Tensor, template: Mapping[str, tuple[Tensor, Tensor]], bank: Bank, slot: str,
                   directory: str | Path) -> Path:
     """Write a solution into ``slot`` and save it as a PEFT adapter directory (``PeftModel.from_pretrained``)."""
     return save_to_bank(solution_adapter(solution, template), bank, slot, directory)

@@ -22,10 +22,10 @@ import numpy as np
 import yaml
 from scipy import stats
 
+from evolora.game import MEMBER_ROLES
 from evolora.io import read_jsonl
 
 POPULATION, SINGLE_AGENT = "population", "single_agent"
-MEMBER_ROLES = ("student", "agent")  # roles whose held-out accuracy counts as a member's
 COMPLEXITY_PREFERENCE = ("depth", "ast_depth")  # the trend metric, else the first one logged
 CONFIDENCE = 0.95
 

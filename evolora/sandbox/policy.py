@@ -15,6 +15,8 @@ import _string
 import ast
 import string
 
+from evolora.parsing import PARSE_ERRORS
+
 ALLOWED_MODULES = frozenset({
     "math", "cmath", "fractions", "decimal", "numbers", "itertools", "functools",
     "operator", "collections", "statistics", "re", "string", "heapq", "bisect",
@@ -63,7 +65,6 @@ BANNED_ATTRIBUTES = frozenset({
 banned modules, getattr-like helpers, clocks (``datetime.now``) and frame internals.
 ``re.compile`` and ``datetime.time`` stay allowed."""
 
-_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
 """What ``ast.parse`` raises on bad source: ValueError for null bytes or surrogates,
 RecursionError/MemoryError for pathological nesting (``"-" * 10**6 + "1"``)."""
 MAX_SOURCE_CHARS = 100_000
@@ -95,7 +96,7 @@ def check_source(source: str, *, allow_input: bool = False) -> str | None:
     """
     try:
         tree = ast.parse(source)
-    except _UNPARSABLE:
+    except PARSE_ERRORS:
         return None
     main_guards = _main_guard_names(tree)
     banned_names = BANNED_NAMES - {"input"} if allow_input else BANNED_NAMES

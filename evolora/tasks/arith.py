@@ -24,13 +24,10 @@ so that learning shows on a CPU.
 
 from __future__ import annotations
 
-import ast
 import random
 import re
-from fractions import Fraction
 
-from evolora.metrics import expression_depth, operator_count
-from evolora.metrics import max_digits as digits_in
+from evolora.tasks.arith_eval import ALLOWED_CHARS, ExpressionError, evaluate_expression
 from evolora.tasks.arith_params import check_params
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
@@ -44,132 +41,7 @@ EXAMPLES = ("7 + 5", "9 - 4", "6 * 3", "(3 + 4) * 2", "12 - 9 + 2", "15 / 3", "8
             "(9 - 5) * (2 + 1)", "4 * 11")
 """Teacher few-shot examples (drawn ``num_examples`` at a time), from easy to a little harder."""
 
-_ALLOWED_CHARS = re.compile(r"[0-9.+\-*/%() \t]*")
 _HEADER = re.compile(r"problem\s*(?:\d+\s*)?:", re.IGNORECASE)  # one \s* per run of spaces: linear
-
-
-class ExpressionError(ValueError):
-    """An expression the verifier refuses; ``reason`` is the Verdict reason."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def evaluate_expression(
-    text: str,
-    *,
-    max_chars: int = 120,
-    max_digits: int = 6,
-    max_depth: int = 8,
-    max_ops: int = 10,
-    max_value: int = 10**12,
-    max_exponent: int = 4,
-    min_ops: int = 0,
-) -> Fraction:
-    """The exact value of an arithmetic expression, computed without ``eval``.
-
-    Grammar: number literals (integers, decimals like ``2.5``), binary ``+ - * / // % **``,
-    unary ``-``/``+``, parentheses. ``**`` needs an integer exponent in [0, max_exponent].
-
-    Args:
-        max_chars: longest accepted text (also bounds the parser's work).
-        max_digits: most digits in one number.
-        max_depth: deepest operator nesting (:func:`evolora.metrics.expression_depth`).
-        max_ops: most binary operators (:func:`evolora.metrics.operator_count`).
-        max_value: bound on the magnitude of every literal, intermediate and final value
-            (and on numerator/denominator of non-integer values).
-        max_exponent: largest exponent of ``**``.
-        min_ops: fewest binary operators (the task uses 1: a bare number is no problem).
-
-    Raises:
-        ExpressionError: with ``reason`` "parse" (empty, too long or not an expression),
-            "banned" (any character or syntax outside the grammar), "too_deep",
-            "too_many_ops", "too_few_ops", "too_many_digits", "too_large" (a value or exponent beyond
-            its bound), "zero_division".
-
-    >>> evaluate_expression("(3 + 4) * 2"), evaluate_expression("7 / 2"), evaluate_expression("-2 ** 2")
-    (Fraction(14, 1), Fraction(7, 2), Fraction(-4, 1))
-    """
-    text = text.strip()
-    if not text:
-        raise ExpressionError("parse", "empty expression")
-    if len(text) > max_chars:
-        raise ExpressionError("parse", f"expression longer than {max_chars} characters")
-    if not _ALLOWED_CHARS.fullmatch(text):
-        raise ExpressionError("banned", "only digits, '.', + - * / % ( ) and spaces are allowed")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise ExpressionError("parse", f"not an expression: {exc}") from None
-    _check_nodes(tree)
-    if expression_depth(tree) > max_depth:
-        raise ExpressionError("too_deep", f"operator nesting deeper than {max_depth}")
-    if operator_count(tree) > max_ops:
-        raise ExpressionError("too_many_ops", f"more than {max_ops} operators")
-    if operator_count(tree) < min_ops:
-        raise ExpressionError("too_few_ops", f"fewer than {min_ops} operator(s): not a problem")
-    if digits_in(text) > max_digits:
-        raise ExpressionError("too_many_digits", f"a number has more than {max_digits} digits")
-    return _value(tree.body, max_value, max_exponent)
-
-
-_BINARY = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
-
-
-def _check_nodes(tree: ast.AST) -> None:
-    for node in ast.walk(tree):
-        ok = (isinstance(node, (ast.Expression, ast.BinOp, *_BINARY, ast.USub, ast.UAdd))
-              or (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)))
-              or (isinstance(node, ast.Constant) and type(node.value) in (int, float)))
-        if not ok:
-            raise ExpressionError("banned", f"{type(node).__name__} is not allowed in an expression")
-
-
-def _bounded(value: Fraction, max_value: int) -> Fraction:
-    if abs(value.numerator) > max_value * value.denominator or value.denominator > max_value:
-        raise ExpressionError("too_large", f"a value exceeds the bound {max_value}")
-    return value
-
-
-def _value(node: ast.AST, max_value: int, max_exponent: int) -> Fraction:
-    """Exact value of a checked tree; iterative over the tree (no recursion limit)."""
-    results: list[Fraction] = []
-    stack: list[tuple[ast.AST, bool]] = [(node, False)]
-    while stack:
-        current, expanded = stack.pop()
-        if isinstance(current, ast.Constant):
-            results.append(_bounded(Fraction(str(current.value)), max_value))
-        elif not expanded:
-            stack.append((current, True))
-            children = [current.left, current.right] if isinstance(current, ast.BinOp) else [current.operand]
-            stack.extend((child, False) for child in reversed(children))
-        elif isinstance(current, ast.UnaryOp):
-            results.append(-results.pop() if isinstance(current.op, ast.USub) else results.pop())
-        else:
-            right, left = results.pop(), results.pop()
-            results.append(_bounded(_binary(current.op, left, right, max_exponent), max_value))
-    return results[0]
-
-
-def _binary(op: ast.operator, left: Fraction, right: Fraction, max_exponent: int) -> Fraction:
-    if isinstance(op, ast.Add):
-        return left + right
-    if isinstance(op, ast.Sub):
-        return left - right
-    if isinstance(op, ast.Mult):
-        return left * right
-    if isinstance(op, ast.Pow):
-        if right.denominator != 1 or not 0 <= right <= max_exponent:
-            raise ExpressionError("too_large", f"exponents must be whole numbers in [0, {max_exponent}]")
-        return left ** int(right)
-    if right == 0:
-        raise ExpressionError("zero_division", "division by zero")
-    if isinstance(op, ast.Div):
-        return left / right
-    if isinstance(op, ast.FloorDiv):
-        return Fraction(left // right)
-    return left % right  # ast.Mod, Python semantics (sign of the divisor)
 
 
 class ArithTask(Task):
@@ -307,7 +179,7 @@ class ArithTask(Task):
         body = text[header.end():MAX_TEXT_CHARS] if header else text[:MAX_TEXT_CHARS]
         line = next((ln for ln in body.splitlines() if ln.strip()), "")
         expression = normalise_expression(line)
-        if self.lenient_parse and not _ALLOWED_CHARS.fullmatch(expression):
+        if self.lenient_parse and not ALLOWED_CHARS.fullmatch(expression):
             expression = _arithmetic_span(expression)
         if not expression or not any(c.isdigit() for c in expression):
             return None

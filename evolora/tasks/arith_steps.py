@@ -17,7 +17,7 @@ import ast
 import copy
 from fractions import Fraction
 
-from evolora.tasks.arith import _binary  # arith imports this module only inside a method
+from evolora.tasks.arith_eval import binary_value
 from evolora.tasks.arith_text import format_number
 from evolora.tasks.numeric import arithmetic_value, numbers_equal
 
@@ -41,7 +41,7 @@ def _reduce_first(node: ast.AST) -> tuple[ast.AST, bool]:
     if isinstance(node, ast.BinOp):
         left, right = _number(node.left), _number(node.right)
         if left is not None and right is not None:
-            return ast.Constant(_binary(node.op, left, right, _ANY_EXPONENT)), True
+            return ast.Constant(binary_value(node.op, left, right, _ANY_EXPONENT)), True
         for side in ("left", "right"):
             child, value = _reduce_first(getattr(node, side))
             if value:

@@ -31,6 +31,7 @@ import random
 import warnings
 from collections import OrderedDict
 
+from evolora.parsing import PARSE_ERRORS
 from evolora.sandbox import SandboxPool, run_program
 from evolora.tasks.pooled import PooledVerifier
 import evolora.tasks.code_prompts as fmt
@@ -210,7 +211,7 @@ class CodeTask(PooledVerifier):
         if not code_values.defines_function(problem.program, "f"):
             try:
                 ast.parse(problem.program)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
+            except PARSE_ERRORS:
                 return None, "error"
             return None, "no_function"
         if len(set(problem.inputs)) < len(problem.inputs):

@@ -33,6 +33,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Literal
 
+from evolora.parsing import PARSE_ERRORS
 from evolora.tasks.code_values import FENCE, arguments_text, parse_arguments
 
 CodeType = Literal["deduction", "abduction", "induction"]
@@ -216,7 +217,7 @@ def split_calls(program: str) -> tuple[str, list[str]]:
     """
     try:
         tree = ast.parse(program)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except PARSE_ERRORS:
         return program, []
     inputs: list[str] = []
     first_line = None
@@ -230,7 +231,7 @@ def split_calls(program: str) -> tuple[str, list[str]]:
             break
         try:
             arguments = tuple(ast.literal_eval(a) for a in call.args)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        except (*PARSE_ERRORS, TypeError):
             break
         inputs.insert(0, arguments_text(arguments))
         first_line = node.lineno

@@ -14,6 +14,8 @@ import ast
 import re
 from typing import Any
 
+from evolora.parsing import PARSE_ERRORS
+
 FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 """A Markdown code fence (optionally tagged python); a missing closing fence is tolerated."""
 _CALL_PREFIX = re.compile(r"^f\s*\(")
@@ -167,7 +169,7 @@ def defines_function(source: str, name: str = "f") -> bool:
     """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except PARSE_ERRORS:
         return False
     return any(isinstance(node, ast.FunctionDef) and node.name == name for node in tree.body)
 
@@ -204,7 +206,7 @@ def top_level_definitions(code: str) -> str:
     """
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except PARSE_ERRORS:
         lines = code.splitlines()
         for i, line in enumerate(lines[1:], start=1):
             if line.strip() and line[:1] not in (" ", "\t", "#", "@", ")", "]", "}") and not re.match(

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from evolora import heap
+from evolora.bank import Bank
+from evolora.generation import heap
 from evolora.io import write_text_atomic
-from evolora.rollout import BASE, chat_prompt, generate
+from evolora.generation.rollout import BASE, chat_prompt, generate
 from evolora.tasks.base import HeldOutItem, Task
 
 
@@ -45,7 +46,7 @@ def evaluate(
     *,
     max_new_tokens: int,
     batch_size: int = 16,
-    bank=None,
+    bank: Bank | None = None,
     rollout=None,
 ) -> dict[str, EvalResult]:
     """Greedy accuracy of each adapter on ``items``.
@@ -56,7 +57,7 @@ def evaluate(
             ``task.grade_held_out(completions, items)`` (batched; e.g. HumanEval for ``code``).
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
-        bank: route rows with :func:`evolora.routed.routed` when given (else PEFT's mixed batches).
+        bank: route rows with :func:`evolora.generation.routed.routed` when given (else PEFT's mixed batches).
         rollout: ``(prompts, adapters, **options) -> completions`` to generate with instead of
             ``model`` (a bank's :meth:`~evolora.population.AdapterBank.rollout`, in-process or on Ray workers).
 
@@ -68,7 +69,7 @@ def evaluate(
     heap.trim()  # a run's last update leaves freed blocks in the heap; the KV buffers then add to live memory only
     if rollout is None:
         rollout = partial(generate, model, tokenizer, bank=bank)
-    with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.heap)
+    with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
         completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,
                               greedy=True, batch_size=batch_size)
     grades = task.grade_held_out([c.text for c in completions], [items[i] for _, i in rows])
@@ -83,11 +84,11 @@ def evaluate(
 __all__ = ["BASE", "EvalResult", "evaluate"]
 
 
-def held_out_accuracy(bank, tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
+def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
                       routing: str = "routed", limit: int | None = None,
                       answers_path: str | Path | None = None) -> tuple[dict[str, dict], int]:
     """The one held-out evaluation of a run's members, used at a run's end and by
-    :func:`evolora.evaluate_run.evaluate_run`.
+    :func:`evolora.evaluation.rerun.evaluate_run`.
 
     Args:
         bank: the :class:`evolora.population.AdapterBank` holding the members.

@@ -1,7 +1,7 @@
 """Batched rollouts: one ``generate`` call serves many adapters at once (mixed-adapter batches).
 
-With the adapter bank, rows are routed through their own adapter by :mod:`evolora.routed` and
-decoded by :mod:`evolora.decode` (preallocated KV cache, last-position logits, a batch that
+With the adapter bank, rows are routed through their own adapter by :mod:`evolora.generation.routed` and
+decoded by :mod:`evolora.generation.decode` (preallocated KV cache, last-position logits, a batch that
 shrinks as rows end). Without it, PEFT routes each row when ``adapter_names`` is given to
 ``transformers``' ``generate`` (one name per row; ``"__base__"`` for the bare base model): the
 reference path the routed one is tested against. Rows are grouped into batches of similar
@@ -17,9 +17,10 @@ from functools import partial
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from evolora import heap
-from evolora.decode import choose_tokens, decode
-from evolora.routed import BASE, routed  # noqa: F401  (BASE re-exported)
+from evolora.bank import LocalBank
+from evolora.generation import heap
+from evolora.generation.decode import choose_tokens, decode
+from evolora.generation.routed import BASE, routed  # noqa: F401  (BASE re-exported)
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Completion:
         text: decoded completion without special tokens.
         truncated: True when generation stopped at ``max_new_tokens`` without EOS or a stop string.
         mask: per completion token, True when it was sampled (trained on) and False when it
-            was forced text (:func:`evolora.segments.generate_segments`); None: all sampled.
+            was forced text (:func:`evolora.generation.segments.generate_segments`); None: all sampled.
     """
 
     adapter: str
@@ -78,7 +79,7 @@ def generate(
     top_p: float = 1.0,
     batch_size: int = 16,
     stats: RolloutStats | None = None,
-    bank=None,
+    bank: LocalBank | None = None,
     stop: tuple[str, ...] = (),
     keep_stop: bool = True,
     generator: torch.Generator | None = None,
@@ -96,8 +97,8 @@ def generate(
         batch_size: rows per batch (rows sorted by prompt length, then grouped by adapter in a batch).
         stats: accumulates generated tokens and seconds when given.
         bank: the :class:`evolora.population.AdapterBank` of ``model``; when given, rows are
-            routed with :func:`evolora.routed.routed` (batched matmuls, ~base speed) and decoded
-            by :func:`evolora.decode.decode` (preallocated KV cache, shrinking batch). None:
+            routed with :func:`evolora.generation.routed.routed` (batched matmuls, ~base speed) and decoded
+            by :func:`evolora.generation.decode.decode` (preallocated KV cache, shrinking batch). None:
             ``transformers``' ``generate`` with PEFT's mixed-adapter batches (the reference path).
         stop: stop strings; a row ends once its generated text holds one of them.
         keep_stop: keep the tokens through the stop string (else every token that holds part
@@ -133,11 +134,11 @@ def generate(
         if stats is not None:
             stats.seconds += time.perf_counter() - began
             stats.tokens += sum(len(results[i].completion_ids) for i in rows)
-    heap.trim()  # the KV caches just freed (see evolora.heap)
+    heap.trim()  # the KV caches just freed (see evolora.generation.heap)
     return results  # type: ignore[return-value]
 
 
-def check_routing(model, bank) -> None:
+def check_routing(model, bank: LocalBank) -> None:
     """Refuse a ``bank`` that does not hold ``model``: with a bank, rows are routed through the bank's
     adapters, so a different ``model`` would be silently ignored.
 
@@ -160,7 +161,7 @@ def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torc
     return input_ids, attention
 
 
-def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank, max_new_tokens, eos_ids, stop,
+def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank: LocalBank, max_new_tokens, eos_ids, stop,
                    generator, greedy, temperature, top_p) -> torch.Tensor:
     """(B, t) new tokens of one batch: routed LoRA through the preallocated-cache engine."""
     config = getattr(model, "generation_config", None)
@@ -173,7 +174,7 @@ def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank, max_n
     )
 
 
-def _decode_peft(model, tokenizer, input_ids, attention, names, *, bank, max_new_tokens, eos_ids, stop,
+def _decode_peft(model, tokenizer, input_ids, attention, names, *, bank: LocalBank, max_new_tokens, eos_ids, stop,
                  generator, greedy, temperature, top_p) -> torch.Tensor:
     """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
     width = input_ids.shape[1]

@@ -15,10 +15,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from evolora.config_population import PopulationConfig, check_evolvable
-from evolora.config_run import RunConfig, check_workers
-from evolora.config_selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
-from evolora.config_types import Algorithm, ConfigError, Float, Int, LRSchedule, _Section
+from evolora.config.population import PopulationConfig, check_evolvable
+from evolora.config.run import RunConfig, check_workers
+from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
+from evolora.config.types import Algorithm, ConfigError, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
 __all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
@@ -243,7 +243,7 @@ def config_from_dict(data: dict) -> Config:
 
 
 def _check_operators(config: Config) -> None:
-    from evolora.operator_choice import resolve_operators  # torch only: no model code is imported here
+    from evolora.config.operator_choice import resolve_operators  # torch only: no model code is imported here
 
     try:
         resolve_operators(config.evolution)

@@ -7,7 +7,7 @@ closing fence. Every row is one sequence
 
     prompt | segment 1 (sampled) | forced text | segment 2 (sampled) | ...
 
-and its :class:`evolora.rollout.Completion` marks which completion tokens were sampled
+and its :class:`evolora.generation.rollout.Completion` marks which completion tokens were sampled
 (``mask``). The learner trains on exactly those tokens, with log-probs conditioned on the
 same context they were sampled in (forced tokens included), so one forward pass over the
 whole sequence gives the same log-probs as the rollout (tested).
@@ -22,18 +22,19 @@ from functools import partial
 
 import torch
 
-from evolora import heap
-from evolora.decode import Decoder, choose_tokens
-from evolora.rollout import (Completion, RolloutStats, _completion, _eos_ids, _left_pad, _StopOnText, check_routing,
+from evolora.bank import LocalBank
+from evolora.generation import heap
+from evolora.generation.decode import Decoder, choose_tokens
+from evolora.generation.rollout import (Completion, RolloutStats, _completion, _eos_ids, _left_pad, _StopOnText, check_routing,
                              generate)
-from evolora.routed import routed
+from evolora.generation.routed import routed
 from evolora.tasks.base import Segment
 
 
 def generate_segments(
     model, tokenizer, prompts: list[list[int]], adapters: list[str], segments: tuple[Segment, ...], *,
     max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 16,
-    stats: RolloutStats | None = None, bank=None, generator: torch.Generator | None = None,
+    stats: RolloutStats | None = None, bank: LocalBank | None = None, generator: torch.Generator | None = None,
 ) -> list[Completion]:
     """Generate every row through the same sequence of segments.
 
@@ -43,9 +44,9 @@ def generate_segments(
             and appended before it is generated. An EOS ends a segment, and the row only in
             the last segment; it is dropped from the middle of a row.
         max_new_tokens: token limit of a segment without its own.
-        temperature, top_p, batch_size, stats, bank, generator: as :func:`evolora.rollout.generate`;
+        temperature, top_p, batch_size, stats, bank, generator: as :func:`evolora.generation.rollout.generate`;
             a segment's own ``temperature`` replaces ``temperature``. With ``bank`` every batch
-            stays in one :class:`evolora.decode.Decoder`: the prompt is prefilled once and each
+            stays in one :class:`evolora.generation.decode.Decoder`: the prompt is prefilled once and each
             segment continues from the cache (tokens a segment drops are masked out of it);
             without, each segment is one ``generate`` call over the whole context so far.
 
@@ -55,7 +56,7 @@ def generate_segments(
 
     Raises:
         ValueError: no segments, ``prompts`` and ``adapters`` differ in length, or ``bank`` does
-            not hold ``model`` (:func:`evolora.rollout.check_routing`).
+            not hold ``model`` (:func:`evolora.generation.rollout.check_routing`).
     """
     if not segments:
         raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
@@ -72,7 +73,7 @@ def generate_segments(
                                  bank=bank, generator=generator)
             for i, completion in zip(rows, done):
                 out[i] = completion
-        heap.trim()  # the KV caches just freed (see evolora.heap)
+        heap.trim()  # the KV caches just freed (see evolora.generation.heap)
         return out  # type: ignore[return-value]
     eos = _eos_ids(model, tokenizer)
     ids: list[list[int]] = [[] for _ in prompts]
@@ -106,8 +107,8 @@ def generate_segments(
 
 
 def _routed_batch(model, tokenizer, prompts, adapters, segments, *, max_new_tokens, temperature, top_p, stats,
-                  bank, generator) -> list[Completion]:
-    """One batch of rows through every segment in one :class:`evolora.decode.Decoder`."""
+                  bank: LocalBank, generator) -> list[Completion]:
+    """One batch of rows through every segment in one :class:`evolora.generation.decode.Decoder`."""
     began = time.perf_counter()
     eos_ids = _eos_ids(model, tokenizer)
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long)

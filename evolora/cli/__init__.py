@@ -112,9 +112,9 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
 def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verbose: bool) -> dict:
     """The body of :func:`_execute`, run while this process holds the run directory's lock."""
     from evolora.callbacks import Checkpointer, ProgressBar
-    from evolora.cli_console import quiet_libraries, start_line
+    from evolora.cli.display import quiet_libraries, start_line
     from evolora.loggers import LoggerError, close_loggers, open_loggers
-    from evolora.workers import ClusterLost, WorkerLost
+    from evolora.distributed.sharded_bank import ClusterLost, WorkerLost
 
     began = time.perf_counter()
     quiet_libraries(verbose)
@@ -200,7 +200,7 @@ def _print_summary(summary: dict) -> None:
     console = Console(width=None if sys.stdout.isatty() else 140)
     console.print(table)
     if summary.get("critic_eval"):
-        from evolora.cli_console import critic_table
+        from evolora.cli.display import critic_table
 
         console.print(critic_table(summary["critic_eval"]))
 
@@ -298,8 +298,8 @@ def evaluate_command(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Held-out problems per member (default eval.limit)."),
 ) -> None:
     """Evaluate a finished run's students (or single agent) and the base again; update final/summary.json."""
-    from evolora.cli_console import quiet_libraries
-    from evolora.evaluate_run import evaluate_run
+    from evolora.cli.display import quiet_libraries
+    from evolora.evaluation.rerun import evaluate_run
 
     quiet_libraries()
     try:
@@ -322,15 +322,16 @@ def export_command(
     merge: bool = typer.Option(True, "--merge/--no-merge", help="Merged standalone model, or the PEFT adapter."),
 ) -> None:
     """Export one member with a model card: merged into a standalone Hugging Face model, or as its PEFT adapter."""
-    from evolora.cli_console import quiet_libraries
-    from evolora.export import CANDIDATE_ROLES, export_member, plan_export
+    from evolora.cli.display import quiet_libraries
+    from evolora.export import export_member, plan_export
+    from evolora.game import MEMBER_ROLES
     from evolora.model import ModelNotFoundError
 
     try:
         plan = plan_export(run_dir, member, out=out, merge=merge)
     except (FileNotFoundError, ValueError, ConfigError) as error:
         _fail(str(error))
-    role = plan.member["role"] + ("" if plan.member["role"] in CANDIDATE_ROLES else ", not a student")
+    role = plan.member["role"] + ("" if plan.member["role"] in MEMBER_ROLES else ", not a student")
     console.print(f"exporting {plan.member['id']} ({role}; {plan.criterion}) as "
                   f"{'a merged model' if merge else 'its PEFT adapter'} ...", highlight=False, soft_wrap=True)
     quiet_libraries()

@@ -2,7 +2,7 @@
 
 ``run.backend: local`` (the default) keeps the whole population in this process;
 ``run.backend: ray`` spreads its adapter slots over ``run.workers`` Ray actors, each with
-its own base-model replica (:mod:`evolora.workers`). Checked when the config loads, before
+its own base-model replica (:mod:`evolora.distributed.sharded_bank`). Checked when the config loads, before
 any model does. Source: PopuLoRA (arXiv 2605.16727) §2 (one frozen base shared by every adapter).
 """
 
@@ -13,8 +13,38 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from evolora.config_types import Int, _Section
-from evolora.loggers import check_loggers
+from evolora.config.types import Int, _Section
+
+
+OPTIONAL_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
+"""Logger name -> the Python package it needs, installed by ``pip install 'evolora[NAME]'``."""
+
+
+def check_loggers(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Validate ``run.loggers`` (a pydantic after-validator of :class:`RunConfig`).
+
+    Args:
+        names: logger names from :data:`evolora.loggers.LOGGERS`.
+
+    Returns:
+        ``names`` unchanged.
+
+    Raises:
+        ValueError: ``jsonl`` is missing (resume, ``evolora evaluate`` and reports read
+            ``metrics.jsonl``), a name is given twice, or an optional package is not installed
+            (the message holds the ``pip install`` command). Checked when the config loads,
+            before any model does.
+    """
+    if "jsonl" not in names:
+        raise ValueError("keep jsonl in the list (resume and reports read metrics.jsonl), e.g. [jsonl, tensorboard]")
+    if len(set(names)) != len(names):
+        raise ValueError("each logger may be given once")
+    for name in names:
+        package = OPTIONAL_PACKAGES.get(name)
+        if package and importlib.util.find_spec(package) is None:
+            raise ValueError(f"the {name} logger needs the {package} package, which is not installed; "
+                             f"install it with: pip install 'evolora[{name}]'")
+    return names
 
 
 class RunConfig(_Section):

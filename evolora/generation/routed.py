@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import torch
+from evolora.bank import LocalBank
 
 BASE = "__base__"
 """Adapter name that routes a row through the bare base model (PEFT's convention too)."""
@@ -41,7 +42,7 @@ SHARED_INPUT = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 Llama-style blocks. Only a speed hint: a sibling whose input is another tensor computes its own."""
 
 
-def route_index(bank, names: list[str]) -> torch.Tensor:
+def route_index(bank: LocalBank, names: list[str]) -> torch.Tensor:
     """Row → slot index (−1 for ``"__base__"``). Shapes: returns (N,) long.
 
     Raises:
@@ -59,7 +60,7 @@ def route_index(bank, names: list[str]) -> torch.Tensor:
 
 
 @contextmanager
-def routed(bank, names: list[str], *, train: bool = False) -> Iterator[None]:
+def routed(bank: LocalBank, names: list[str], *, train: bool = False) -> Iterator[None]:
     """Inside this context, a forward of ``bank.model`` routes row i through adapter ``names[i]``.
 
     Args:

@@ -1,6 +1,6 @@
 """The building blocks of every config section: the error type, strict numbers, a strict section.
 
-Split from :mod:`evolora.config` so that section modules (:mod:`evolora.config_population`)
+Split from :mod:`evolora.config` so that section modules (:mod:`evolora.config.population`)
 can share them without importing the whole config.
 """
 

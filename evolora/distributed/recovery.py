@@ -1,6 +1,6 @@
 """A run that loses a Ray worker: the errors, and repeating the step from the last checkpoint.
 
-:class:`evolora.workers.ShardedBank` raises :class:`WorkerLost` when a worker dies during a
+:class:`evolora.distributed.sharded_bank.ShardedBank` raises :class:`WorkerLost` when a worker dies during a
 call; :func:`run_step_with_recovery` (what :meth:`evolora.run.Run.run_step` calls) restores every
 worker from the checkpoint of the previous step and repeats the step, or raises
 :class:`ClusterLost` naming the run directory to ``--resume``. Source: PopuLoRA (arXiv

@@ -25,11 +25,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from evolora.bank import Bank
 from evolora.config import RewardConfig, SelfPlayConfig
 from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
-from evolora.rollout import chat_prompt
+from evolora.generation.rollout import chat_prompt
 from evolora.selfplay import StepOutcome, to_sample
 from evolora.tasks.base import Task
 
@@ -219,7 +220,7 @@ def score_reviews(reviews: list[Review], rewards: RewardConfig) -> tuple[list[fl
     return scored, weights
 
 
-def review_step(bank, tokenizer, task: Task, outcome: StepOutcome, students: list[Individual],
+def review_step(bank: Bank, tokenizer, task: Task, outcome: StepOutcome, students: list[Individual],
                 critics: list[Individual], ratings, config: SelfPlayConfig, *, np_rng: np.random.Generator) -> list[Review]:
     """Play the review game on ``outcome`` (the step's teacher → student games) and fold it in.
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from evolora.config_types import Float, Int, _Section
+from evolora.config.types import Float, Int, _Section
 
 class MatchmakingConfig(_Section):
     weighting: Literal["variance", "hard", "uniform"] = "variance"

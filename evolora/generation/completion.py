@@ -13,7 +13,7 @@ Two layouts give the same values (fp32 reassociation only):
   tokens runs 47 + 8 · 24 = 239 decoder tokens instead of 568.
 
 The LM head only ever runs on completion positions, through
-:func:`evolora.logprobs.token_logprobs` (no full-vocabulary log-softmax kept for backward).
+:func:`evolora.generation.logprobs.token_logprobs` (no full-vocabulary log-softmax kept for backward).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from evolora.logprobs import token_logprobs
-from evolora.routed import routed
+from evolora.bank import LocalBank
+from evolora.generation.logprobs import token_logprobs
+from evolora.generation.routed import routed
 
 
 def completion_logprobs(model, samples: Sequence, *, entropy: bool = False):
@@ -32,7 +33,7 @@ def completion_logprobs(model, samples: Sequence, *, entropy: bool = False):
 
     Rows are laid out ``[pad… prompt | completion …pad]`` so every completion starts at
     the same column; the LM head only runs on completion positions, in chunks through
-    :func:`evolora.logprobs.token_logprobs` (no full-vocabulary log-softmax is kept for
+    :func:`evolora.generation.logprobs.token_logprobs` (no full-vocabulary log-softmax is kept for
     backward), and on padding not at all.
 
     Args:
@@ -60,7 +61,7 @@ def completion_logprobs(model, samples: Sequence, *, entropy: bool = False):
     return _scored(hidden, head, completion_ids, completion_attention, mask, entropy)
 
 
-def shared_prefix_logprobs(bank, names: Sequence[str], samples: Sequence, *, entropy: bool = False,
+def shared_prefix_logprobs(bank: LocalBank, names: Sequence[str], samples: Sequence, *, entropy: bool = False,
                            train: bool = False):
     """:func:`completion_logprobs` of routed rows, each distinct (adapter, prompt) prefilled once.
 

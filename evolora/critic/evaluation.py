@@ -21,18 +21,19 @@ from functools import partial
 
 import torch
 
+from evolora.bank import Bank
 from evolora.critic import TRUTH, balanced_accuracy
-from evolora.rollout import BASE, chat_prompt
+from evolora.generation.rollout import BASE, chat_prompt
 from evolora.tasks.base import Task
 
 
-def critic_evaluation(bank, tokenizer, task: Task, answerers: dict[str, str], judges: dict[str, str], *,
+def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, str], judges: dict[str, str], *,
                       limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
                       batch_size: int, seed: int, routing: str = "routed") -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` or a Ray :class:`evolora.workers.ShardedBank`
+        bank: the :class:`evolora.population.AdapterBank` or a Ray :class:`evolora.distributed.sharded_bank.ShardedBank`
             (rollouts and verdict scores through the bank protocol). answerers, judges: {bank slot: id}; the
             base (slot ``"__base__"``, id ``"base"``) is added first to each as the reference.
         limit: held-out problems (``task.held_out(limit, random.Random(seed))``). n: samples per
@@ -94,14 +95,14 @@ VERDICT_WORDS = ((" correct", " Correct"), (" incorrect", " Incorrect"))
 
 
 @torch.no_grad()
-def verdict_scores(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+def verdict_scores(bank: Bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
                    batch_size: int) -> dict[str, list[float]]:
     """{judge id: its score of each (problem, answer)}: log Σ π(" correct" | " Correct") − log Σ
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
     to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
     verdict is the same on all of them. Deterministic (no sampling). ``bank``: any bank of the
     protocol (:meth:`evolora.population.AdapterBank.logprobs`; on Ray each judge's rows run on
-    its worker, :meth:`evolora.workers.ShardedBank.logprobs`)."""
+    its worker, :meth:`evolora.distributed.sharded_bank.ShardedBank.logprobs`)."""
     from evolora.learner import Sample
 
     prompts = [tuple(chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix))
@@ -139,7 +140,7 @@ def _top(group: list[int], scores: dict[int, float]) -> int:
     return max(judged, key=lambda r: scores[r]) if judged else group[0]
 
 
-def _verdicts(bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+def _verdicts(bank: Bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
               max_new_tokens: int, batch_size: int, rollout) -> dict[str, list[str | None]]:
     """{judge id: its greedy verdict on each (problem, answer), in order}."""
     prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix)

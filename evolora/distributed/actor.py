@@ -1,6 +1,6 @@
 """One Ray worker of a sharded population: a base-model replica and the adapters of its shard.
 
-The driver (:class:`evolora.workers.ShardedBank`) wraps this class with ``ray.remote`` and
+The driver (:class:`evolora.distributed.sharded_bank.ShardedBank`) wraps this class with ``ray.remote`` and
 calls its methods through Ray; it never runs in the driver's process. The worker builds its
 own base model from the run's ``model`` section, holds the LoRA factors of its slots in an
 :class:`evolora.population.AdapterBank` and their AdamW optimizers, and runs rollouts, the
@@ -24,7 +24,7 @@ import torch
 from evolora.learner import Sample, UpdateResult
 from evolora.model import load_base, resolve_device
 from evolora.population import AdapterBank
-from evolora.rollout import Completion, RolloutStats
+from evolora.generation.rollout import Completion, RolloutStats
 
 
 DEFERRABLE = ("seed", "snapshot", "set_factors", "new_optimizer")

@@ -3,7 +3,7 @@
 ``transformers``' ``generate`` re-concatenates every layer's key/value cache at every step
 (``DynamicCache``: 13 % of a batch-8 SmolLM2-135M decode step), runs its logits processors
 and stopping criteria over the whole batch, and keeps computing rows that already ended.
-Here the model's own forward (so the routed LoRA hooks of :mod:`evolora.routed` fire
+Here the model's own forward (so the routed LoRA hooks of :mod:`evolora.generation.routed` fire
 unchanged) runs over
 
 * :class:`BufferLayer` caches: one (B, H, T_max, D) buffer per layer and K/V, written in place;
@@ -13,7 +13,7 @@ unchanged) runs over
   routing (``context``) are cut to the rows still running;
 * one prefill per distinct (prompt, adapter) of a batch (a student's samples of one problem),
   its cache copied to the duplicates;
-* multi-segment rollouts (:class:`Decoder`, :mod:`evolora.segments`) that continue from the
+* multi-segment rollouts (:class:`Decoder`, :mod:`evolora.generation.segments`) that continue from the
   cache after forced text instead of re-running the prompt: tokens a segment drops are
   masked out of the cache.
 
@@ -154,7 +154,7 @@ def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, *, greed
 
 class Decoder:
     """One left-padded batch held in a :class:`BufferLayer` cache: prefill once, then decode
-    one or several segments, with text forced in between (:mod:`evolora.segments`).
+    one or several segments, with text forced in between (:mod:`evolora.generation.segments`).
 
     A row's context is the cache slots it attends (``mask``, (B, capacity)) and ``fed`` (B,),
     its number of context tokens (the RoPE position of its next one). Tokens a segment drops

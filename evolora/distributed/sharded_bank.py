@@ -1,6 +1,6 @@
 """The population on a Ray cluster: adapter slots sharded over worker actors, one base replica each.
 
-    bank = ShardedBank(config, slots)          # run.workers actors (evolora.worker.Worker), slot i on worker i mod N
+    bank = ShardedBank(config, slots)          # run.workers actors (evolora.distributed.actor.Worker), slot i on worker i mod N
     bank.rollout(tokenizer, prompts, adapters) # each row on its adapter's worker; results back in row order
     bank.update(jobs)                          # each worker updates its own slots with its own optimizers
     bank.logprobs(names, samples)              # teacher-forced log-probs, each row on its adapter's worker
@@ -29,10 +29,10 @@ from pathlib import Path
 import torch
 
 from evolora.factors import check_factors, random_factors, write_adapter
-from evolora.recovery import (  # noqa: F401  (re-exported)
+from evolora.distributed.recovery import (  # noqa: F401  (re-exported)
     MAX_RESTARTS, RESTART_TIMEOUT_S, ClusterLost, WorkerLost, run_step_with_recovery)
-from evolora.routed import BASE
-from evolora.worker import pack, unpack
+from evolora.generation.routed import BASE
+from evolora.distributed.actor import pack, unpack
 
 PREFETCH_MAX_BYTES = 1 << 19
 """Largest adapter (bytes of its factors) :meth:`ShardedBank.prefetch` fetches ahead. A prefetch
@@ -79,7 +79,7 @@ class ShardedBank:
     def __init__(self, config, slots: list[str]):
         import ray
 
-        from evolora.worker import Worker
+        from evolora.distributed.actor import Worker
 
         workers = config.run.workers
         self.slots, self.rank, self.alpha = list(slots), config.lora.rank, config.lora.alpha
@@ -116,7 +116,7 @@ class ShardedBank:
         seconds (the last item of a ``phase`` call's value) is the driver's overhead."""
         import ray
 
-        from evolora.worker import WorkerRestarted
+        from evolora.distributed.actor import WorkerRestarted
 
         try:
             pending, self._pending = self._pending, []
@@ -175,7 +175,7 @@ class ShardedBank:
         One Ray call per worker with rows; the step's deferred seed and snapshot ride on it.
 
         Returns:
-            N :class:`evolora.rollout.Completion`, in the order of ``prompts``.
+            N :class:`evolora.generation.rollout.Completion`, in the order of ``prompts``.
 
         Raises:
             ValueError: ``prompts`` and ``adapters`` differ in length; KeyError: an unknown adapter.

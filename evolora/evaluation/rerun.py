@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from evolora.config import load_run_config
+from evolora.game import MEMBER_ROLES
 from evolora.io import write_json_atomic
 
-MEMBER_ROLES = ("student", "agent")
 
 
 def _check_run(run_dir: Path, limit: int | None) -> tuple[Path, list[str], dict]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from evolora.config_types import Int, _Section
+from evolora.config.types import Int, _Section
 from evolora.game import POPULATION_ROLES, REQUIRED_ROLES
 
 _NAMED = {role: f"{role}s" for role in POPULATION_ROLES}  # teacher -> teachers (the named form's keys)

@@ -1,0 +1,96 @@
+"""The adapter bank interface: what the run, the league and the operators ask of a bank.
+
+Two banks implement it: :class:`evolora.population.AdapterBank` (every adapter in this process,
+on one base model) and :class:`evolora.distributed.sharded_bank.ShardedBank` (the adapters sharded
+over Ray workers, each with its own base). Code that takes a ``bank`` types it with :class:`Bank`,
+so the two stay interchangeable by contract, not by convention.
+
+A *slot* is a bank position holding one adapter's factors (A: (r, d_in), B: (d_out, r) per
+target module); individuals move between slots only through :meth:`Bank.set_factors`.
+Source: PopuLoRA (arXiv 2605.16727) §2 (one frozen base shared by every adapter).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+
+
+@runtime_checkable
+class Bank(Protocol):
+    """The operations every adapter bank offers (local or on Ray workers)."""
+
+    def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
+        """Draw the slot's initial factors (A Kaiming-uniform, B Gaussian with std ``b_std``)."""
+
+    def get_factors(self, slot: str) -> dict:
+        """{module: (A, B)} of the slot, fp32 tensors (a copy)."""
+
+    def set_factors(self, slot: str, factors: dict) -> None:
+        """Write {module: (A, B)} into the slot (the shapes must match the bank's)."""
+
+    def last_finite(self, slot: str) -> dict:
+        """The slot's factors at the last :meth:`snapshot` where they were all finite."""
+
+    def nonfinite(self, slots: list[str]) -> list[str]:
+        """The slots among ``slots`` whose factors hold NaN or Inf."""
+
+    def snapshot(self) -> None:
+        """Remember every slot's finite factors (what :meth:`last_finite` returns)."""
+
+    def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> Any:
+        """A fresh AdamW over the slot's factors."""
+
+    def update(self, jobs: dict, **settings: Any) -> dict:
+        """One RL update per slot: ``jobs`` is {slot: (optimizer, samples)}; returns {slot: result}."""
+
+    def rollout(self, tokenizer: Any, prompts: list[list[int]], adapters: list[str], **options: Any) -> list:
+        """Sample one completion per prompt, prompt i with the adapter in slot ``adapters[i]``."""
+
+    def logprobs(self, names: list[str], samples: list) -> Any:
+        """Per-token log-probs of ``samples`` under each named slot."""
+
+    def prefetch(self, slots: list[str]) -> None:
+        """Hint that these slots are used next (a no-op where nothing is remote)."""
+
+    def seed(self, value: int) -> None:
+        """Seed the bank's sampling generators."""
+
+    def save_adapter(self, slot: str, directory: str | Path) -> None:
+        """Write the slot as a PEFT adapter directory."""
+
+    def timing(self) -> dict | None:
+        """Per-worker seconds of the last step, or None where there are no workers."""
+
+    def close(self) -> None:
+        """Release the bank's resources (workers, mapped memory)."""
+
+
+BANK_METHODS: tuple[str, ...] = tuple(name for name in vars(Bank) if not name.startswith("_"))
+"""The names of the interface's methods (what a conformance test checks)."""
+
+
+@runtime_checkable
+class LocalBank(Bank, Protocol):
+    """A bank whose adapters sit in this process on ``model`` (:class:`evolora.population.AdapterBank`):
+    what the routed engine, the learner's forward passes and the DEAP genomes reach into."""
+
+    model: Any
+    """The frozen base model (a ``transformers`` causal LM) the adapters are attached to."""
+    slots: list[str]
+    """The bank's slot names, in routing order."""
+    rank: int
+    """LoRA rank r of every slot."""
+    alpha: float
+    """LoRA alpha; ΔW = (alpha / rank) · B A."""
+    layers: Any
+    """The adapted linear layers, {module name: layer} in the model's order."""
+
+    def parameters(self, slot: str) -> list:
+        """The slot's trainable fp32 factor tensors (A and B of every module)."""
+
+    def activate(self, slot: str) -> None:
+        """Route every row through ``slot`` (single-adapter forward passes)."""

@@ -1,0 +1,1 @@
+"""The generation engine: batched, multi-adapter rollouts and their log-probs."""

@@ -33,8 +33,8 @@ import torch
 
 from evolora.model import load_base
 from evolora.population import AdapterBank
-from evolora.generation.rollout import BASE, chat_prompt, generate
-from evolora.generation.routed import routed
+from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.routed import BASE, routed
 from evolora.selfplay import proposal_request
 from evolora.tasks import make_task
 from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)

@@ -28,7 +28,8 @@ import yaml
 from evolora.config import SelfPlayConfig
 from evolora.model import load_base
 from evolora.population import AdapterBank
-from evolora.generation.rollout import BASE, chat_prompt, generate
+from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.routed import BASE
 from evolora.selfplay import _teacher_rollout, proposal_request
 from evolora.tasks import make_task
 from evolora.tasks.base import HeldOutItem, normalise_problem

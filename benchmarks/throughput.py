@@ -22,7 +22,8 @@ import torch
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from evolora.model import load_base
 from evolora.population import AdapterBank
-from evolora.generation.rollout import BASE, chat_prompt, generate
+from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.routed import BASE
 from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -22,7 +22,7 @@ import torch
 
 from evolora.bank import Bank
 from evolora.config import EvolutionConfig
-from evolora.config.operator_choice import Operators, resolve_operators  # noqa: F401  (re-exported)
+from evolora.config.operator_choice import Operators, resolve_operators
 from evolora.operators.selection import replaced_indices
 from evolora.population import Individual, Population
 

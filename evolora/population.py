@@ -21,11 +21,12 @@ from peft.tuners.lora import LoraLayer
 from peft.utils import get_peft_model_state_dict
 
 from evolora.generation import heap
-from evolora.factors import check_factors, random_factors, write_adapter  # noqa: F401  (re-exported)
+from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.game import Game
 from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
 from evolora.operators import Adapter
-from evolora.generation.rollout import BASE, Completion, RolloutStats, generate
+from evolora.generation.rollout import Completion, RolloutStats, generate
+from evolora.generation.routed import BASE
 from evolora.schedule import set_lr
 from evolora.generation.segments import generate_segments
 

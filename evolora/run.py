@@ -38,7 +38,7 @@ from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy
-from evolora.evolution import resolve_operators
+from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
 from evolora import metrics
@@ -48,7 +48,7 @@ from evolora.reward_control import randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
-from evolora.distributed.sharded_bank import run_step_with_recovery
+from evolora.distributed.recovery import run_step_with_recovery
 
 Callback = Callable[["Run", dict, list[GameRecord]], None]
 """Called after every step with the run, the step's metrics record and its games."""

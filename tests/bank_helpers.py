@@ -1,10 +1,12 @@
-"""A routed adapter bank with random factors, for tests (not a test module)."""
+"""Adapter banks and rated populations with random factors, for tests (not a test module)."""
 
 from __future__ import annotations
 
 import torch
 
-from evolora.population import AdapterBank
+from evolora.game import Game
+from evolora.population import AdapterBank, Population
+from evolora.ratings import Ratings
 
 
 def random_bank(model, slots: list[str], *, target_modules, b_std: float, seed: int = 0, rank: int = 4,
@@ -16,3 +18,14 @@ def random_bank(model, slots: list[str], *, target_modules, b_std: float, seed: 
     for slot in bank.slots:
         bank.init_factors(slot, generator, b_std=b_std)
     return bank
+
+
+def rated_pair(model, teachers: int = 1):
+    """(bank, teachers, students, ratings) of a rated population of ``teachers`` teachers and one student."""
+    population = Population.initial({"teacher": teachers, "student": 1})
+    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
+    teachers, students = population.players(Game("teacher", "student"))
+    ratings = Ratings()
+    for member in population.members:
+        ratings.add(member.id)
+    return bank, teachers, students, ratings

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from evolora.tasks.toy import ToyTask
+from run_helpers import TINY_OVERRIDES
 
 
 @pytest.fixture(scope="module")
@@ -31,19 +31,6 @@ def tiny():
     from evolora.model import load_base
 
     return load_base("tiny-random")
-
-
-TINY_OVERRIDES = {
-    "model": {"name": "tiny-random"},
-    "lora": {"rank": 4, "alpha": 8, "init_b_std": 0.05},
-    "population": {"teachers": 2, "students": 2},
-    "run": {"steps": 4, "seed": 0},
-    "selfplay": {"proposals_per_teacher": 2, "samples_per_problem": 3, "teacher_max_new_tokens": 12,
-                 "student_max_new_tokens": 8},
-    "learner": {"lr": 1e-2},
-    "evolution": {"every": 1, "gamma": 0.5, "crossover_rate": 0.5},
-    "eval": {"limit": 4, "max_new_tokens": 6},
-}
 
 
 @pytest.fixture

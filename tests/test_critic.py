@@ -22,7 +22,7 @@ from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import Grade, parse_verdict
 from evolora.tasks.gsm import GSMTask
 from evolora.tasks.toy import ToyTask
-from tests.conftest import TINY_OVERRIDES
+from run_helpers import TINY_OVERRIDES
 
 CRITICS = {"roles": {"teacher": 2, "student": 2, "critic": 2}}
 VOLATILE = ("seconds", "tokens_per_second", "peak_rss_mb")
@@ -456,7 +456,8 @@ def test_verdict_scores_are_the_teacher_forced_log_odds_of_the_two_verdicts(tiny
     from evolora.critic.evaluation import VERDICT_WORDS, verdict_scores
     from evolora.learner import Sample, completion_logprobs
     from bank_helpers import random_bank
-    from evolora.generation.rollout import BASE, chat_prompt
+    from evolora.generation.rollout import chat_prompt
+    from evolora.generation.routed import BASE
 
     model, tokenizer = tiny
     bank = random_bank(model, ["c0"], target_modules=("q_proj", "v_proj"), b_std=0.5)

@@ -14,8 +14,8 @@ import torch
 
 from evolora.generation.decode import BufferLayer, choose_tokens, decode, skinny_linears
 from bank_helpers import random_bank
-from evolora.generation.rollout import BASE, _left_pad, chat_prompt
-from evolora.generation.routed import routed
+from evolora.generation.rollout import chat_prompt, left_pad
+from evolora.generation.routed import BASE, routed
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 NAMES = ["A0", "A1", BASE, "A1", "A0", "A2"]
@@ -27,7 +27,7 @@ def setup(tiny):
     bank = random_bank(model, ["A0", "A1", "A2"], target_modules=MODULES, b_std=0.3)
     texts = ("hi", "what is 2+2?", "x", "what is 2+2?", "hi", "a longer prompt here")
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in texts]
-    ids, attention = _left_pad(prompts, tokenizer.pad_token_id)
+    ids, attention = left_pad(prompts, tokenizer.pad_token_id)
     return bank, tokenizer, ids, attention
 
 

@@ -18,16 +18,17 @@ from evolora.learner import compute_advantages
 from evolora.generation.rollout import Completion
 from evolora.selfplay import play_step
 from evolora.metrics import operator_count
-from evolora.tasks.arith import ArithTask, evaluate_expression
+from evolora.tasks.arith import ArithTask
+from evolora.tasks.arith_eval import evaluate_expression
 from evolora.tasks.arith_steps import reduction_steps, worked_answer
 from evolora.tasks.arith_text import random_expression
-from tests.test_sampling_repetition import _one_pair
+from bank_helpers import rated_pair
 
 
 def _step(tiny, monkeypatch, guidance: str):
     """One step, 1 teacher + 1 student: proposals 2 + 2 (solved 1/2) and 3 * 4 (unsolved)."""
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = _one_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0])
     answers = iter(["4", "5", "11", "13"])
 
     def fake_rollout(tokenizer, prompts, adapters, **kwargs):

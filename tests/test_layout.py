@@ -105,3 +105,21 @@ def test_the_checks_see_the_library():
     graph_of_run = _imports("evolora.run", modules["evolora.run"], modules)
     assert "evolora.league" in graph_of_run and "evolora.tasks" in graph_of_run
     assert "evolora.model" in graph_of_run  # imported inside Run.__init__ only: deferred imports are seen
+
+
+def test_tests_import_shared_helpers_one_way():
+    """Shared test code is imported as a bare ``*_helpers`` module of ``tests/``: never through
+    ``tests.``, from ``conftest`` or from another test module."""
+    stray = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            stray += [f"{path.name}: {name}" for name in names
+                      if name.startswith(("tests.", "test_", "conftest")) or name == "tests"]
+    assert not stray, f"import shared test code from a *_helpers module instead: {stray}"
+
+
+def test_no_re_export_shims():
+    shims = [str(p.relative_to(ROOT)) for p in _modules().values() if "noqa: F401" in p.read_text(encoding="utf-8")]
+    assert not shims, f"import names from the module that defines them, not through {shims}"

@@ -18,7 +18,7 @@ from evolora.model import load_base
 from evolora.config.operator_choice import resolve_operators
 from evolora.population import AdapterBank, Population
 from evolora.run import Run
-from tests.conftest import TINY_OVERRIDES
+from run_helpers import TINY_OVERRIDES
 
 
 def _config(population: dict, **sections):

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from evolora.learner import Sample, compute_advantages, completion_logprobs, make_optimizer, policy_update
+from evolora.advantages import compute_advantages
+from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update
 from bank_helpers import random_bank
 from evolora.population import AdapterBank
 

@@ -19,7 +19,8 @@ pytest.importorskip("wandb", reason="the dev extra installs wandb: pip install -
 from evolora.cli import app  # noqa: E402
 from evolora.config import ConfigError, RunConfig, config_from_dict  # noqa: E402
 from evolora.io import read_jsonl  # noqa: E402
-from evolora.loggers import LOGGERS, OPTIONAL_PACKAGES, births_markdown, scalars  # noqa: E402
+from evolora.config.run import OPTIONAL_PACKAGES  # noqa: E402
+from evolora.loggers import LOGGERS, births_markdown, scalars  # noqa: E402
 
 runner = CliRunner()
 TOY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "task.name=toy", "--set", "task.params={}",

@@ -12,7 +12,7 @@ from evolora.config import ConfigError, config_from_dict
 from evolora.io import read_jsonl
 from evolora.model import load_base
 from evolora.run import Run
-from tests.conftest import TINY_OVERRIDES
+from run_helpers import TINY_OVERRIDES
 
 
 def _config(**sections):

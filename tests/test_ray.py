@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.conftest import TINY_OVERRIDES
+from run_helpers import TINY_OVERRIDES
 from evolora.callbacks import Checkpointer
 from evolora.config import ConfigError, config_from_dict, load_run_config
 from evolora.io import read_jsonl

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bank_helpers import random_bank
 from evolora.population import AdapterBank
-from evolora.generation.rollout import BASE, RolloutStats, chat_prompt, generate
+from evolora.generation.rollout import RolloutStats, chat_prompt, generate
+from evolora.generation.routed import BASE
 
 
 def test_mixed_batch_equals_per_adapter_generation(tiny):

@@ -9,8 +9,8 @@ from evolora.model import load_base
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from bank_helpers import random_bank
 from evolora.population import AdapterBank
-from evolora.generation.rollout import BASE, chat_prompt, generate
-from evolora.generation.routed import routed
+from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.routed import BASE, routed
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 

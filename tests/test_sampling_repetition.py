@@ -8,13 +8,11 @@ import numpy as np
 import pytest
 
 from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict
-from evolora.game import Game
-from evolora.population import AdapterBank, Population
-from evolora.ratings import Ratings
 from evolora.generation.rollout import Completion
 from evolora.selfplay import play_step, repetition_penalties, teacher_reward
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import ProposalRequest, normalise_problem
+from bank_helpers import rated_pair
 
 
 def test_sampling_keys_fall_back_per_role():
@@ -38,20 +36,9 @@ class _Copier(ArithTask):
         return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=("7 + 5", "9 - 4"))
 
 
-def _one_pair(model, teachers: int = 1):
-    """(bank, teachers, students, ratings) of a rated population of ``teachers`` teachers and one student."""
-    population = Population.initial({"teacher": teachers, "student": 1})
-    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
-    teachers, students = population.players(Game("teacher", "student"))
-    ratings = Ratings()
-    for member in population.members:
-        ratings.add(member.id)
-    return bank, teachers, students, ratings
-
-
 def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, monkeypatch):
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = _one_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0])
     texts = [" 7+5 ?", " 8 * 3", " 8*3", " 2 + 2"]  # a copy of an example, a repeated problem, a fresh one
     calls = []
 
@@ -82,7 +69,7 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
 @pytest.mark.parametrize("stop, teacher_stop", [((), ()), (("\n",), ()), ((), ("\n", "?")), (("\n",), ("\n",))])
 def test_each_role_gets_its_own_stop_strings(tiny, monkeypatch, stop, teacher_stop):
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = _one_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0])
     calls = []
 
     def fake_rollout(tokenizer, prompts, adapters, **kwargs):
@@ -111,7 +98,7 @@ def test_structured_teacher_rows_stop_as_their_segments_say(tiny, monkeypatch):
             return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=(),
                                    segments=(Segment(stop=("?",)),))
 
-    bank, teachers, students, ratings = _one_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0])
     calls = []
 
     def fake_rollout(tokenizer, prompts, adapters, **kwargs):
@@ -167,7 +154,7 @@ def test_doctests_of_the_new_helpers():
 @pytest.mark.parametrize("mode", ["per_proposal", "per_teacher"])
 def test_teacher_prompt_per_teacher_shares_one_prompt_within_each_teacher(tiny, monkeypatch, mode):
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = _one_pair(tiny[0], teachers=2)
+    bank, teachers, students, ratings = rated_pair(tiny[0], teachers=2)
     calls = []
 
     def fake_rollout(tokenizer, prompts, adapters, **kwargs):

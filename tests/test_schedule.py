@@ -8,7 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.conftest import TINY_OVERRIDES
+from run_helpers import TINY_OVERRIDES
 from evolora.config import ConfigError, config_from_dict
 from evolora.model import load_base
 from evolora.run import Run

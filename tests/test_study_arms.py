@@ -14,7 +14,7 @@ from evolora.operators import OperatorSpec
 from evolora.reward_control import randomize_rewards, reward_generator
 from evolora.run import Run
 from evolora.study import BUILTIN_ARMS, arm_overrides, parse_arms, study_plan
-from tests.conftest import TINY_OVERRIDES
+from run_helpers import TINY_OVERRIDES
 
 
 def _config(**sections):

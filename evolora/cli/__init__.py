@@ -23,19 +23,16 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from evolora.cli.display import console, fail
+from evolora.cli.tools import operators, sandbox
 from evolora.config import Config, ConfigError, load_config, load_run_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
-console = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'
-    raise typer.Exit(code)
+app.command()(operators)
+app.command()(sandbox)
 
 
 def _check_writable(out: Path) -> None:
@@ -45,7 +42,7 @@ def _check_writable(out: Path) -> None:
         probe.write_text("ok")
         probe.unlink()
     except OSError as error:
-        _fail(f"cannot write to output directory {out}: {error.strerror}; choose another with --out")
+        fail(f"cannot write to output directory {out}: {error.strerror}; choose another with --out")
 
 
 def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[int],
@@ -53,17 +50,17 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
     try:
         if resume is not None:
             if not (resume / "config.yaml").exists():
-                _fail(f"{resume} is not a run directory (no config.yaml); give the --out directory of an earlier run")
+                fail(f"{resume} is not a run directory (no config.yaml); give the --out directory of an earlier run")
             return load_run_config(resume, overrides, seed=seed), resume
         if config_path is None:
-            _fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
+            fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
         config = load_config(config_path, overrides, seed=seed)
     except ConfigError as error:
-        _fail(str(error))
+        fail(str(error))
     if out is None:
         out = Path("runs") / f"{config_path.stem}-{datetime.now():%Y%m%d-%H%M%S}"
     if (out / "metrics.jsonl").exists():
-        _fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
+        fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
     return config, out
 
 
@@ -96,16 +93,16 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
         check_model_available(config.model.name)
         check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
     except (ModelNotFoundError, ValueError) as error:
-        _fail(str(error))
+        fail(str(error))
     try:
         with lock_run_dir(out):
             return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
     except RunDirLocked as error:
-        _fail(str(error))
+        fail(str(error))
     except OSError as error:
         if error.errno not in DISK_ERRORS:
             raise
-        _fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
+        fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
               f"intact: make room, then continue with: evolora evolve --resume {out}")
 
 
@@ -123,7 +120,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     try:
         loggers, summary = open_loggers(config.run.loggers, out, start_step=run.step), None  # jsonl, tensorboard, wandb
     except LoggerError as error:
-        _fail(str(error))
+        fail(str(error))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with ProgressBar(config.run.steps, start=run.step) as progress:
@@ -137,7 +134,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
         raise typer.Exit(130)
     except WorkerLost as error:  # run.backend=ray; a ClusterLost names the run directory to resume already
-        _fail(str(error) if isinstance(error, ClusterLost) else f"{error}; continue with: evolora evolve --resume {out}")
+        fail(str(error) if isinstance(error, ClusterLost) else f"{error}; continue with: evolora evolve --resume {out}")
     finally:
         signal.signal(signal.SIGTERM, previous)  # in-process callers (tests, notebooks) get theirs back
         close_loggers(loggers, summary)
@@ -159,7 +156,7 @@ def _open_run(config: Config, out: Path, *, resume: bool):
     try:
         run = Run(config, out)
     except (ModelNotFoundError, ValueError) as error:  # found only once the model is loaded
-        _fail(str(error))
+        fail(str(error))
     if not resume:
         return run
     with warnings.catch_warnings(record=True) as caught:
@@ -167,7 +164,7 @@ def _open_run(config: Config, out: Path, *, resume: bool):
         try:
             restored = run.load_checkpoint()
         except CheckpointError as error:
-            _fail(str(error))
+            fail(str(error))
     notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning) and "evolora" in w.filename]
     notes += repair_logs(out, run.step)  # drop records written after the checkpoint, a torn line, duplicates
     run.log_counts = log_counts(out)
@@ -206,66 +203,6 @@ def _print_summary(summary: dict) -> None:
 
 
 @app.command()
-def operators(kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation.")) -> None:
-    """List every registered operator with its kind, parameters and defaults."""
-    from evolora.operators import REGISTRY
-
-    table = Table(title="evolora operators")
-    for column in ("kind", "name", "parameters (default, allowed)", "description"):
-        table.add_column(column, overflow="fold")
-    try:
-        rows = REGISTRY.describe(kind)
-    except ValueError as error:
-        _fail(str(error))
-    for row in rows:
-        table.add_row(*row)
-    Console(width=160).print(table)
-
-
-
-
-@app.command()
-def sandbox(
-    program: Path = typer.Argument(..., metavar="FILE.py", help="Python program to run in the verifier sandbox."),
-    timeout: float = typer.Option(2.0, "--timeout", help="Wall-clock limit in seconds (> 0)."),
-    memory: int = typer.Option(256, "--memory", help="Address-space limit in MiB (>= 32)."),
-    input_json: Optional[str] = typer.Option(None, "--input", metavar="JSON", help=(
-        "Standard input as a JSON value: a string is fed as is, anything else as its JSON text.")),
-) -> None:
-    """Run one program in the verifier sandbox and print {status, output, seconds, error} as JSON.
-
-    Exits 0 whatever the program did (status: ok, error, timeout, memory, banned,
-    output_limit); 2 only for a usage error.
-    """
-    import json
-
-    from evolora.sandbox import run_program
-
-    if not timeout > 0 or memory < 32:
-        _fail(f"--timeout must be > 0 and --memory >= 32 (MiB), got --timeout {timeout:g} --memory {memory}")
-    stdin = None
-    if input_json is not None:
-        try:
-            value = json.loads(input_json)
-        except json.JSONDecodeError as error:
-            _fail(f"--input is not valid JSON ({error.msg}); quote a string as --input '\"text\"'")
-        stdin = value if isinstance(value, str) else json.dumps(value)
-    try:
-        raw = program.read_bytes()
-    except OSError as error:
-        _fail(f"cannot read {program}: {error.strerror}; give the path of a Python file")
-    try:
-        source = raw.decode("utf-8")
-    except UnicodeDecodeError as error:  # the program's fault, not a usage error
-        result = {"status": "error", "output": "", "seconds": 0.0, "error": f"source is not UTF-8: {error.reason}"}
-    else:
-        outcome = run_program(source, timeout_s=timeout, memory_mb=memory, stdin=stdin)
-        result = {"status": outcome.status, "output": outcome.output, "seconds": round(outcome.seconds, 4),
-                  "error": outcome.error}
-    typer.echo(json.dumps(result))
-
-
-@app.command()
 def study(
     config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config, e.g. tasks/arith.yaml."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
@@ -281,7 +218,7 @@ def study(
     try:
         plan = study_plan(config_path, seeds=parse_seeds(seeds), arms=parse_arms(arms), out=out, overrides=overrides)
     except ConfigError as error:
-        _fail(str(error))
+        fail(str(error))
     for number, item in enumerate(plan, start=1):
         console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
         if item.state != "done":
@@ -305,7 +242,7 @@ def evaluate_command(
     try:
         held_out = evaluate_run(run_dir, limit=limit)
     except (FileNotFoundError, ValueError, ConfigError) as error:
-        _fail(str(error))
+        fail(str(error))
     table = Table(title=f"held-out accuracy, {run_dir}")
     for column in ("member", "correct", "total", "accuracy"):
         table.add_column(column)
@@ -330,7 +267,7 @@ def export_command(
     try:
         plan = plan_export(run_dir, member, out=out, merge=merge)
     except (FileNotFoundError, ValueError, ConfigError) as error:
-        _fail(str(error))
+        fail(str(error))
     role = plan.member["role"] + ("" if plan.member["role"] in MEMBER_ROLES else ", not a student")
     console.print(f"exporting {plan.member['id']} ({role}; {plan.criterion}) as "
                   f"{'a merged model' if merge else 'its PEFT adapter'} ...", highlight=False, soft_wrap=True)
@@ -338,7 +275,7 @@ def export_command(
     try:
         typer.echo(str(export_member(plan)))
     except (ModelNotFoundError, ValueError) as error:
-        _fail(str(error))
+        fail(str(error))
 
 
 def _write_report(run_dirs: list[Path], out: Optional[Path]):
@@ -349,7 +286,7 @@ def _write_report(run_dirs: list[Path], out: Optional[Path]):
     try:
         runs = [load_run(path) for path in run_dirs]
     except (FileNotFoundError, ValueError) as error:
-        _fail(str(error))
+        fail(str(error))
     out = out if out is not None else run_dirs[0] / "report"
     _check_writable(out)
     return runs, write_report(runs, out)
@@ -375,7 +312,7 @@ def compare(
     from evolora.report.data import summarize
 
     if len(run_dirs) < 2:
-        _fail(f"compare needs at least two run directories, got {len(run_dirs)}; use `evolora report` for one")
+        fail(f"compare needs at least two run directories, got {len(run_dirs)}; use `evolora report` for one")
     runs, page = _write_report(run_dirs, out)
     summary = summarize(runs)
     header, rows = summary_rows(summary)

@@ -10,7 +10,14 @@ import logging
 import os
 import warnings
 
+import typer
+from rich.console import Console
+from rich.markup import escape
+
 from evolora.config import Config
+
+console = Console(stderr=True)
+"""The command line's console for progress, notes and errors (stderr; stdout carries results)."""
 
 NOISY_LIBRARIES = ("transformers", "torch", "peft", "accelerate", "huggingface_hub", "datasets", "safetensors")
 """Libraries whose warnings and progress bars a user of ``evolora evolve`` cannot act on."""
@@ -77,3 +84,9 @@ def critic_table(critic_eval: dict):
         + (f", AUC {s['auc']:.3f})" if s.get("auc") is not None else ")")
         for j, s in critic_eval["judges"].items())
     return table
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print ``message`` as one error line on stderr and exit with ``code`` (2: a usage or config error)."""
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'
+    raise typer.Exit(code)

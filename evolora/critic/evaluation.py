@@ -23,7 +23,8 @@ import torch
 
 from evolora.bank import Bank
 from evolora.critic import TRUTH, balanced_accuracy
-from evolora.generation.rollout import BASE, chat_prompt
+from evolora.generation.rollout import chat_prompt
+from evolora.generation.routed import BASE
 from evolora.tasks.base import Task
 
 

@@ -29,8 +29,7 @@ from pathlib import Path
 import torch
 
 from evolora.factors import check_factors, random_factors, write_adapter
-from evolora.distributed.recovery import (  # noqa: F401  (re-exported)
-    MAX_RESTARTS, RESTART_TIMEOUT_S, ClusterLost, WorkerLost, run_step_with_recovery)
+from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, ClusterLost, WorkerLost
 from evolora.generation.routed import BASE
 from evolora.distributed.actor import pack, unpack
 

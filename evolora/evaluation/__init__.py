@@ -16,7 +16,8 @@ from pathlib import Path
 from evolora.bank import Bank
 from evolora.generation import heap
 from evolora.io import write_text_atomic
-from evolora.generation.rollout import BASE, chat_prompt, generate
+from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.routed import BASE
 from evolora.tasks.base import HeldOutItem, Task
 
 

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import StoppingCriteriaList
 
 from evolora.bank import LocalBank
 from evolora.generation import heap
 from evolora.generation.decode import choose_tokens, decode
-from evolora.generation.routed import BASE, routed  # noqa: F401  (BASE re-exported)
+from evolora.generation.routed import routed
+from evolora.generation.stops import StopOnText, end_of_turn_ids, stop_cut
 
 
 @dataclass(frozen=True)
@@ -117,20 +118,20 @@ def generate(
         raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
     check_routing(model, bank)
     model.eval()
-    eos_ids = _eos_ids(model, tokenizer)
+    eos_ids = end_of_turn_ids(model, tokenizer)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     results: list[Completion | None] = [None] * len(prompts)
     sampling = dict(greedy=greedy, temperature=temperature, top_p=top_p)
     for start in range(0, len(order), batch_size):
         rows = sorted(order[start : start + batch_size], key=lambda i: adapters[i])  # grouped: routed views rows
         began = time.perf_counter()
-        input_ids, attention = _left_pad([prompts[i] for i in rows], tokenizer.pad_token_id)
+        input_ids, attention = left_pad([prompts[i] for i in rows], tokenizer.pad_token_id)
         names = [adapters[i] for i in rows]
         run = _decode_routed if bank is not None else _decode_peft
         new = run(model, tokenizer, input_ids, attention, names, bank=bank, max_new_tokens=max_new_tokens,
                   eos_ids=eos_ids, stop=stop, generator=generator, **sampling)
         for j, i in enumerate(rows):
-            results[i] = _completion(tokenizer, prompts[i], adapters[i], new[j].tolist(), eos_ids, stop, keep_stop)
+            results[i] = completion_of(tokenizer, prompts[i], adapters[i], new[j].tolist(), eos_ids, stop, keep_stop)
         if stats is not None:
             stats.seconds += time.perf_counter() - began
             stats.tokens += sum(len(results[i].completion_ids) for i in rows)
@@ -150,7 +151,7 @@ def check_routing(model, bank: LocalBank) -> None:
                          "pass bank.model as the model, or bank=None for the PEFT path")
 
 
-def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T) input ids and attention mask, left padded: completions start at column T."""
     width = max(len(p) for p in prompts)
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
@@ -169,7 +170,7 @@ def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank: Local
         model, input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
         pad_id=tokenizer.pad_token_id, context=lambda rows: routed(bank, rows),
         choose=partial(choose_tokens, greedy=greedy, temperature=temperature, top_p=top_p, generator=generator),
-        stopped=_StopOnText(tokenizer, stop, 0).tails if stop else None,
+        stopped=StopOnText(tokenizer, stop, 0).tails if stop else None,
         min_new_tokens=getattr(config, "min_new_tokens", None) or 0,
     )
 
@@ -179,7 +180,7 @@ def _decode_peft(model, tokenizer, input_ids, attention, names, *, bank: LocalBa
     """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
     width = input_ids.shape[1]
     kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
-    criteria = StoppingCriteriaList([_StopOnText(tokenizer, stop, width)]) if stop else None
+    criteria = StoppingCriteriaList([StopOnText(tokenizer, stop, width)]) if stop else None
     output = model.generate(
         stopping_criteria=criteria, input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=sorted(eos_ids), adapter_names=names, **kwargs,
@@ -187,55 +188,13 @@ def _decode_peft(model, tokenizer, input_ids, attention, names, *, bank: LocalBa
     return output[:, width:]
 
 
-def _completion(tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],
+def completion_of(tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],
                 stop: tuple[str, ...], keep_stop: bool) -> Completion:
     """One row's completion: cut after its first EOS, or at its stop string."""
     end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
     kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens
-    cut = _stop_cut(tokenizer, kept, stop, keep_stop) if stop else None
+    cut = stop_cut(tokenizer, kept, stop, keep_stop) if stop else None
     if cut is not None:
         kept, end = kept[:cut], cut
     return Completion(adapter=adapter, prompt_ids=tuple(prompt), completion_ids=tuple(kept),
                       text=tokenizer.decode(kept, skip_special_tokens=True), truncated=end is None)
-
-
-class _StopOnText(StoppingCriteria):
-    """Per-row stop once the last few generated tokens decode to text holding a stop string."""
-
-    def __init__(self, tokenizer, stops: tuple[str, ...], start: int, window: int = 8) -> None:
-        self.tokenizer, self.stops, self.start, self.window = tokenizer, stops, start, window
-
-    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-        return self.tails(input_ids[:, self.start :])
-
-    def tails(self, generated: torch.Tensor, *_) -> torch.Tensor:
-        """(B,) bool: the last ``window`` of the (B, t) generated tokens hold a stop string."""
-        texts = self.tokenizer.batch_decode(generated[:, -self.window :].tolist(), skip_special_tokens=True)
-        return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool)
-
-
-def _stop_cut(tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> int | None:
-    """Tokens to keep of a row that wrote a stop string, or None when it wrote none.
-
-    ``keep``: the shortest prefix whose text holds a stop string. Else the longest prefix
-    whose text ends before the stop string starts (every token that is part of it dropped).
-    """
-    decode = lambda k: tokenizer.decode(ids[:k], skip_special_tokens=True)  # noqa: E731
-    if not any(s in decode(len(ids)) for s in stops):
-        return None
-    k = next(k for k in range(1, len(ids) + 1) if any(s in decode(k) for s in stops))
-    if keep:
-        return k
-    text = decode(k)
-    start = min(text.index(s) for s in stops if s in text)
-    return max(j for j in range(k) if len(decode(j)) <= start)
-
-
-def _eos_ids(model, tokenizer) -> set[int]:
-    ids = model.generation_config.eos_token_id if model.generation_config is not None else None
-    ids = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
-    if tokenizer.eos_token_id is not None:
-        ids.add(tokenizer.eos_token_id)
-    if not ids:
-        raise ValueError("the model has no EOS token; set generation_config.eos_token_id")
-    return ids

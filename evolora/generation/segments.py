@@ -25,9 +25,9 @@ import torch
 from evolora.bank import LocalBank
 from evolora.generation import heap
 from evolora.generation.decode import Decoder, choose_tokens
-from evolora.generation.rollout import (Completion, RolloutStats, _completion, _eos_ids, _left_pad, _StopOnText, check_routing,
-                             generate)
+from evolora.generation.rollout import Completion, RolloutStats, check_routing, completion_of, generate, left_pad
 from evolora.generation.routed import routed
+from evolora.generation.stops import StopOnText, end_of_turn_ids
 from evolora.tasks.base import Segment
 
 
@@ -75,7 +75,7 @@ def generate_segments(
                 out[i] = completion
         heap.trim()  # the KV caches just freed (see evolora.generation.heap)
         return out  # type: ignore[return-value]
-    eos = _eos_ids(model, tokenizer)
+    eos = end_of_turn_ids(model, tokenizer)
     ids: list[list[int]] = [[] for _ in prompts]
     mask: list[list[bool]] = [[] for _ in prompts]
     truncated = [False] * len(prompts)
@@ -110,11 +110,11 @@ def _routed_batch(model, tokenizer, prompts, adapters, segments, *, max_new_toke
                   bank: LocalBank, generator) -> list[Completion]:
     """One batch of rows through every segment in one :class:`evolora.generation.decode.Decoder`."""
     began = time.perf_counter()
-    eos_ids = _eos_ids(model, tokenizer)
+    eos_ids = end_of_turn_ids(model, tokenizer)
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long)
     forced = [tokenizer(s.forced, add_special_tokens=False)["input_ids"] if s.forced else [] for s in segments]
     limits = [s.max_new_tokens or max_new_tokens for s in segments]
-    input_ids, attention = _left_pad([list(p) + forced[0] for p in prompts], tokenizer.pad_token_id)
+    input_ids, attention = left_pad([list(p) + forced[0] for p in prompts], tokenizer.pad_token_id)
     decoder = Decoder(model, input_ids, attention, list(adapters), context=lambda names: routed(bank, names),
                       capacity=input_ids.shape[1] + sum(limits) + sum(map(len, forced)) + len(segments))
     ids = [list(forced[0]) for _ in prompts]
@@ -131,12 +131,12 @@ def _routed_batch(model, tokenizer, prompts, adapters, segments, *, max_new_toke
                     mask[row] += [False] * len(forced[k])
             choose = partial(choose_tokens, greedy=False, top_p=top_p, generator=generator,
                              temperature=segment.temperature if segment.temperature is not None else temperature)
-            stop = _StopOnText(tokenizer, segment.stop, 0).tails if segment.stop else None
+            stop = StopOnText(tokenizer, segment.stop, 0).tails if segment.stop else None
             new = decoder.run(limits[k], choose, eos=eos, pad_id=tokenizer.pad_token_id, stopped=stop,
                               min_new_tokens=minimum, compact=last)
             kept = []
             for row in range(len(prompts)):
-                done = _completion(tokenizer, [], "", new[row].tolist(), eos_ids, segment.stop, segment.keep_stop)
+                done = completion_of(tokenizer, [], "", new[row].tolist(), eos_ids, segment.stop, segment.keep_stop)
                 part = list(done.completion_ids)
                 sampled += len(part)
                 if not last and part and part[-1] in eos_ids:

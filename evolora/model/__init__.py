@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from evolora.model.gguf import convert_gguf, is_converted
-from evolora.model.tiny import tiny_model, tiny_tokenizer  # noqa: F401  (re-exported for tests and users)
+from evolora.model.tiny import tiny_model
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

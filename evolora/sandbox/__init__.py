@@ -41,15 +41,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
-from evolora.sandbox.policy import (  # noqa: F401  (re-exported)
-    ALLOWED_MODULES,
-    BANNED_NAMES,
-    MAX_SOURCE_CHARS,
-    _UNPARSABLE,
-    check_source,
-)
+from evolora.parsing import PARSE_ERRORS
+from evolora.sandbox.policy import ALLOWED_MODULES, BANNED_NAMES, MAX_SOURCE_CHARS, check_source
 
 Status = Literal["ok", "error", "timeout", "memory", "banned", "output_limit"]
+
 
 @dataclass(frozen=True)
 class SandboxResult:
@@ -228,7 +224,7 @@ def _run(source: str, timeout_s: float, memory_mb: int, output_limit: int,
     try:
         ast.parse(source)
         source.encode("utf-8")
-    except _UNPARSABLE as exc:
+    except PARSE_ERRORS as exc:
         return SandboxResult("error", "", f"{type(exc).__name__}: {exc}"[:500], 0.0)
     reason = check_source(source, allow_input=stdin is not None)
     if reason is not None:

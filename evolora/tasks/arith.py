@@ -29,7 +29,7 @@ import re
 
 from evolora.tasks.arith_eval import ALLOWED_CHARS, ExpressionError, evaluate_expression
 from evolora.tasks.arith_params import check_params
-from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression  # noqa: F401
+from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number, numbers_equal
 

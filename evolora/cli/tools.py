@@ -1,0 +1,72 @@
+"""The command line's standalone tools: the operator registry and the verifier sandbox.
+
+Registered on the app by :mod:`evolora.cli` (``evolora operators``, ``evolora sandbox``); neither
+loads a model or reads a config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from evolora.cli.display import fail
+
+
+def operators(kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation.")) -> None:
+    """List every registered operator with its kind, parameters and defaults."""
+    from evolora.operators import REGISTRY
+
+    table = Table(title="evolora operators")
+    for column in ("kind", "name", "parameters (default, allowed)", "description"):
+        table.add_column(column, overflow="fold")
+    try:
+        rows = REGISTRY.describe(kind)
+    except ValueError as error:
+        fail(str(error))
+    for row in rows:
+        table.add_row(*row)
+    Console(width=160).print(table)
+
+
+def sandbox(
+    program: Path = typer.Argument(..., metavar="FILE.py", help="Python program to run in the verifier sandbox."),
+    timeout: float = typer.Option(2.0, "--timeout", help="Wall-clock limit in seconds (> 0)."),
+    memory: int = typer.Option(256, "--memory", help="Address-space limit in MiB (>= 32)."),
+    input_json: Optional[str] = typer.Option(None, "--input", metavar="JSON", help=(
+        "Standard input as a JSON value: a string is fed as is, anything else as its JSON text.")),
+) -> None:
+    """Run one program in the verifier sandbox and print {status, output, seconds, error} as JSON.
+
+    Exits 0 whatever the program did (status: ok, error, timeout, memory, banned,
+    output_limit); 2 only for a usage error.
+    """
+    import json
+
+    from evolora.sandbox import run_program
+
+    if not timeout > 0 or memory < 32:
+        fail(f"--timeout must be > 0 and --memory >= 32 (MiB), got --timeout {timeout:g} --memory {memory}")
+    stdin = None
+    if input_json is not None:
+        try:
+            value = json.loads(input_json)
+        except json.JSONDecodeError as error:
+            fail(f"--input is not valid JSON ({error.msg}); quote a string as --input '\"text\"'")
+        stdin = value if isinstance(value, str) else json.dumps(value)
+    try:
+        raw = program.read_bytes()
+    except OSError as error:
+        fail(f"cannot read {program}: {error.strerror}; give the path of a Python file")
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as error:  # the program's fault, not a usage error
+        result = {"status": "error", "output": "", "seconds": 0.0, "error": f"source is not UTF-8: {error.reason}"}
+    else:
+        outcome = run_program(source, timeout_s=timeout, memory_mb=memory, stdin=stdin)
+        result = {"status": outcome.status, "output": outcome.output, "seconds": round(outcome.seconds, 4),
+                  "error": outcome.error}
+    typer.echo(json.dumps(result))

@@ -1,0 +1,57 @@
+"""Where a rollout ends: end-of-turn token ids and stop strings, in one place.
+
+    eos = end_of_turn_ids(model, tokenizer)           # every id that ends a turn
+    stopped = StopOnText(tokenizer, ("\\n",), start).tails   # per-row check inside the decode loop
+    keep = stop_cut(tokenizer, ids, ("\\n",), keep=True)    # how many tokens of a finished row to keep
+
+The decode loop (:mod:`evolora.generation.decode`) only calls the ``stopped`` callback it is
+given; the rollouts (:mod:`evolora.generation.rollout`, :mod:`evolora.generation.segments`)
+build it here. Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (rollouts of every role).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import StoppingCriteria
+
+
+class StopOnText(StoppingCriteria):
+    """Per-row stop once the last few generated tokens decode to text holding a stop string."""
+
+    def __init__(self, tokenizer, stops: tuple[str, ...], start: int, window: int = 8) -> None:
+        self.tokenizer, self.stops, self.start, self.window = tokenizer, stops, start, window
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        return self.tails(input_ids[:, self.start :])
+
+    def tails(self, generated: torch.Tensor, *_) -> torch.Tensor:
+        """(B,) bool: the last ``window`` of the (B, t) generated tokens hold a stop string."""
+        texts = self.tokenizer.batch_decode(generated[:, -self.window :].tolist(), skip_special_tokens=True)
+        return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool)
+
+
+def stop_cut(tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> int | None:
+    """Tokens to keep of a row that wrote a stop string, or None when it wrote none.
+
+    ``keep``: the shortest prefix whose text holds a stop string. Else the longest prefix
+    whose text ends before the stop string starts (every token that is part of it dropped).
+    """
+    decode = lambda k: tokenizer.decode(ids[:k], skip_special_tokens=True)  # noqa: E731
+    if not any(s in decode(len(ids)) for s in stops):
+        return None
+    k = next(k for k in range(1, len(ids) + 1) if any(s in decode(k) for s in stops))
+    if keep:
+        return k
+    text = decode(k)
+    start = min(text.index(s) for s in stops if s in text)
+    return max(j for j in range(k) if len(decode(j)) <= start)
+
+
+def end_of_turn_ids(model, tokenizer) -> set[int]:
+    ids = model.generation_config.eos_token_id if model.generation_config is not None else None
+    ids = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("the model has no EOS token; set generation_config.eos_token_id")
+    return ids

@@ -1,0 +1,21 @@
+"""Shared run settings of the tests: the tiny random model's config overrides.
+
+Tests import shared helpers one way only: as bare modules of ``tests/`` (``from run_helpers
+import TINY_OVERRIDES``, ``from bank_helpers import random_bank``), never through ``tests.`` or
+another test module (``tests/test_layout.py`` checks it).
+"""
+
+from __future__ import annotations
+
+TINY_OVERRIDES = {
+    "model": {"name": "tiny-random"},
+    "lora": {"rank": 4, "alpha": 8, "init_b_std": 0.05},
+    "population": {"teachers": 2, "students": 2},
+    "run": {"steps": 4, "seed": 0},
+    "selfplay": {"proposals_per_teacher": 2, "samples_per_problem": 3, "teacher_max_new_tokens": 12,
+                 "student_max_new_tokens": 8},
+    "learner": {"lr": 1e-2},
+    "evolution": {"every": 1, "gamma": 0.5, "crossover_rate": 0.5},
+    "eval": {"limit": 4, "max_new_tokens": 6},
+}
+"""A 4-step run of 2 teachers + 2 students on the tiny random model: a config dict for ``config_from_dict``."""

@@ -45,6 +45,11 @@ class RewardConfig(_Section):
     repetition: Float = Field(default=0.0, ge=0)
     """R-Zero's repetition penalty λ (arXiv 2508.05004 §3): a proposal whose normalised problem
     occurs k times among the step's N proposals loses λ · (k − 1) / (N − 1); 0 turns it off."""
+    repetition_window: Int = Field(default=0, ge=0)
+    """Steps a proposed problem is remembered (:class:`evolora.problem_memory.ProblemMemory`): proposing
+    it again within them costs the full λ of ``repetition``; 0 keeps the penalty within the step.
+    Whatever the window, a question that was valid with one answer is invalid
+    (``inconsistent_answer``) when a later program gives it another."""
     refuted: Float = Field(default=0.0, le=0)
     """Added to a student's wrong answer for each critic that flagged it ``incorrect`` (≤ 0; 0: off)."""
     survived: Float = Field(default=0.0, ge=0)

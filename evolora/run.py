@@ -44,6 +44,7 @@ from evolora.league import League
 from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
+from evolora.problem_memory import ProblemMemory
 from evolora.reward_control import randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.selfplay import GameRecord, play_step
@@ -115,6 +116,7 @@ class Run:
         self.log_counts = {"metrics": 0, "matches": 0}
         self.bank.snapshot()
         self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
+        self.memory = ProblemMemory(config.selfplay.rewards.repetition_window)  # problems across steps
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
@@ -151,7 +153,8 @@ class Run:
         proposers, solvers = self.population.players(self.arm.game)
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
         outcome = play_step(self.bank, self.tokenizer, self.task, proposers, solvers, self.ratings,
-                            self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen())
+                            self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen(),
+                            memory=self.memory, step=step)
         reviews = self._review(outcome, np_rng)  # None: the run has no critics
         seconds = dict(outcome.seconds)
 
@@ -301,7 +304,7 @@ class Run:
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
         return {**self.league.state_dict(), "log_counts": dict(self.log_counts),
-                "signatures": sorted(self.signatures)}
+                "signatures": sorted(self.signatures), "problem_memory": self.memory.state_dict()}
 
     def save_checkpoint(self) -> Path:
         """Write a resumable checkpoint of the current step."""
@@ -321,6 +324,8 @@ class Run:
         self.league.load_state_dict(state, optimizer_states)
         self.log_counts = dict(state["log_counts"])
         self.signatures = set(state["signatures"])
+        if "problem_memory" in state:  # checkpoints written before the memory existed start it empty
+            self.memory.load_state_dict(state["problem_memory"])
         self.step = state["step"]
         return True
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from evolora.agreement import gate_by_agreement
 from evolora.config import RewardConfig, SelfPlayConfig
 from evolora.guidance import add_guidance
 from evolora.learner import Sample
@@ -107,6 +108,7 @@ class GameRecord:
     repetition_penalty: float = 0.0  # R-Zero penalty subtracted from teacher_reward
     reviews: list[dict] | None = None  # the critics' verdicts on its attempts (None: the run has no critics)
     guided: bool = False  # a reference answer joined the student's group (evolora.guidance)
+    agreement: float | None = None  # share of the agreement gate's solver answers that reach the answer
 
     def to_dict(self) -> dict:
         """The ``matches.jsonl`` line (``step`` apart); ``reviews`` only in a run with critics."""
@@ -184,6 +186,7 @@ def play_step(
     seconds["verify"] = time.perf_counter() - began
     games = [_game(*row) for row in zip(owners, rivals, requests, proposals_out, parsed, verdicts)]
     recent = _check_memory(games, memory, step)
+    gate_by_agreement(bank, tokenizer, task, games, config, stats)
 
     began = time.perf_counter()
     solve_rows = [g for g, game in enumerate(games) if game.valid for _ in range(config.samples_per_problem)]

@@ -5,14 +5,17 @@ the problem. These checks compare the problem's stated quantities with the progr
 before any reward is given (each failure is its own verdict reason in ``matches.jsonl``):
 
     several_questions / no_question  the problem asks exactly one question ("?")
-    no_quantity                      the problem states at least one number
+    no_quantity / one_quantity       the problem states at least two numbers (digits or words: a word
+                                     problem combines quantities)
     unused_quantity                  every number stated in the problem (but 0 and 1, often implicit:
                                      "week 1") is a literal of the program (a percentage p may appear
                                      as p or p / 100)
     unexplained_constant             every literal of the program is stated in the problem, written
-                                     as a number word ("twice", "dozen"), or in :data:`ALLOWED_CONSTANTS`
+                                     as a number word ("twice", "dozen"), in :data:`ALLOWED_CONSTANTS`,
+                                     or a unit constant whose cue the text has (:data:`UNIT_CONSTANTS`)
     copied_answer                    the printed answer is not just a number copied from the text
                                      (a percentage's value may be the answer: "20% off $25" -> 20)
+    fractional_count                 a "how many" question has a whole, positive answer
 
 They are necessary, not sufficient: a program that uses every number in the wrong way passes
 (``feet * feet``); the agreement check of :mod:`evolora.tasks.gsm_agreement` is the second gate.
@@ -29,11 +32,19 @@ from fractions import Fraction
 
 from evolora.parsing import PARSE_ERRORS
 
-ALLOWED_CONSTANTS: frozenset[Fraction] = frozenset(Fraction(x) for x in (
-    0, 1, 2, 3, 4, 7, 10, 12, 24, 52, 60, 100, 365, 1000, "0.5", "0.25", "0.1", "0.01"))
-"""Literals a program may use without the problem stating them: 0-4 (halves, pairs, legs,
-quarters), days in a week or a year, weeks in a year, a dozen, hours, minutes, percent, thousand,
-and the halves, quarters, tenths and hundredths that percentages and fractions need."""
+ALLOWED_CONSTANTS: frozenset[Fraction] = frozenset(Fraction(x) for x in (0, 1, 2, "0.5"))
+"""Literals any program may use without the problem stating them: nothing, one, halves and pairs."""
+
+UNIT_CONSTANTS: dict[Fraction, tuple[str, ...]] = {Fraction(value): cues for value, cues in {
+    3: ("triple", "third", "triangle", "thrice"), 4: ("quarter", "leg", "wheel", "side", "square", "season"),
+    7: ("week",), 10: ("percent", "%", "decade", "dime"), 12: ("dozen", "month", "year", "inch", "foot", "feet"),
+    24: ("day", "hour"), 52: ("week",), 60: ("hour", "minute", "second"), 365: ("year",),
+    100: ("percent", "%", "cent", "century", "meter", "metre"), 1000: ("thousand", "kilo", "gram", "liter", "litre"),
+    "0.25": ("quarter", "percent", "%"), "0.1": ("percent", "%", "dime"), "0.01": ("percent", "%", "cent"),
+    "0.05": ("nickel", "percent", "%"),
+}.items()}
+"""Unit constants a program may use when the problem has one of their cue words (a substring of
+its lower-cased text): 60 needs an hour, minute or second; 100 a percentage, cents or meters."""
 
 NUMBER_WORDS: dict[str, Fraction] = {word: Fraction(value) for word, value in {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
@@ -46,12 +57,13 @@ NUMBER_WORDS: dict[str, Fraction] = {word: Fraction(value) for word, value in {
 """Words that explain a program literal (``half`` explains the 2 of ``x / 2``); they are not
 required to appear in the program, since their value is often implicit."""
 
-RULES = ("one_question", "quantities", "constants", "copied_answer")
+RULES = ("one_question", "quantities", "constants", "copied_answer", "whole_count")
 """The rule names of ``task.params.grounding`` (all on by default)."""
 
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+(?:\.\d+)?(?![\d,])")
 _PERCENT = re.compile(r"\s*(?:%|percent\b)", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
+_HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)
 
 
 def stated_quantities(problem: str) -> list[tuple[Fraction, bool]]:
@@ -91,8 +103,9 @@ def grounding_reasons(problem: str, program: str, answer: float | int | None,
         rules: the subset of :data:`RULES` to check.
 
     Returns:
-        Reason strings (``several_questions``, ``no_question``, ``no_quantity``,
-        ``unused_quantity``, ``unexplained_constant``, ``copied_answer``, ``parse``).
+        Reason strings (``several_questions``, ``no_question``, ``no_quantity``, ``one_quantity``,
+        ``unused_quantity``, ``unexplained_constant``, ``copied_answer``, ``fractional_count``,
+        ``parse``).
     """
     reasons = []
     if "one_question" in rules:
@@ -104,27 +117,35 @@ def grounding_reasons(problem: str, program: str, answer: float | int | None,
     except PARSE_ERRORS:
         return reasons + ["parse"]
     stated = stated_quantities(problem)
+    words = [NUMBER_WORDS[w] for w in _WORD.findall(problem.lower()) if w in NUMBER_WORDS]
     if "quantities" in rules:
-        reasons += _quantity_reasons(stated, literals)
-    if "constants" in rules and _unexplained(literals, stated, problem):
+        reasons += _quantity_reasons(stated, literals, len(words))
+    if "constants" in rules and _unexplained(literals, stated, set(words), problem.lower()):
         reasons.append("unexplained_constant")
     if "copied_answer" in rules and answer is not None and any(
             _close(Fraction(str(answer)), v) for v, percent in stated if not percent):
         reasons.append("copied_answer")
+    if "whole_count" in rules and answer is not None and _HOW_MANY.search(problem):
+        value = Fraction(str(answer))
+        if value.denominator != 1 or value <= 0:
+            reasons.append("fractional_count")
     return reasons
 
 
-def _quantity_reasons(stated: list[tuple[Fraction, bool]], literals: list[Fraction]) -> list[str]:
+def _quantity_reasons(stated: list[tuple[Fraction, bool]], literals: list[Fraction], words: int) -> list[str]:
     if not stated:
         return ["no_quantity"]
+    if len(stated) + words < 2:
+        return ["one_quantity"]
     unused = [v for v, percent in stated if v not in (0, 1)  # "week 1", "1 apple": often implicit
               and not any(_close(v, c) or (percent and _close(v / 100, c)) for c in literals)]
     return ["unused_quantity"] if unused else []
 
 
-def _unexplained(literals: list[Fraction], stated: list[tuple[Fraction, bool]], problem: str) -> list[Fraction]:
-    words = {NUMBER_WORDS[w] for w in _WORD.findall(problem.lower()) if w in NUMBER_WORDS}
-    known = {v for v, _ in stated} | {v / 100 for v, percent in stated if percent} | words | ALLOWED_CONSTANTS
+def _unexplained(literals: list[Fraction], stated: list[tuple[Fraction, bool]], words: set[Fraction],
+                 text: str) -> list[Fraction]:
+    units = {value for value, cues in UNIT_CONSTANTS.items() if any(cue in text for cue in cues)}
+    known = {v for v, _ in stated} | {v / 100 for v, percent in stated if percent} | words | ALLOWED_CONSTANTS | units
     return [c for c in literals if not any(_close(c, k) for k in known)]
 
 

@@ -24,6 +24,7 @@ from evolora.generation import heap
 from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.game import Game
 from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
+from evolora.model.targets import ALL_LINEAR, resolve_target_modules
 from evolora.operators import Adapter
 from evolora.generation.rollout import Completion, RolloutStats, generate
 from evolora.generation.routed import BASE
@@ -145,15 +146,20 @@ class AdapterBank:
     Args:
         base: a ``transformers`` causal LM (frozen; never modified).
         slots: adapter names, one per population slot (e.g. ``["T0", "T1", "S0", "S1"]``).
-        rank, alpha, target_modules: LoRA shape, as in :class:`evolora.config.LoRAConfig`.
+        rank, alpha, target_modules: LoRA shape, as in :class:`evolora.config.LoRAConfig`
+            (``all-linear`` resolved by :func:`evolora.model.targets.resolve_target_modules`).
 
     Raises:
-        ValueError: when ``rank`` exceeds a target module's smaller dimension, or no module matches.
+        ValueError: when ``rank`` exceeds a target module's smaller dimension, or a target name
+            matches no linear layer.
     """
 
-    def __init__(self, base, slots: list[str], *, rank: int, alpha: float, target_modules: tuple[str, ...]):
+    def __init__(self, base, slots: list[str], *, rank: int, alpha: float,
+                 target_modules: tuple[str, ...] | str = ALL_LINEAR):
         if not slots:
             raise ValueError("an adapter bank needs at least one slot")
+        target_modules = resolve_target_modules(base, target_modules)
+        self.target_modules = target_modules
         self.rank = rank
         self.alpha = alpha
         self.lora_config = LoraConfig(

@@ -25,7 +25,6 @@ from the last checkpoint.
 from __future__ import annotations
 
 import random
-import resource
 import time
 from pathlib import Path
 from typing import Callable
@@ -44,8 +43,10 @@ from evolora.league import League
 from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
+from evolora.problem_memory import ProblemMemory
 from evolora.reward_control import randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
+from evolora.step_record import step_record
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 from evolora.distributed.recovery import run_step_with_recovery
@@ -115,6 +116,7 @@ class Run:
         self.log_counts = {"metrics": 0, "matches": 0}
         self.bank.snapshot()
         self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
+        self.memory = ProblemMemory(config.selfplay.rewards.repetition_window)  # problems across steps
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
@@ -151,7 +153,8 @@ class Run:
         proposers, solvers = self.population.players(self.arm.game)
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
         outcome = play_step(self.bank, self.tokenizer, self.task, proposers, solvers, self.ratings,
-                            self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen())
+                            self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen(),
+                            memory=self.memory, step=step)
         reviews = self._review(outcome, np_rng)  # None: the run has no critics
         seconds = dict(outcome.seconds)
 
@@ -242,52 +245,10 @@ class Run:
 
     def _record(self, step, outcome, updates, outcomes, births, seconds, roles: dict[str, str]) -> dict:
         games = outcome.games
-        valid = [g for g in games if g.valid]
-        grades = [label for g in games for label in g.grades]
-        reasons: dict[str, int] = {}
-        for game in games:
-            reasons[game.reason] = reasons.get(game.reason, 0) + 1
-        # record keys name the game's sides (proposer: "teacher", solver: "student") in every arm
-        rewards = {"teacher": [g.teacher_reward for g in games], "student": [r for g in games for r in g.student_rewards]}
-        return {
-            "step": step,
-            "games": len(games),
-            "validity_rate": len(valid) / len(games) if games else 0.0,
-            "solve_rate": sum(x == "correct" for x in grades) / len(grades) if grades else None,
-            "format_error_rate": sum(x == "format" for x in grades) / len(grades) if grades else None,
-            "pair_solve_rates": {f"{t}|{s}": r for (t, s), r in outcome.pair_solve_rates.items()},
-            "match_outcomes": outcomes,
-            "reward": {role: (sum(v) / len(v) if v else None) for role, v in rewards.items()},
-            "verdicts": reasons,
-            "guided": sum(g.guided for g in games),  # reference answers in student groups (selfplay.guidance)
-            "loss": {i: u.loss for i, u in updates.items() if u.samples},
-            "trained_samples": {i: u.samples for i, u in updates.items()},
-            "nonfinite": [i for i, u in updates.items() if not u.finite],
-            "ratings": {m.id: {"role": m.role, "mu": self.ratings.mu(m.id), "sigma": self.ratings.sigma(m.id),
-                               "elo": self.ratings.elo(m.id)} for m in self.population.members},
-            "births": [b.to_dict() for b in births],
-            "tokens": outcome.rollout.tokens,
-            "tokens_per_second": outcome.rollout.tokens_per_second,
-            "seconds": seconds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            **self._science(games, outcome, updates, roles),
-        }
-
-    def _science(self, games, outcome, updates, roles: dict[str, str]) -> dict:
-        """Arms-race metrics: proposal complexity, coverage, matchups, lengths, entropy (paper §4)."""
         self.signatures.update(metrics.signature(g.problem) for g in games if g.valid and g.problem)
-        entropy = {i: u.entropy for i, u in updates.items() if u.samples}
-        return {
-            "complexity": metrics.proposal_complexity(games, self.task.complexity_kind),
-            "coverage": metrics.coverage(self.signatures),
-            "matchup": metrics.matchup_matrix(games),
-            "response_length": {role: metrics.response_length_stats(
-                len(s.completion_ids) for i in roles for s in outcome.samples[i]
-                if s.group.startswith("teacher:") == (role == "teacher") and roles[i] != "critic")
-                for role in ("teacher", "student")},
-            "entropy": entropy,
-            "mean_entropy": metrics.finite_mean(entropy.values()),
-        }
+        return step_record(step, outcome, updates, outcomes, births, seconds, roles, members=self.population.members,
+                           ratings=self.ratings, coverage=metrics.coverage(self.signatures),
+                           complexity_kind=self.task.complexity_kind)
 
     def train(self, callbacks: list[Callback] = (), steps: int | None = None) -> None:
         """Run until ``steps`` (default ``config.run.steps``) steps are done, calling callbacks after each."""
@@ -301,7 +262,7 @@ class Run:
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
         return {**self.league.state_dict(), "log_counts": dict(self.log_counts),
-                "signatures": sorted(self.signatures)}
+                "signatures": sorted(self.signatures), "problem_memory": self.memory.state_dict()}
 
     def save_checkpoint(self) -> Path:
         """Write a resumable checkpoint of the current step."""
@@ -321,6 +282,8 @@ class Run:
         self.league.load_state_dict(state, optimizer_states)
         self.log_counts = dict(state["log_counts"])
         self.signatures = set(state["signatures"])
+        if "problem_memory" in state:  # checkpoints written before the memory existed start it empty
+            self.memory.load_state_dict(state["problem_memory"])
         self.step = state["step"]
         return True
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from evolora.agreement import gate_by_agreement
 from evolora.bank import Bank
 from evolora.config import RewardConfig, SelfPlayConfig
 from evolora.guidance import add_guidance
@@ -28,6 +29,7 @@ from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
 from evolora.generation.rollout import Completion, RolloutStats, chat_prompt
+from evolora.problem_memory import ProblemMemory, same_answer
 from evolora.tasks.base import ProposalRequest, Task, normalise_problem
 
 
@@ -107,6 +109,7 @@ class GameRecord:
     repetition_penalty: float = 0.0  # R-Zero penalty subtracted from teacher_reward
     reviews: list[dict] | None = None  # the critics' verdicts on its attempts (None: the run has no critics)
     guided: bool = False  # a reference answer joined the student's group (evolora.guidance)
+    agreement: float | None = None  # share of the agreement gate's solver answers that reach the answer
 
     def to_dict(self) -> dict:
         """The ``matches.jsonl`` line (``step`` apart); ``reviews`` only in a run with critics."""
@@ -140,6 +143,8 @@ def play_step(
     rng: random.Random,
     np_rng: np.random.Generator,
     frozen: list[Individual] = (),
+    memory: ProblemMemory | None = None,
+    step: int = 0,
 ) -> StepOutcome:
     """Play one step of proposer-vs-solver games (teachers vs students) and compute every sample's reward.
 
@@ -155,6 +160,10 @@ def play_step(
             Rollouts sample with torch's global RNG (the caller seeds it).
         frozen: hall-of-fame solver snapshots, a proposer's opponent with probability
             ``config.matchmaking.hall_prob``; they play but are not trained.
+        memory: the run's :class:`evolora.problem_memory.ProblemMemory` (None: no memory across
+            steps): a valid question that had another answer before becomes invalid
+            (``inconsistent_answer``), a problem proposed in its window pays the full repetition
+            penalty; the step's proposals are recorded in it. ``step``: this step's number.
 
     Returns:
         A :class:`StepOutcome` with samples per individual id (proposers: one per proposal,
@@ -177,6 +186,8 @@ def play_step(
     verdicts = task.verify(parsed)
     seconds["verify"] = time.perf_counter() - began
     games = [_game(*row) for row in zip(owners, rivals, requests, proposals_out, parsed, verdicts)]
+    recent = _check_memory(games, memory, step)
+    gate_by_agreement(bank, tokenizer, task, games, config, stats)
 
     began = time.perf_counter()
     solve_rows = [g for g, game in enumerate(games) if game.valid for _ in range(config.samples_per_problem)]
@@ -189,7 +200,7 @@ def play_step(
     seconds["rollout_student"] = time.perf_counter() - began
 
     samples = _score(task, games, solve_rows, attempts, proposals_out, config.rewards,
-                     [m.id for m in [*proposers, *solvers, *frozen]])
+                     [m.id for m in [*proposers, *solvers, *frozen]], recent)
     if config.guidance != "none":
         firsts = {g: attempt.prompt_ids for g, attempt in zip(solve_rows, attempts)}
         add_guidance(task, tokenizer, games, firsts, samples, config.guidance, config.rewards.correct)
@@ -222,10 +233,30 @@ def _matchmake(proposers, solvers, ratings, mm, np_rng, frozen) -> tuple[list[tu
     return pairs, opponents
 
 
+def _check_memory(games: list[GameRecord], memory: ProblemMemory | None, step: int) -> list[bool]:
+    """Invalidate valid games whose question had another answer before (in the run or earlier in
+    this step), record the step's proposals in ``memory``, and return which were proposed recently."""
+    if memory is None:
+        return [False] * len(games)
+    keys = [normalise_problem(g.problem) if g.problem is not None else None for g in games]
+    recent = [memory.recent(key, step) for key in keys]
+    truth: dict[str, object] = {}
+    for game, key in zip(games, keys):
+        if game.valid and (memory.conflicts(key, game.answer) or
+                           (key in truth and not same_answer(truth[key], game.answer))):
+            game.valid, game.reason = False, "inconsistent_answer"
+        elif game.valid:
+            truth.setdefault(key, game.answer)
+    memory.record(step, [(key, g.valid, g.answer) for key, g in zip(keys, games)])
+    return recent
+
+
 def _score(task: Task, games: list[GameRecord], solve_rows: list[int], attempts: list[Completion],
-           proposals: list[Completion], rewards: RewardConfig, ids: list[str]) -> dict[str, list[Sample]]:
-    """Grade every attempt, reward students and teachers (repetition rule included), fill the
-    games in place and return each individual's samples."""
+           proposals: list[Completion], rewards: RewardConfig, ids: list[str],
+           recent: list[bool] | None = None) -> dict[str, list[Sample]]:
+    """Grade every attempt, reward students and teachers (repetition rule included: the full λ for
+    a problem proposed in the memory's window, ``recent``), fill the games in place and return
+    each individual's samples."""
     samples: dict[str, list[Sample]] = {i: [] for i in ids}
     for g, attempt in zip(solve_rows, attempts):
         game = games[g]
@@ -236,6 +267,8 @@ def _score(task: Task, games: list[GameRecord], solve_rows: list[int], attempts:
         game.student_rewards.append(reward)
         samples[game.student].append(to_sample(attempt, reward, group=f"problem{g}"))
     penalties = repetition_penalties([g.problem for g in games], rewards.repetition)
+    if recent is not None:
+        penalties = [rewards.repetition if seen else p for p, seen in zip(penalties, recent)]
     for game, completion, penalty in zip(games, proposals, penalties):
         if game.valid:
             game.solve_rate = sum(label == "correct" for label in game.grades) / len(game.grades)

@@ -207,4 +207,4 @@ def test_yaml_config_loads():
     assert config.selfplay.sampling("teacher")["temperature"] == 0.7
     assert config.selfplay.sampling("student")["temperature"] == 0.5
     assert config.task.params["examples"] == "random" and config.selfplay.rewards.repetition == 0.5
-    assert config.selfplay.student_stop == ("\n",)  # one-line answers (benchmarks/results/arith_study_v5.txt)
+    assert config.selfplay.student_stop == ("\n",)  # one-line answers (benchmarks/results/arith_study_2026-12-01b.txt)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 CASES = {

@@ -17,6 +17,8 @@ from crash_helpers import STEPS, TINY, finish, kill_when, start, strip
 from evolora.checkpoint import FILES, checkpoint_problem
 from evolora.io import read_jsonl
 
+pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
+
 
 def _damage(checkpoints: list[Path], rng: random.Random) -> str:
     """Truncate, or overwrite bytes of, one file of one checkpoint; say what was done."""

@@ -4,10 +4,14 @@ record for record (wall-clock fields aside)."""
 
 from __future__ import annotations
 
+import pytest
+
 import signal
 
 from crash_helpers import TINY, finish, kill_when, start, strip
 from evolora.io import read_jsonl
+
+pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
 
 
 def test_kill_at_several_points_then_resume_matches_uninterrupted(crash_reference, tmp_path):

@@ -70,6 +70,7 @@ def bank_logits(run_dir: Path, member: str, input_ids: torch.Tensor) -> torch.Te
         return bank.model(input_ids=input_ids).logits
 
 
+@pytest.mark.slow
 def test_merged_member_loads_without_peft_generates_and_matches_the_bank(finished_run, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

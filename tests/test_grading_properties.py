@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.gsm import GSMTask, program_answer
-from evolora.tasks.numeric import (arithmetic_answer, equation_result, final_number, marked_number,
-                                   numbers_equal, parse_number)
+from evolora.tasks.number_equality import numbers_equal
+from evolora.tasks.numeric import arithmetic_answer, equation_result, final_number, marked_number, parse_number
 
 BOUND_S = 0.5
 """Generous wall-clock bound for one call on 20k characters (linear readers take ~1-10 ms)."""

@@ -13,7 +13,8 @@ from evolora.sandbox import run_program
 from evolora.tasks import TASKS, GSMTask, make_task, register_task
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
 from evolora.tasks.gsm import EXAMPLES_PATH, format_proposal, program_answer
-from evolora.tasks.numeric import final_number, numbers_equal, parse_number
+from evolora.tasks.numeric import final_number, parse_number
+from evolora.tasks.number_equality import numbers_equal
 
 GSM8K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"  # ../shared beside the repo
 needs_gsm8k = pytest.mark.skipif(not (GSM8K / "test.jsonl").is_file(), reason="GSM8K not here")
@@ -63,7 +64,8 @@ def test_numbers_equal_tolerance():
 # ---------------------------------------------------------------- task basics
 @pytest.fixture(scope="module")
 def task():
-    task = GSMTask(timeout_s=1.0)
+    """The sandbox verdicts alone (grounding off: tests/test_gsm_grounding.py covers it)."""
+    task = GSMTask(timeout_s=1.0, grounding=False)
     yield task
     task.close()
 
@@ -255,7 +257,7 @@ def test_held_out_malformed_file(tmp_path):
 
 @needs_gsm8k
 def test_train_examples_come_from_gsm8k_with_programs():
-    task = GSMTask(train_path=str(GSM8K / "train.jsonl"), gsm8k_fraction=1.0, num_examples=2)
+    task = GSMTask(train_path=str(GSM8K / "train.jsonl"), gsm8k_fraction=1.0, num_examples=2, grounding=False)
     text = task.proposal_prompt(random.Random(0))[1]["content"]
     assert "step1 = " in text
     sample = random.Random(0).sample(task._train, 20)

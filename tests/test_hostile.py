@@ -23,6 +23,8 @@ import pytest
 
 import evolora.sandbox as sandbox
 
+pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
+
 HOSTILE = Path(__file__).parent / "hostile"
 FILES = sorted(p for p in HOSTILE.glob("*.py") if p.name != "conftest.py")
 LIMITS = {"timeout_s": 1.0, "memory_mb": 128, "output_limit": 10_000}

@@ -120,6 +120,7 @@ def test_config_key_names_match_the_registry_and_keep_jsonl():
             config_from_dict({"run": {"loggers": bad}})
 
 
+@pytest.mark.slow
 def test_tensorboard_curves_equal_metrics_jsonl(logged_run):
     metrics = read_jsonl(logged_run / "metrics.jsonl")
     curves = tensorboard_scalars(logged_run)

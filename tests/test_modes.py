@@ -100,6 +100,7 @@ def test_hall_of_fame_snapshots_champions_and_serves_them_as_frozen_opponents(to
     assert run.hall_slots[run.hall.ids[-1]] == "H0"
 
 
+@pytest.mark.slow
 def test_hall_of_fame_survives_resume(toy_task, tmp_path, single_thread):
     config = _config(selfplay={"matchmaking": {"hall_of_fame": 2, "hall_prob": 0.5}})
     full = _run(config, toy_task, tmp_path / "full")

@@ -32,6 +32,7 @@ def test_pass_at_k_estimator_values():
         pass_at_k(4, 5, 1)
 
 
+@pytest.mark.slow
 def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, single_thread):
     from evolora.model import load_base
     from evolora.run import Run

@@ -21,6 +21,8 @@ from evolora.loggers import JsonlLogger
 from evolora.run import Run
 from evolora.tasks.toy import ToyTask
 
+pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
+
 ray = pytest.importorskip("ray")
 
 STEPS = 4

@@ -225,6 +225,7 @@ def test_bad_paths_raise(tmp_path):
         load_run(tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_cli_report_and_compare(runs, tmp_path):
     cli = CliRunner()
     result = cli.invoke(app, ["report", runs["unfinished"]])

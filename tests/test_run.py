@@ -24,6 +24,7 @@ def _run(tiny_config, toy_task, out, steps=None, callbacks=None):
     return run
 
 
+@pytest.mark.slow
 def test_tiny_evolution_end_to_end(tiny_config, toy_task, tmp_path):
     run = _run(tiny_config, toy_task, tmp_path)
     records = read_jsonl(tmp_path / "metrics.jsonl")
@@ -56,6 +57,7 @@ def test_tiny_evolution_end_to_end(tiny_config, toy_task, tmp_path):
     assert json.loads((tmp_path / "final" / "summary.json").read_text())["steps"] == 4
 
 
+@pytest.mark.slow
 def test_evolution_at_the_last_step_only_when_asked(tiny_config, toy_task, tmp_path):
     config = tiny_config.model_copy(update={"evolution": tiny_config.evolution.model_copy(update={"at_last_step": True})})
     _run(config, toy_task, tmp_path)
@@ -77,6 +79,7 @@ def test_training_changes_adapters_and_not_the_base(tiny_config, toy_task, tmp_p
             assert torch.equal(param, base_before[name.replace(".base_layer", "")])
 
 
+@pytest.mark.slow
 def test_resume_reproduces_uninterrupted_run(tiny_config, toy_task, tmp_path):
     full = _run(tiny_config, toy_task, tmp_path / "full")
     part = _run(tiny_config, toy_task, tmp_path / "part", steps=2)

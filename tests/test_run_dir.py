@@ -119,6 +119,7 @@ def test_an_edited_state_file_fails_its_checksum_and_none_intact_is_an_error(tmp
     assert latest_checkpoint(tmp_path / "fresh") is None
 
 
+@pytest.mark.slow
 def test_resume_with_a_truncated_newest_checkpoint_uses_the_older_one(tmp_path):
     out = tmp_path / "run"
     runner = CliRunner()
@@ -134,6 +135,7 @@ def test_resume_with_a_truncated_newest_checkpoint_uses_the_older_one(tmp_path):
 
 
 # -- a full disk -----------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
 def test_a_full_or_read_only_disk_exits_2_and_keeps_the_last_checkpoint(tmp_path, monkeypatch, code):
     import evolora.checkpoint as checkpoint

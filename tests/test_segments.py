@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import torch
 import torch.nn.functional as F
 
@@ -102,6 +104,7 @@ def _both(bank, tokenizer, prompts, names, segments, seed, batch_size):
     return outs
 
 
+@pytest.mark.slow
 def test_decoder_segments_with_cut_stops_equal_generate_per_segment(tiny):
     """One row at a time (so both draw the same noise in the same order), sampled at T = 1 and
     0.7: stop strings end rows early and keep_stop=False cuts the stop token from the cache."""

@@ -32,6 +32,7 @@ def test_parse_seeds_and_arms():
         study_plan("tasks/arith.yaml", seeds=[0], arms=["population", "duel"], out="unused")
 
 
+@pytest.mark.slow
 def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_thread):
     out = tmp_path / "study"
     args = ["study", "tasks/arith.yaml", "--seeds", "0,1", "--out", str(out), *TINY]
@@ -65,6 +66,14 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
     summary_path.write_text(json.dumps(summary))
     lines = member_lines(out / "population-s0")
     assert lines[1:] == ["  d1o1: base 2/2", "  d2o1: base 0/1"]  # groups of the members that have them
+
+    from evolora.report.data import load_run
+    from evolora.report.study_tables import study_figure, study_tables
+
+    tables = study_tables([load_run(out / name) for name in sorted(dirs)])
+    assert set(tables.by_arm) == {"population", "single_agent"} and set(tables.by_arm["population"]) == {0, 1}
+    assert "| population − single_agent | 0, 1 (n = 2) |" in tables.markdown
+    assert study_figure(tables, tmp_path / "arms.png").stat().st_size > 1000
 
     # a second call skips the finished runs; a run without final/ is resumed from its checkpoint
     stamp = (out / "population-s0" / "final" / "summary.json").stat().st_mtime_ns

@@ -13,6 +13,8 @@ import torch
 from evolora.config import ConfigError, load_config
 from evolora.integrations.sweep import OUTCOMES, aggregate, plot_sweep, run_sweep, selection_variants
 
+pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
+
 torch.set_num_threads(1)
 GSM_YAML = Path(__file__).resolve().parents[1] / "tasks" / "gsm.yaml"
 FAST = ["model.name=tiny-random", "model.num_threads=1", "run.steps=1", "population.teachers=3",

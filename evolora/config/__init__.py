@@ -43,8 +43,10 @@ class LoRAConfig(_Section):
     """LoRA rank r of every adapter (A: (r, d_in), B: (d_out, r))."""
     alpha: Float = Field(default=16.0, gt=0)
     """LoRA alpha; ΔW = (alpha / rank) · B A."""
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    """Names of the linear modules that carry adapters."""
+    target_modules: tuple[str, ...] | Literal["all-linear"] = "all-linear"
+    """Linear modules that carry adapters: ``all-linear`` (every linear layer of the decoder blocks,
+    attention and MLP, fused or not, never the LM head: :mod:`evolora.model.targets`), or leaf
+    names such as ``[q_proj, v_proj]``."""
     init_b_std: Float = Field(default=1e-3, ge=0)
     """Std of the Gaussian init of B (PEFT's B = 0 would make every individual identical)."""
 

@@ -45,10 +45,28 @@ class RewardConfig(_Section):
     repetition: Float = Field(default=0.0, ge=0)
     """R-Zero's repetition penalty λ (arXiv 2508.05004 §3): a proposal whose normalised problem
     occurs k times among the step's N proposals loses λ · (k − 1) / (N − 1); 0 turns it off."""
+    repetition_window: Int = Field(default=0, ge=0)
+    """Steps a proposed problem is remembered (:class:`evolora.problem_memory.ProblemMemory`): proposing
+    it again within them costs the full λ of ``repetition``; 0 keeps the penalty within the step.
+    Whatever the window, a question that was valid with one answer is invalid
+    (``inconsistent_answer``) when a later program gives it another."""
     refuted: Float = Field(default=0.0, le=0)
     """Added to a student's wrong answer for each critic that flagged it ``incorrect`` (≤ 0; 0: off)."""
     survived: Float = Field(default=0.0, ge=0)
     """Added to a student's correct answer for each critic that accepted it (≥ 0; 0: off)."""
+
+
+class AgreementConfig(_Section):
+    """R-Zero's agreement gate (:mod:`evolora.agreement`): a valid proposal stays valid only when at
+    least ``threshold`` of ``samples`` answers of an independent solver reach its program's answer."""
+
+    solver: Literal["none", "base"] = "none"
+    """``base``: the frozen base model (adapters off) answers each valid problem ``samples`` times at
+    the student's sampling settings; ``none``: no gate."""
+    samples: Int = Field(default=4, ge=1)
+    """Solver answers m per valid proposal."""
+    threshold: Float = Field(default=0.25, gt=0, le=1)
+    """Least fraction τ of the m answers that must equal the program's answer."""
 
 
 class SelfPlayConfig(_Section):
@@ -79,6 +97,8 @@ class SelfPlayConfig(_Section):
     teacher_stop: tuple[str, ...] = ()
     """Stop strings of free-form teacher rollouts, kept like an EOS (``["\n"]``: one proposal line, what
     arith parses); a task's structured proposals (segments) stop as their segments say. Empty: EOS or the cap."""
+    agreement: AgreementConfig = AgreementConfig()
+    """The agreement gate on valid proposals (off by default; see :class:`AgreementConfig`)."""
     guidance: Literal["none", "unsolved", "all"] = "none"
     """Off-policy guidance (:mod:`evolora.guidance`, LUFFY arXiv 2504.14945): the task's reference
     answer joins a student's GRPO group with the ``correct`` reward, on problems none of its attempts

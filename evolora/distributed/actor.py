@@ -62,7 +62,7 @@ class Worker:
         if self.device == "cuda":  # the rollout and update code builds its tensors on the default device
             torch.set_default_device(self.device)
         self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
-                                target_modules=tuple(lora["target_modules"]))
+                                target_modules=_targets(lora["target_modules"]))
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
 
     def _check(self) -> None:
@@ -227,3 +227,8 @@ def unpack(value):
 
 
 _BITS = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8}
+
+
+def _targets(value: str | list[str]) -> str | tuple[str, ...]:
+    """``lora.target_modules`` as the bank takes it: ``all-linear`` as is, a list as a tuple."""
+    return value if isinstance(value, str) else tuple(value)

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from evolora.factors import check_factors, random_factors, write_adapter
+from evolora.distributed.placement import placement
 from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, ClusterLost, WorkerLost
 from evolora.generation.routed import BASE
 from evolora.distributed.actor import pack, unpack
@@ -85,7 +86,7 @@ class ShardedBank:
         self.owner = {slot: i % workers for i, slot in enumerate(self.slots)}
         if not ray.is_initialized():
             ray.init(address=config.run.ray_address, include_dashboard=False)
-        self._placement, options = _placement(workers, gpu=config.model.device != "cpu")
+        self._placement, options = placement(workers, device=config.model.device)
         actor = ray.remote(max_restarts=MAX_RESTARTS)(Worker)
         model, lora = config.model.model_dump(), config.lora.model_dump(mode="json")
         self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w)) for w in range(workers)]
@@ -371,19 +372,3 @@ class ShardedBank:
         if self._placement is not None:
             ray.util.remove_placement_group(self._placement)
         self.actors = []
-
-
-def _placement(workers: int, *, gpu: bool) -> tuple[object | None, list[dict]]:
-    """(placement group or None, ``.options`` of each worker): one GPU per worker through a
-    placement group when the cluster has a GPU per worker (and ``gpu``), else a share of the CPUs."""
-    import ray
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    resources = ray.cluster_resources()
-    cpus = min(1.0, resources.get("CPU", 1.0) / workers)
-    if not gpu or resources.get("GPU", 0) < workers:
-        return None, [{"num_cpus": cpus}] * workers
-    group = ray.util.placement_group([{"CPU": cpus, "GPU": 1}] * workers, strategy="PACK")
-    ray.get(group.ready(), timeout=RESTART_TIMEOUT_S)
-    return group, [{"num_cpus": cpus, "num_gpus": 1, "scheduling_strategy": PlacementGroupSchedulingStrategy(
-        group, placement_group_bundle_index=w)} for w in range(workers)]

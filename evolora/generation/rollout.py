@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
+from jinja2.exceptions import TemplateError
 from transformers import StoppingCriteriaList
 
 from evolora.bank import LocalBank
@@ -62,9 +63,48 @@ def chat_prompt(tokenizer, messages: list[dict[str, str]], prefix: str = "") -> 
     """Token ids of ``messages`` rendered with the tokenizer's chat template plus the assistant
     header, then ``prefix`` (a forced start of the answer such as ``"Problem:"`` or
     ``"Verdict:"``, tokenized on its own; "" for none)."""
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    text = render_chat(tokenizer, messages)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return ids + tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else ids
+
+
+PLAIN_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n\n{% endfor %}"
+    "{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+"""The chat template of a base model that has none: ``User: ...`` turns, then ``Assistant:``."""
+
+
+def render_chat(tokenizer, messages: list[dict[str, str]]) -> str:
+    """``messages`` as text in the tokenizer's chat template, with the assistant header.
+
+    A tokenizer without a template (a base model) gets :data:`PLAIN_TEMPLATE`. A template that
+    rejects the system role (Gemma 2 raises) gets the system prompt folded into the first user
+    turn, separated by a blank line.
+    """
+    template = None if getattr(tokenizer, "chat_template", None) else PLAIN_TEMPLATE
+    try:
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                             chat_template=template)
+    except TemplateError as error:  # Gemma 2: "System role not supported"
+        if not messages or messages[0]["role"] != "system" or "system" not in str(error).lower():
+            raise
+    folded = fold_system(messages)
+    return tokenizer.apply_chat_template(folded, add_generation_prompt=True, tokenize=False, chat_template=template)
+
+
+def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The system prompt moved into the first user turn (for templates without a system role).
+
+    >>> fold_system([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    [{'role': 'user', 'content': 'Be brief.\n\nHi'}]
+    """
+    if not messages or messages[0]["role"] != "system":
+        return list(messages)
+    system, rest = messages[0]["content"], list(messages[1:])
+    if rest and rest[0]["role"] == "user":
+        return [{"role": "user", "content": f"{system}\n\n{rest[0]['content']}"}, *rest[1:]]
+    return [{"role": "user", "content": system}, *rest]
 
 
 @torch.no_grad()

@@ -227,7 +227,7 @@ def linear_shapes(config: dict) -> dict[str, tuple[int, int]] | None:
             "gate_proj": (hidden, inter), "up_proj": (hidden, inter), "down_proj": (inter, hidden)}
 
 
-def check_lora_fits(name: str, rank: int, target_modules: tuple[str, ...]) -> None:
+def check_lora_fits(name: str, rank: int, target_modules: tuple[str, ...] | str) -> None:
     """Check, from ``config.json`` alone, that LoRA ``rank`` and ``target_modules`` fit the model.
 
     Raises:
@@ -239,6 +239,8 @@ def check_lora_fits(name: str, rank: int, target_modules: tuple[str, ...]) -> No
     shapes = linear_shapes(config) if config else None
     if shapes is None:
         return
+    if isinstance(target_modules, str):  # all-linear: every linear layer the config describes
+        target_modules = tuple(shapes)
     missing = [m for m in target_modules if m not in shapes]
     if missing:
         raise ValueError(f"lora.target_modules {missing} are not linear modules of {name}; "
@@ -296,17 +298,34 @@ def _freeze(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
 
 
 def _set_special_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Give the tokenizer a pad token (eos if none) and copy pad/eos/bos into the model configs."""
+    """Give the tokenizer a pad token (eos if none) and copy pad/eos/bos into the model configs.
+
+    The end-of-turn ids are the union of the model's own list and the tokenizer's ``eos_token``:
+    Llama 3.x instruct ends a turn with ``<|eot_id|>``, which its generation config lists beside
+    ``<|end_of_text|>``; replacing that list by the tokenizer's single eos would let rollouts
+    run to the token limit.
+    """
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     for config in (model.config, model.generation_config):
         if config is None:
             continue
         config.pad_token_id = tokenizer.pad_token_id
-        if tokenizer.eos_token_id is not None:
-            config.eos_token_id = tokenizer.eos_token_id
+        config.eos_token_id = end_of_turn_ids(config.eos_token_id, tokenizer.eos_token_id)
         if tokenizer.bos_token_id is not None:
             config.bos_token_id = tokenizer.bos_token_id
+
+
+def end_of_turn_ids(model_ids: int | list[int] | None, tokenizer_id: int | None) -> int | list[int] | None:
+    """The model's end-of-turn id(s) with the tokenizer's eos added (an int when only one).
+
+    >>> end_of_turn_ids([128001, 128009], 128001), end_of_turn_ids(None, 2), end_of_turn_ids(7, 2)
+    ([128001, 128009], 2, [7, 2])
+    """
+    ids = [] if model_ids is None else list(model_ids) if isinstance(model_ids, (list, tuple)) else [model_ids]
+    if tokenizer_id is not None and tokenizer_id not in ids:
+        ids.append(tokenizer_id)
+    return ids[0] if len(ids) == 1 else (ids or None)
 
 
 def load_base(

@@ -31,7 +31,8 @@ from evolora.tasks.arith_eval import ALLOWED_CHARS, ExpressionError, evaluate_ex
 from evolora.tasks.arith_params import check_params
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
-from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number, numbers_equal
+from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number
+from evolora.tasks.number_equality import numbers_equal
 
 TEACHER_SYSTEM = "You write arithmetic problems."
 TEACHER_INSTRUCTION = "Write one new arithmetic problem: numbers with + - * / and brackets, on one line."
@@ -212,7 +213,7 @@ class ArithTask(Task):
         return [{"role": "user", "content": f"What is {problem.strip()}? {self.student_instruction}"}]
 
     def grade(self, completion: str, answer: float) -> Grade:
-        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.numeric.numbers_equal`:
+        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.number_equality.numbers_equal`:
         integers exactly, ``tolerance`` only between non-integers) of
         :func:`evolora.tasks.numeric.arithmetic_value` (an explicit final answer, else the
         stated result ``= N``, else the last number); "format" when the completion holds no

@@ -19,7 +19,8 @@ from fractions import Fraction
 
 from evolora.tasks.arith_eval import binary_value
 from evolora.tasks.arith_text import format_number
-from evolora.tasks.numeric import arithmetic_value, numbers_equal
+from evolora.tasks.numeric import arithmetic_value
+from evolora.tasks.number_equality import numbers_equal
 
 _ANY_EXPONENT = 64  # the problem was verified under its own limits; a step only recomputes it
 

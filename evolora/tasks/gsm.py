@@ -17,10 +17,12 @@ import re
 from pathlib import Path
 
 from evolora.sandbox import SandboxPool
+from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
-from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value, numbers_equal, parse_exact
+from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value, parse_exact
+from evolora.tasks.number_equality import numbers_equal
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 EXAMPLES_PATH = DATA / "gsm_examples.json"
@@ -91,6 +93,9 @@ class GSMTask(PooledVerifier):
         forced_print: a third segment: the program segment also stops at ``print(``, then
             ``print(`` is forced and the model writes the printed expression (one line), so
             every program ends by printing a value.
+        grounding: the grounding rules a valid program must also pass
+            (:mod:`evolora.tasks.gsm_grounding`): True (all of :data:`~evolora.tasks.gsm_grounding.RULES`),
+            False (none: any program that prints a number is the truth), or a list of rule names.
     """
 
     name = "gsm"
@@ -119,6 +124,7 @@ class GSMTask(PooledVerifier):
         program_tokens: int = 96,
         program_temperature: float | None = None,
         forced_print: bool = False,
+        grounding: bool | list[str] = True,
     ) -> None:
         _check_params(num_examples=num_examples, runs=runs, workers=workers, gsm8k_fraction=gsm8k_fraction,
                       timeout_s=timeout_s, memory_mb=memory_mb, output_limit=output_limit, tolerance=tolerance,
@@ -145,6 +151,7 @@ class GSMTask(PooledVerifier):
         self.segment_tokens = (problem_tokens, program_tokens)
         self.program_temperature = program_temperature
         self.forced_print = bool(forced_print)
+        self.grounding = _grounding_rules(grounding)
         self._train: list[dict] | None = _load_train(Path(train_path)) if train_path else None
         self._eval: list[HeldOutItem] | None = None
         self._pool: SandboxPool | None = None
@@ -223,7 +230,9 @@ class GSMTask(PooledVerifier):
         callers can pass ``[task.parse_proposal(t) for t in texts]`` unchanged. Reasons:
         "parse", "banned", "timeout", "memory", "error", "output_limit" (the first failing
         run's sandbox status), "nondeterministic" (outputs differ), "not_numeric" (the
-        last non-empty output line is not a finite number), "ok". ``seconds`` is the
+        last non-empty output line is not a finite number), a grounding reason
+        (:func:`evolora.tasks.gsm_grounding.grounding_reasons`: the program does not answer its
+        own text; the answer is kept, ``valid`` is False), "ok". ``seconds`` is the
         sandbox wall-clock time summed over this proposal's runs.
         """
         sources = [p.program for p in proposals if p is not None for _ in range(self.runs)]
@@ -241,10 +250,16 @@ class GSMTask(PooledVerifier):
             elif any(r.output != runs[0].output for r in runs[1:]):
                 verdicts.append(Verdict(False, None, "nondeterministic", seconds))
             else:
-                answer = program_answer(runs[0].output)
-                verdicts.append(Verdict(answer is not None, answer,
-                                        "ok" if answer is not None else "not_numeric", seconds))
+                verdicts.append(self._grounded(proposal, program_answer(runs[0].output), seconds))
         return verdicts
+
+    def _grounded(self, proposal: Proposal, answer: float | int | None, seconds: float) -> Verdict:
+        """The verdict of a program that ran cleanly: ``not_numeric``, the first grounding rule it
+        breaks (its answer kept for the records), or ``ok``."""
+        if answer is None:
+            return Verdict(False, None, "not_numeric", seconds)
+        reasons = grounding_reasons(proposal.problem, proposal.program, answer, self.grounding) if self.grounding else []
+        return Verdict(not reasons, answer, reasons[0] if reasons else "ok", seconds)
 
     # ------------------------------------------------------------------ student side
     def solve_prompt(self, problem: str) -> list[Message]:
@@ -252,7 +267,7 @@ class GSMTask(PooledVerifier):
                 {"role": "user", "content": f"{problem.strip()}\n\n{STUDENT_INSTRUCTION}"}]
 
     def grade(self, completion: str, answer: float) -> Grade:
-        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.numeric.numbers_equal`:
+        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.number_equality.numbers_equal`:
         integers exactly, ``tolerance`` only between non-integers), "format" when no final
         number is found. ``predicted`` is :func:`~evolora.tasks.numeric.json_number` of it."""
         predicted = marked_value(completion) if self.require_marker else final_value(completion)
@@ -308,6 +323,19 @@ def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, mem
             f"(got {problem_tokens}, {program_tokens})")
     if program_temperature is not None and not program_temperature > 0:
         raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
+
+
+def _grounding_rules(grounding: bool | list[str]) -> tuple[str, ...]:
+    """The rule names of ``grounding`` (True: all, False: none).
+
+    Raises:
+        ValueError: an unknown rule name (the message lists them).
+    """
+    if isinstance(grounding, bool):
+        return RULES if grounding else ()
+    if not isinstance(grounding, (list, tuple)) or any(r not in RULES for r in grounding):
+        raise ValueError(f"gsm task: grounding is true, false or a list of {', '.join(RULES)}; got {grounding!r}")
+    return tuple(grounding)
 
 
 def _drop_trailing_label(problem: str) -> str:

@@ -14,7 +14,8 @@ import re
 from pathlib import Path
 
 from evolora.tasks.base import HeldOutItem
-from evolora.tasks.numeric import marked_number, numbers_equal
+from evolora.tasks.numeric import marked_number
+from evolora.tasks.number_equality import numbers_equal
 
 _CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")
 _ARITHMETIC = re.compile(r"[\d\s+\-*/().]+")

@@ -2,7 +2,7 @@
 
 Pure functions, no I/O. ``parse_exact`` reads a string that *is* a number (as a program
 prints it, or as it follows "####") into an exact :class:`fractions.Fraction`;
-``final_value`` finds a student's final answer in free text; ``numbers_equal`` compares:
+``final_value`` finds a student's final answer in free text; ``evolora.tasks.number_equality.numbers_equal`` compares:
 integers and rationals exactly, only genuinely non-integer values with a tolerance. The
 ``*_number`` functions are the same readers returning floats.
 
@@ -16,11 +16,8 @@ final-answer format of GSM8K (Cobbe et al. 2021, arXiv 2110.14168).
 from __future__ import annotations
 
 import bisect
-import math
-import numbers
 import re
 import unicodedata
-from decimal import Decimal
 from fractions import Fraction
 
 MAX_TEXT_CHARS = 50_000
@@ -31,8 +28,7 @@ MAX_NUMBER_CHARS = 2 * MAX_DIGITS + 100
 """Longest string :func:`parse_exact` reads (after stripping surrounding whitespace)."""
 FLOAT_NOISE = Fraction(1, 10**12)
 """Rounding noise allowed for a float operand: relative, absolute below 1 (float64 steps add ~1e-16)."""
-_EXACT_FLOAT_INT = 2**53  # every integer up to this magnitude is exact as a float
-_abs = abs  # numbers_equal's keyword ``abs`` shadows the builtin there
+EXACT_FLOAT_INT = 2**53  # every integer up to this magnitude is exact as a float
 
 _SYMBOLS = str.maketrans({
     "\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\uff04": "$", "\uff0c": ",", "\uff0e": ".", "\uff05": "%",
@@ -76,7 +72,7 @@ def _decimal_value(s: str) -> Fraction | None:
     if match is None:
         return None
     digits, frac, exp = match["int"].replace(",", ""), match["frac"] or "", match["exp"] or "0"
-    too_long = len(digits) + len(frac) > MAX_DIGITS or len(exp.lstrip("+-0")) > 4 or _abs(int(exp)) > MAX_DIGITS
+    too_long = len(digits) + len(frac) > MAX_DIGITS or len(exp.lstrip("+-0")) > 4 or abs(int(exp)) > MAX_DIGITS
     if too_long or not (digits or frac):
         return None
     power, mantissa = int(exp) - len(frac), int(digits + frac)
@@ -149,7 +145,7 @@ def json_number(value: Fraction | int | float, *, nearest: bool = False) -> int 
     (18.0, 3.5, 100000000000000000001)
     """
     value = Fraction(value)
-    if value.denominator == 1 and _abs(value) > _EXACT_FLOAT_INT:
+    if value.denominator == 1 and abs(value) > EXACT_FLOAT_INT:
         return int(value)
     number = _to_float(value)
     return round(value) if number is None and nearest else number
@@ -338,62 +334,3 @@ def arithmetic_answer(completion: str) -> float | None:
     (13.0, 42.0)
     """
     return _to_float(arithmetic_value(completion))
-
-
-def _exact(value) -> tuple[Fraction, bool] | None:
-    """(exact value, carries float rounding noise) of a number; None for None/inf/nan/non-numbers."""
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        return Fraction(value), not (value.is_integer() and _abs(value) <= _EXACT_FLOAT_INT)
-    if isinstance(value, (numbers.Rational, Decimal)) and not isinstance(value, bool):
-        try:
-            return Fraction(value), False
-        except (ValueError, OverflowError):  # Decimal nan/inf
-            return None
-    return None
-
-
-def _within_noise(gap: Fraction, size: Fraction) -> bool:
-    return gap <= FLOAT_NOISE * max(size, 1)  # relative, and absolute near zero (0.1 + 0.2 - 0.3)
-
-
-def _integer_like(value: Fraction, noisy: bool) -> bool:
-    return value.denominator == 1 or (noisy and _within_noise(_abs(value - round(value)), _abs(value)))
-
-
-def _nearest_integer(value: Fraction, noisy: bool, other: Fraction) -> bool:
-    """False when ``other`` is an integer and ``value`` a noisy float (exact below 2**53) nearer another one."""
-    return not (noisy and other.denominator == 1 and _abs(value) <= _EXACT_FLOAT_INT and round(value) != other)
-
-
-def numbers_equal(a, b, rel: float = 1e-6, abs: float = 1e-6) -> bool:  # noqa: A002 (public keyword)
-    """True when ``a`` and ``b`` (int, float, Fraction or Decimal; None is never equal)
-    are the same number.
-
-    Integers and rationals compare exactly (``1000001`` is not ``1e6``; huge integers
-    beyond float precision too). A float operand may differ by its rounding noise
-    (:data:`FLOAT_NOISE`), so ``0.1 + 0.2`` equals ``0.3`` and a float reference
-    ``17.999999999999996`` equals ``18`` (its nearest integer only, never ``17`` or ``19``).
-    Only when neither value is an integer (a float within its noise of one counts as one)
-    are they compared with ``rel`` (relative) or ``abs`` (absolute) tolerance, as
-    :func:`math.isclose`. Never raises.
-
-    >>> numbers_equal(0.1 + 0.2, 0.3), numbers_equal(18, 18.5), numbers_equal(None, 1)
-    (True, False, False)
-    >>> numbers_equal(1000001, 1e6), numbers_equal(Fraction(1, 3), 0.333333), numbers_equal(10**20 + 1, 10**20)
-    (False, True, False)
-    """
-    x, y = _exact(a), _exact(b)
-    if x is None or y is None:
-        return False
-    (x, x_noisy), (y, y_noisy) = x, y
-    if x == y:
-        return True
-    gap, size = _abs(x - y), max(_abs(x), _abs(y))
-    if (x_noisy or y_noisy) and _within_noise(gap, size) and _nearest_integer(x, x_noisy, y) \
-            and _nearest_integer(y, y_noisy, x):
-        return True
-    if _integer_like(x, x_noisy) or _integer_like(y, y_noisy):
-        return False
-    return gap <= max(Fraction(rel) * size, Fraction(abs))

@@ -1,0 +1,115 @@
+"""The comparison tables of a study: each arm's held-out accuracy, and each arm against the
+population paired by seed (t interval and exact sign-flip p), as Markdown, plus the figure.
+
+    tables = study_tables(runs)           # runs: loaded run directories of one study
+    Path("study.md").write_text(tables.markdown)
+    study_figure(tables, "study.png")     # accuracy per arm, one point per seed, seeds joined
+
+Unfinished runs are left out and every n is printed. Source: PopuLoRA (arXiv 2605.16727) §4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evolora.report.data import RunData, held_out_members, run_numbers, t_interval
+from evolora.report.stats import paired_difference
+
+REFERENCE = "population"
+"""The arm every other arm is compared with."""
+
+
+@dataclass
+class StudyTables:
+    """Per arm: {seed: numbers of :func:`evolora.report.data.run_numbers`}; and the Markdown."""
+
+    by_arm: dict[str, dict[int, dict]]
+    markdown: str
+
+
+def study_tables(runs: list[RunData]) -> StudyTables:
+    """Build the tables from the finished runs among ``runs`` (arms in order of appearance)."""
+    by_arm: dict[str, dict[int, dict]] = {}
+    for run in runs:
+        if run.summary is not None and held_out_members(run):
+            by_arm.setdefault(run.mode, {})[run.seed] = run_numbers(run, None)
+    return StudyTables(by_arm, "\n".join([*_arm_table(by_arm), "", *_paired_table(by_arm), "", *_seed_table(by_arm)]))
+
+
+def _pct(stat: dict, key: str = "mean") -> str:
+    value = stat[key]
+    if value is None:
+        return "–"
+    if stat.get("low") is None:
+        return f"{100 * value:+.1f}" if key == "diff" else f"{100 * value:.1f}"
+    return f"{100 * value:.1f} [{100 * stat['low']:.1f}, {100 * stat['high']:.1f}]"
+
+
+def _arm_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
+    lines = ["| arm | n | member mean, % [95 % t] | best member, % | base, % |", "|---|---|---|---|---|"]
+    for arm, seeds in by_arm.items():
+        numbers = list(seeds.values())
+        cells = [_pct(t_interval([n[k] for n in numbers])) for k in ("mean", "best", "base")]
+        lines.append(f"| {arm} | {len(numbers)} | {' | '.join(cells)} |")
+    return lines
+
+
+def _paired_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
+    lines = ["| comparison | seeds | member mean, points [95 % t] | exact sign-flip p | best member, points |",
+             "|---|---|---|---|---|"]
+    reference = by_arm.get(REFERENCE, {})
+    for arm, seeds in by_arm.items():
+        if arm == REFERENCE:
+            continue
+        common = sorted(set(seeds) & set(reference))
+        if not common:
+            lines.append(f"| {REFERENCE} − {arm} | none in common | – | – | – |")
+            continue
+        mean = paired_difference([reference[s]["mean"] for s in common], [seeds[s]["mean"] for s in common])
+        best = paired_difference([reference[s]["best"] for s in common], [seeds[s]["best"] for s in common])
+        lines.append(f"| {REFERENCE} − {arm} | {', '.join(map(str, common))} (n = {len(common)}) | "
+                     f"{_points(mean)} | {mean['p']:.3f} | {_points(best)} |")
+    return lines
+
+
+def _points(stat: dict) -> str:
+    if stat["mean"] is None:
+        return "–"
+    if stat["low"] is None:
+        return f"{100 * stat['mean']:+.1f}"
+    return f"{100 * stat['mean']:+.1f} [{100 * stat['low']:+.1f}, {100 * stat['high']:+.1f}]"
+
+
+def _seed_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
+    seeds = sorted({s for arm in by_arm.values() for s in arm})
+    lines = ["| seed | " + " | ".join(by_arm) + " |", "|---|" + "---|" * len(by_arm)]
+    for seed in seeds:
+        cells = [f"{100 * by_arm[a][seed]['mean']:.1f}" if seed in by_arm[a] else "–" for a in by_arm]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def study_figure(tables: StudyTables, path: str | Path) -> Path:
+    """Member-mean held-out accuracy per arm, one point per seed, the same seed joined across arms."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = list(tables.by_arm)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(arms), 3.6))
+    for seed in sorted({s for a in tables.by_arm.values() for s in a}):
+        xs = [i for i, a in enumerate(arms) if seed in tables.by_arm[a]]
+        ys = [100 * tables.by_arm[arms[i]][seed]["mean"] for i in xs]
+        ax.plot(xs, ys, "-o", color="0.6", alpha=0.6, markersize=4)
+    for i, arm in enumerate(arms):
+        values = [100 * n["mean"] for n in tables.by_arm[arm].values()]
+        ax.plot([i - 0.2, i + 0.2], [sum(values) / len(values)] * 2, color="C3", linewidth=2.5)
+    ax.set_xticks(range(len(arms)), arms)
+    ax.set_ylabel("member-mean held-out accuracy, %")
+    ax.set_title("arms by seed (grey: one seed; red: mean)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

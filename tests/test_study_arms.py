@@ -114,3 +114,10 @@ def test_random_reward_run_trains_on_draws(tmp_path, single_thread, monkeypatch)
     assert len(seen) == len(real) > 4
     assert sorted(seen) != sorted(real)  # the learner saw other rewards than the games earned
     assert not set(np.round(seen, 6)) <= set(np.round(real, 6))
+
+
+def test_the_shipped_selection_sweep_arms_resolve(tmp_path):
+    arms = ["population", "truncation", "rank_selection", "fitness_proportional"]
+    plan = study_plan("tasks/arith.yaml", seeds=[0], arms=arms, out=tmp_path / "sweep")
+    assert [item.config.evolution.selection.name for item in plan] == ["tournament", "truncation", "rank",
+                                                                        "fitness_proportional"]

@@ -42,13 +42,14 @@ class Checkpointer:
 class ProgressBar:
     """A rich progress bar: step, ETA, mean reward per role, validity and solve rates.
 
-    Use as a context manager around :meth:`Run.train`.
+    Use as a context manager around :meth:`Run.train`. ``console``: where it draws (rich's
+    default console when None; the CLI passes a wide one when stdout is not a terminal).
     """
 
-    def __init__(self, total: int, start: int = 0):
+    def __init__(self, total: int, start: int = 0, console=None):
         self.progress = Progress(
             TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"),
+            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"), console=console,
         )
         self.task = self.progress.add_task("", total=total, completed=start)
         self.rewards: dict[str, list[float]] = {"teacher": [], "student": []}

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from evolora.cli.display import console, fail
+from evolora.cli.display import console, fail, result_console
 from evolora.cli.tools import operators, sandbox
 from evolora.config import Config, ConfigError, load_config, load_run_config
 
@@ -123,7 +122,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         fail(str(error))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        with ProgressBar(config.run.steps, start=run.step) as progress:
+        with ProgressBar(config.run.steps, start=run.step, console=result_console()) as progress:
             run.train(loggers + [Checkpointer(config.run.checkpoint_every, config.run.steps), progress])
         source = run.task.held_out_source
         console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
@@ -139,8 +138,21 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         signal.signal(signal.SIGTERM, previous)  # in-process callers (tests, notebooks) get theirs back
         close_loggers(loggers, summary)
         run.close()  # the Ray workers (nothing in-process)
+    summary = _with_verdict(summary, out)
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
+    return summary
+
+
+def _with_verdict(summary: dict, out: Path) -> dict:
+    """``summary`` with its verdict (:func:`evolora.report.verdict.run_verdict`), also written to
+    ``final/summary.json``."""
+    from evolora.io import read_jsonl, write_json_atomic
+    from evolora.report.verdict import run_verdict
+
+    summary = {**summary, "verdict": run_verdict(summary, read_jsonl(out / "metrics.jsonl"))}
+    if (out / "final").is_dir():
+        write_json_atomic(out / "final" / "summary.json", summary)
     return summary
 
 
@@ -180,26 +192,42 @@ def _raise_interrupt(signum, frame) -> None:
 
 
 def _print_summary(summary: dict) -> None:
+    """The final table (held-out accuracy with its 95 % interval and n), the in-run trends and the verdict."""
+    verdict = summary.get("verdict") or {"held_out": {}, "trend": {}, "sentence": ""}
     table = Table(title=f"population after {summary['steps']} steps")
-    for column in ("id", "role", "μ ± σ", "μ−3σ", "Elo", "W/L/D", "solve/valid", "born", "held-out"):
-        table.add_column(column)
+    for column in ("id", "role", "μ ± σ", "μ−3σ", "Elo", "W/L/D", "solve/valid", "born", "held-out [95 %], n"):
+        table.add_column(column, overflow="fold")
     for row in summary["individuals"]:
-        held = row.get("held_out")
         table.add_row(
             row["id"], row["role"], f"{row['mu']:.1f} ± {row['sigma']:.1f}", f"{row['conservative']:.1f}",
             f"{row['elo']:.0f}", f"{row['wins']}/{row['losses']}/{row['draws']}",
             f"{row['solve_or_valid_rate']:.0%}" if row["solve_or_valid_rate"] is not None else "-",
-            f"{row['operator']}@{row['born_step']}", f"{held['accuracy']:.1%}" if held else "-")
-    base = summary["held_out"].get("base")
-    if base:
-        table.caption = (f"base model held-out accuracy: {base['accuracy']:.1%} ({base['correct']}/{base['total']}); "
+            f"{row['operator']}@{row['born_step']}", _accuracy(verdict["held_out"].get(row["id"])))
+    if "base" in verdict["held_out"]:
+        table.caption = (f"base model held-out accuracy: {_accuracy(verdict['held_out']['base'])}; "
                          f"held-out problems: {summary.get('held_out_source') or 'the task'}")
-    console = Console(width=None if sys.stdout.isatty() else 140)
+    console = result_console()
     console.print(table)
+    if verdict["trend"]:
+        trend = Table(title="in-run trend (mean of the first and last fifth of the steps)")
+        for column in ("", "first", "last"):
+            trend.add_column(column, overflow="fold")
+        for name, (first, last) in verdict["trend"].items():
+            trend.add_row(name, *(f"{v:.2f}" if v is not None else "-" for v in (first, last)))
+        console.print(trend)
     if summary.get("critic_eval"):
         from evolora.cli.display import critic_table
 
         console.print(critic_table(summary["critic_eval"]))
+    if verdict["sentence"]:
+        console.print(verdict["sentence"], highlight=False)
+
+
+def _accuracy(held: dict | None) -> str:
+    """``12.5 % [4.3, 31.0], n=16`` (or ``-``)."""
+    if not held:
+        return "-"
+    return f"{100 * held['accuracy']:.1f} % [{100 * held['low']:.1f}, {100 * held['high']:.1f}], n={held['n']}"
 
 
 @app.command()
@@ -248,7 +276,7 @@ def evaluate_command(
         table.add_column(column)
     for name, result in held_out.items():
         table.add_row(name, str(result["correct"]), str(result["total"]), f"{result['accuracy']:.1%}")
-    Console(width=None if sys.stdout.isatty() else 140).print(table)
+    result_console().print(table)
 
 
 @app.command("export")
@@ -326,13 +354,9 @@ def compare(
         table.caption = (f"population − single agent, paired by seed {paired['seeds']}: member mean "
                          f"{format_stat(paired['mean'])}, best {format_stat(paired['best'])}, complexity slope "
                          f"{format_stat(paired['complexity_slope'], percent=False, digits=3)}")
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+    result_console().print(table)
     typer.echo(str(page))
 
 
 def main() -> None:  # pragma: no cover - console entry
     app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

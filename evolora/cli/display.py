@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 
 import typer
@@ -16,7 +17,7 @@ from rich.markup import escape
 
 from evolora.config import Config
 
-console = Console(stderr=True)
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 """The command line's console for progress, notes and errors (stderr; stdout carries results)."""
 
 NOISY_LIBRARIES = ("transformers", "torch", "peft", "accelerate", "huggingface_hub", "datasets", "safetensors")
@@ -90,3 +91,9 @@ def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as one error line on stderr and exit with ``code`` (2: a usage or config error)."""
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'
     raise typer.Exit(code)
+
+
+def result_console() -> Console:
+    """The console for results on stdout: the terminal's width, or 200 columns when stdout is a pipe or
+    a file (CI logs, ``| tee``, nohup), so tables are never cropped to 80 columns."""
+    return Console(width=None if sys.stdout.isatty() else max(200, int(os.environ.get("COLUMNS", 0) or 0)))

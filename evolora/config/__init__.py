@@ -187,14 +187,28 @@ class Config(_Section):
 
 
 def _format_validation_error(error: ValidationError) -> str:
+    """At most 3 lines: a header and the first errors, each naming the key, what it got (one short
+    line, never the whole config) and what is allowed."""
     lines = []
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key; check the spelling against the documented keys"
-        lines.append(f"  {where}: {message} (got {item.get('input')!r})")
+        lines.append(f"  {where}: {message} (got {_short(item.get('input'))})")
+    if len(lines) > 2:
+        lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
     return "invalid config:\n" + "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters.
+
+    >>> _short({"name": "x" * 100})
+    "{'name': 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
+    """
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -1,0 +1,77 @@
+"""The end-of-run verdict: held-out accuracies with their 95 % intervals and n, the in-run trend of
+each side, and one plain sentence on whether the best member's gain over the base is outside the noise.
+
+    wilson(3, 16)                  # (0.1875, 0.066, 0.430): 16 problems cannot separate 0 % from 6 %
+    run_verdict(summary, records)  # {"held_out": ..., "trend": ..., "sentence": "..."}
+
+Intervals: Wilson's score interval for one accuracy, Newcombe's hybrid score interval (method 10)
+for the difference of two (Newcombe 1998, Statistics in Medicine 17:873). Source: PopuLoRA
+(arXiv 2605.16727) §4 (held-out accuracy of the members against the base).
+"""
+
+from __future__ import annotations
+
+import math
+
+Z95 = 1.959963984540054
+"""The two-sided 95 % normal quantile."""
+
+
+def wilson(correct: int, total: int, z: float = Z95) -> tuple[float, float, float]:
+    """(accuracy, low, high): Wilson's score interval of ``correct`` out of ``total`` (fractions).
+
+    Raises:
+        ValueError: unless 0 <= correct <= total and total >= 1.
+    """
+    if not (total >= 1 and 0 <= correct <= total):
+        raise ValueError(f"wilson needs 0 <= correct <= total and total >= 1, got {correct}/{total}")
+    p = correct / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def difference(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float, float]:
+    """(p_a − p_b, low, high): Newcombe's hybrid score interval of the difference of two accuracies."""
+    pa, la, ua = wilson(*a)
+    pb, lb, ub = wilson(*b)
+    delta = pa - pb
+    return delta, delta - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2), delta + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
+
+
+def trends(records: list[dict]) -> dict[str, tuple[float | None, float | None]]:
+    """{metric: (mean over the first fifth of the steps, mean over the last fifth)} for validity,
+    solve rate and each side's rating spread (max − min of μ − 3σ among its members)."""
+    if not records:
+        return {}
+    edge = max(1, len(records) // 5)
+    series = {"validity": [r.get("validity_rate") for r in records], "solve rate": [r.get("solve_rate") for r in records]}
+    for role in sorted({v["role"] for r in records for v in r.get("ratings", {}).values()}):
+        series[f"{role} rating spread"] = [_spread(r, role) for r in records]
+    mean = lambda values: (sum(values) / len(values)) if values else None  # noqa: E731
+    return {name: (mean([v for v in values[:edge] if v is not None]), mean([v for v in values[-edge:] if v is not None]))
+            for name, values in series.items()}
+
+
+def _spread(record: dict, role: str) -> float | None:
+    values = [v["mu"] - 3 * v["sigma"] for v in record.get("ratings", {}).values() if v["role"] == role]
+    return max(values) - min(values) if len(values) > 1 else None
+
+
+def run_verdict(summary: dict, records: list[dict]) -> dict:
+    """Intervals of every held-out accuracy, the in-run trends and the sentence (see the module doc)."""
+    held = {name: r for name, r in (summary.get("held_out") or {}).items() if r and r.get("total")}
+    intervals = {name: wilson(r["correct"], r["total"]) + (r["total"],) for name, r in held.items()}
+    members = [name for name in held if name != "base"]
+    sentence = "No held-out evaluation: nothing to compare with the base."
+    if "base" in held and members:
+        best = max(members, key=lambda name: held[name]["accuracy"])
+        delta, low, high = difference((held[best]["correct"], held[best]["total"]),
+                                      (held["base"]["correct"], held["base"]["total"]))
+        outside = low > 0 or high < 0
+        sentence = (f"The best member ({best}) differs from the base by {100 * delta:+.1f} points, 95 % interval "
+                    f"[{100 * low:+.1f}, {100 * high:+.1f}] on {held[best]['total']} problems: "
+                    + ("outside the noise." if outside else
+                       "within the noise; more held-out problems (--set eval.limit=N) would be needed to tell."))
+    return {"held_out": {name: dict(zip(("accuracy", "low", "high", "n"), v)) for name, v in intervals.items()},
+            "trend": trends(records), "sentence": sentence}

@@ -1,0 +1,41 @@
+"""Whole, honest console output: a piped run prints its final table uncropped with intervals, the
+trends and the verdict; a config error is at most 3 short lines, whatever the YAML holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from evolora.config import ConfigError, config_from_dict
+
+TINY = ["--set", "model.name=tiny-random", "--set", "run.steps=2", "--set", "eval.limit=4",
+        "--set", "selfplay.teacher_max_new_tokens=8", "--set", "selfplay.student_max_new_tokens=6"]
+
+
+@pytest.mark.slow
+def test_a_piped_run_prints_the_whole_table_and_the_verdict(tmp_path):
+    env = {**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "evolora.cli", "evolve", "tasks/arith.yaml", "--out",
+                           str(tmp_path / "run"), *TINY], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "held-out [95 %], n" in done.stdout and "n=4" in done.stdout and "…" not in done.stdout
+    assert "in-run trend" in done.stdout and "from the base by" in done.stdout
+    summary = json.loads((tmp_path / "run" / "final" / "summary.json").read_text())
+    assert summary["verdict"]["held_out"]["base"]["n"] == 4 and "noise" in summary["verdict"]["sentence"]
+    assert "…" not in done.stderr.splitlines()[0]  # the first line is not cut at 80 columns either
+
+
+def test_a_config_error_is_at_most_three_short_lines():
+    hostile = {"model": {"name": 3, "dtype": "x" * 500, "extra": {"deep": list(range(1000))}}}
+    with pytest.raises(ConfigError) as error:
+        config_from_dict(hostile)
+    lines = str(error.value).splitlines()
+    assert len(lines) <= 3 and all(len(line) <= 160 for line in lines)
+    assert "model.name" in lines[1] and "Traceback" not in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        config_from_dict({"model": "tiny\n" * 1000})
+    assert len(str(error.value).splitlines()) == 2 and str(error.value).endswith("...)")

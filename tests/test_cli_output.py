@@ -39,3 +39,22 @@ def test_a_config_error_is_at_most_three_short_lines():
     with pytest.raises(ConfigError) as error:
         config_from_dict({"model": "tiny\n" * 1000})
     assert len(str(error.value).splitlines()) == 2 and str(error.value).endswith("...)")
+
+
+@pytest.mark.parametrize("override", ["lora.rank=4", "model.name=smollm2-135m-instruct", "population.teachers=3",
+                                      "selfplay.mode=single_agent", "lora.target_modules=[q_proj]"])
+def test_a_refused_resume_leaves_the_run_directory_byte_for_byte(override, tmp_path, single_thread):
+    import hashlib
+
+    from typer.testing import CliRunner
+
+    from evolora.cli import app
+
+    runner, out = CliRunner(), tmp_path / "run"
+    assert runner.invoke(app, ["evolve", "tasks/arith.yaml", "--out", str(out), "--no-eval", *TINY]).exit_code == 0
+    digest = lambda: {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.rglob("*") if p.is_file()}  # noqa: E731
+    before = digest()
+    refused = runner.invoke(app, ["evolve", "--resume", str(out), "--set", override, "--set", "run.steps=3"])
+    assert refused.exit_code == 2 and "cannot change" in refused.output and "Traceback" not in refused.output
+    assert digest() == before
+    assert runner.invoke(app, ["evolve", "--resume", str(out), "--set", "run.steps=3", "--no-eval"]).exit_code == 0

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from evolora.cli.display import console, fail, result_console
 from evolora.cli.tools import operators, sandbox
-from evolora.config import Config, ConfigError, load_config, load_run_config
+from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
@@ -50,7 +50,9 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
         if resume is not None:
             if not (resume / "config.yaml").exists():
                 fail(f"{resume} is not a run directory (no config.yaml); give the --out directory of an earlier run")
-            return load_run_config(resume, overrides, seed=seed), resume
+            config = load_run_config(resume, overrides, seed=seed)
+            check_resume(load_run_config(resume), config)
+            return config, resume
         if config_path is None:
             fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
         config = load_config(config_path, overrides, seed=seed)

@@ -23,8 +23,8 @@ from evolora.game import ARMS, Arm
 
 __all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
-           "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "config_from_dict", "dump_config", "load_config",
-           "load_run_config", "parse_override"]
+           "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "check_resume", "config_from_dict",
+           "dump_config", "load_config", "load_run_config", "parse_override"]
 
 
 class ModelConfig(_Section):
@@ -327,6 +327,35 @@ def _validated(data: dict, overrides: list[str], seed: int | None) -> Config:
     if seed is not None and isinstance(data.setdefault("run", {}), dict):  # else validation names ``run``
         data["run"]["seed"] = seed
     return config_from_dict(data)
+
+
+CHECKPOINT_KEYS = ("model.name", "lora.rank", "lora.alpha", "lora.target_modules", "selfplay.mode",
+                   "selfplay.matchmaking.hall_of_fame")
+"""Keys a run's checkpoints depend on (the bank's shapes and slots): ``--resume --set`` may not change
+them, nor the population's role sizes."""
+
+
+def check_resume(stored: Config, resumed: Config) -> None:
+    """Refuse a resume whose overrides change what the run's checkpoints depend on.
+
+    Raises:
+        ConfigError: one of :data:`CHECKPOINT_KEYS` or a population size differs; the message names
+            the key, both values and what to do (start a new run with ``--out``).
+    """
+    def value(config: Config, key: str):
+        node = config
+        for part in key.split("."):
+            node = getattr(node, part)
+        return node
+
+    changed = [(key, value(stored, key), value(resumed, key)) for key in CHECKPOINT_KEYS
+               if value(stored, key) != value(resumed, key)]
+    if stored.role_sizes != resumed.role_sizes:
+        changed.append(("population", stored.role_sizes, resumed.role_sizes))
+    if changed:
+        key, old, new = changed[0]
+        raise ConfigError(f"--resume cannot change {key} ({_short(old)} -> {_short(new)}): the run's checkpoints "
+                          "depend on it; start a new run with --out instead")
 
 
 def dump_config(config: Config) -> str:

@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 
-from evolora.cli.display import NOISY_LIBRARIES, quiet_libraries, start_line
+from evolora.cli.display import start_line
+from evolora.quiet import NOISY_LIBRARIES, quiet_libraries
 from evolora.config import config_from_dict
 
 
@@ -18,6 +19,8 @@ def _restore_process_state(monkeypatch):
     from transformers.utils import logging as transformers_logging
 
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.delenv("EVOLORA_QUIET", raising=False)
     monkeypatch.setattr(transformers_logging, "_tqdm_active", True)
     levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
     verbosity = transformers_logging.get_verbosity()
@@ -81,3 +84,13 @@ def test_start_line_counts_critics_when_the_population_has_them(tmp_path):
     config = config_from_dict({"model": {"name": "tiny-random"}, "task": {"name": "arith"},
                                "population": {"roles": {"teacher": 2, "student": 2, "critic": 3}}})
     assert "2 teachers + 2 students + 3 critics on tiny-random" in start_line(config, tmp_path, resume=False)
+
+
+def test_plain_tqdm_bars_and_ray_workers_are_quieted_too():
+    import os
+
+    quiet_libraries(verbose=True)
+    assert "TQDM_DISABLE" not in os.environ and "EVOLORA_QUIET" not in os.environ
+    quiet_libraries(verbose=False)
+    assert os.environ["TQDM_DISABLE"] == "1"  # transformers' GGUF conversion uses plain tqdm
+    assert os.environ["EVOLORA_QUIET"] == "1"  # read by evolora.distributed.actor in each Ray worker

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import signal
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -110,7 +109,8 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
 def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verbose: bool) -> dict:
     """The body of :func:`_execute`, run while this process holds the run directory's lock."""
     from evolora.callbacks import Checkpointer, ProgressBar
-    from evolora.cli.display import quiet_libraries, start_line
+    from evolora.cli.display import start_line
+    from evolora.quiet import quiet_libraries
     from evolora.loggers import LoggerError, close_loggers, open_loggers
     from evolora.distributed.sharded_bank import ClusterLost, WorkerLost
 
@@ -265,7 +265,7 @@ def evaluate_command(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Held-out problems per member (default eval.limit)."),
 ) -> None:
     """Evaluate a finished run's students (or single agent) and the base again; update final/summary.json."""
-    from evolora.cli.display import quiet_libraries
+    from evolora.quiet import quiet_libraries
     from evolora.evaluation.rerun import evaluate_run
 
     quiet_libraries()
@@ -289,7 +289,7 @@ def export_command(
     merge: bool = typer.Option(True, "--merge/--no-merge", help="Merged standalone model, or the PEFT adapter."),
 ) -> None:
     """Export one member with a model card: merged into a standalone Hugging Face model, or as its PEFT adapter."""
-    from evolora.cli.display import quiet_libraries
+    from evolora.quiet import quiet_libraries
     from evolora.export import export_member, plan_export
     from evolora.game import MEMBER_ROLES
     from evolora.model import ModelNotFoundError

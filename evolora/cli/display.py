@@ -6,10 +6,8 @@ Only the CLI calls these: the library itself never changes global warning filter
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
-import warnings
 
 import typer
 from rich.console import Console
@@ -19,34 +17,6 @@ from evolora.config import Config
 
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 """The command line's console for progress, notes and errors (stderr; stdout carries results)."""
-
-NOISY_LIBRARIES = ("transformers", "torch", "peft", "accelerate", "huggingface_hub", "datasets", "safetensors")
-"""Libraries whose warnings and progress bars a user of ``evolora evolve`` cannot act on."""
-
-
-def quiet_libraries(verbose: bool = False) -> None:
-    """Silence third-party warnings, logs below ERROR and progress bars for this process.
-
-    Args:
-        verbose: True leaves everything as the libraries set it (``evolora evolve --verbose``).
-
-    Filters only warnings raised from inside :data:`NOISY_LIBRARIES` modules, so evolora's own
-    warnings (e.g. a task without held-out data) still show.
-    """
-    if verbose:
-        return
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers / datasets are imported
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    pattern = r"(%s)(\.|$)" % "|".join(NOISY_LIBRARIES)
-    for category in (FutureWarning, DeprecationWarning, UserWarning, RuntimeWarning):
-        warnings.filterwarnings("ignore", category=category, module=pattern)
-    for name in NOISY_LIBRARIES:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()  # in case transformers was imported before the variable was set
-    transformers_logging.set_verbosity_error()
-
 
 def start_line(config: Config, out, *, resume: bool) -> str:
     """One line: model (and whether it is converted first), task, population, steps, run directory."""

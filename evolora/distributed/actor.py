@@ -49,9 +49,15 @@ class Worker:
     """
 
     def __init__(self, model: dict, lora: dict, slots: list[str]):
+        import os
         import warnings
 
         import ray
+
+        from evolora.quiet import QUIET_ENV, quiet_libraries
+
+        if os.environ.get(QUIET_ENV) == "1":  # the command line that started the run is quiet
+            quiet_libraries()
 
         with warnings.catch_warnings():  # Ray's own deprecation notice about actor_id inside the property
             warnings.simplefilter("ignore", DeprecationWarning)

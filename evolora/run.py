@@ -43,8 +43,8 @@ from evolora.league import League
 from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
-from evolora.problem_memory import ProblemMemory
-from evolora.reward_control import randomize_rewards, reward_generator
+from evolora.selfplay.memory import ProblemMemory
+from evolora.selfplay.reward_control import randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.step_record import step_record
 from evolora.selfplay import GameRecord, play_step

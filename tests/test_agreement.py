@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evolora.agreement import gate_by_agreement
+from evolora.selfplay.agreement import gate_by_agreement
 from evolora.config.selfplay import SelfPlayConfig
 from evolora.generation.rollout import Completion
 from evolora.generation.routed import BASE

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import evolora.guidance
+import evolora.selfplay.guidance
 from evolora.config import ConfigError, SelfPlayConfig, config_from_dict
 import torch
 
@@ -82,7 +82,7 @@ def test_guidance_needs_a_task_with_reference_solutions():
         config_from_dict({"selfplay": {"guidance": "sometimes"}})
     assert config_from_dict({"task": {"name": "arith"}, "selfplay": {"guidance": "all"}}).selfplay.guidance == "all"
     with pytest.raises(ValueError, match="unknown guidance"):
-        evolora.guidance.wants_guidance("often", 0.0)
+        evolora.selfplay.guidance.wants_guidance("often", 0.0)
 
 
 def test_arith_reference_solution_grades_correct():
@@ -90,7 +90,7 @@ def test_arith_reference_solution_grades_correct():
     for problem, answer in (("8 + 5 + 4", 17.0), ("7 / 2", 3.5), ("3 - 10", -7.0)):
         text = task.reference_solution(problem, answer)
         assert text.startswith(problem) and task.grade(text, answer).label == "correct"
-    assert doctest.testmod(evolora.guidance).failed == 0
+    assert doctest.testmod(evolora.selfplay.guidance).failed == 0
 
 
 WIDE = dict(max_value=2**53, max_digits=20)  # intermediate values may outgrow a problem's limits

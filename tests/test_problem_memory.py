@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evolora.config import RewardConfig
-from evolora.problem_memory import ProblemMemory, same_answer
+from evolora.selfplay.memory import ProblemMemory, same_answer
 from evolora.selfplay import GameRecord, _check_memory, _score
 
 BAT = "A bat and a ball cost $1.10 together. How much is the ball?"

@@ -11,7 +11,7 @@ import pytest
 from evolora.config import ConfigError, config_from_dict
 from evolora.learner import Sample
 from evolora.operators import OperatorSpec
-from evolora.reward_control import randomize_rewards, reward_generator
+from evolora.selfplay.reward_control import randomize_rewards, reward_generator
 from evolora.run import Run
 from evolora.study import BUILTIN_ARMS, arm_overrides, parse_arms, study_plan
 from run_helpers import TINY_OVERRIDES

@@ -46,7 +46,7 @@ class RewardConfig(_Section):
     """R-Zero's repetition penalty λ (arXiv 2508.05004 §3): a proposal whose normalised problem
     occurs k times among the step's N proposals loses λ · (k − 1) / (N − 1); 0 turns it off."""
     repetition_window: Int = Field(default=0, ge=0)
-    """Steps a proposed problem is remembered (:class:`evolora.problem_memory.ProblemMemory`): proposing
+    """Steps a proposed problem is remembered (:class:`evolora.selfplay.memory.ProblemMemory`): proposing
     it again within them costs the full λ of ``repetition``; 0 keeps the penalty within the step.
     Whatever the window, a question that was valid with one answer is invalid
     (``inconsistent_answer``) when a later program gives it another."""
@@ -57,7 +57,7 @@ class RewardConfig(_Section):
 
 
 class AgreementConfig(_Section):
-    """R-Zero's agreement gate (:mod:`evolora.agreement`): a valid proposal stays valid only when at
+    """R-Zero's agreement gate (:mod:`evolora.selfplay.agreement`): a valid proposal stays valid only when at
     least ``threshold`` of ``samples`` answers of an independent solver reach its program's answer."""
 
     solver: Literal["none", "base"] = "none"
@@ -100,7 +100,7 @@ class SelfPlayConfig(_Section):
     agreement: AgreementConfig = AgreementConfig()
     """The agreement gate on valid proposals (off by default; see :class:`AgreementConfig`)."""
     guidance: Literal["none", "unsolved", "all"] = "none"
-    """Off-policy guidance (:mod:`evolora.guidance`, LUFFY arXiv 2504.14945): the task's reference
+    """Off-policy guidance (:mod:`evolora.selfplay.guidance`, LUFFY arXiv 2504.14945): the task's reference
     answer joins a student's GRPO group with the ``correct`` reward, on problems none of its attempts
     solved (``unsolved``) or on every valid one (``all``). ŝ, teacher rewards and ratings ignore it.
     Needs a task with reference solutions (arith)."""

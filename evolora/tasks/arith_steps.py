@@ -3,7 +3,7 @@
 ``"6 - 9 - 9"`` becomes ``"6 - 9 - 9 = -3 - 9 = -12"``: each step evaluates the first binary
 operation (in Python's evaluation order) whose operands are both numbers. SmolLM2-135M already
 writes such chains unprompted (``1 - 3 * 8 = 1 * 8 = 8``, with the wrong order); as a reference
-answer for off-policy guidance (:mod:`evolora.guidance`, ``task.params.reference: steps``) it
+answer for off-policy guidance (:mod:`evolora.selfplay.guidance`, ``task.params.reference: steps``) it
 shows the order and every intermediate value, so a multi-operator problem becomes a chain of
 one-operator steps, the kind the students learn (arith held-out cells ``d1o1``–``d3o1``).
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_grounding import RULES, grounding_reasons
+from evolora.tasks.code_values import FENCE
 from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
@@ -46,7 +47,6 @@ STUDENT_INSTRUCTION = 'Solve it step by step, briefly. End with a line "#### <nu
 # Linear-time patterns: no two adjacent quantifiers can match the same characters (a run
 # of spaces or newlines is consumed by one of them only), so a failed match backtracks
 # over each run once.
-_FENCE = re.compile(r"```[ \t]*(?:(?:python3?|py)[ \t]*)?\r?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _PROBLEM_HEADER = re.compile(
     r"(?:^|\n)(?:[#*]|[^\S\n])*(?:new\s+)?problem\s*(?:\d+\s*)?(?:\*+\s*)?:\**", re.IGNORECASE)
 _LABEL = re.compile(r"(?:program|python|code|solution|answer)(?:\s*(?:program|code))?", re.IGNORECASE)
@@ -208,7 +208,7 @@ class GSMTask(PooledVerifier):
         words, no code), an empty program, or either part is longer than its limit.
         Linear time in ``len(text)``.
         """
-        fence = _FENCE.search(text, 0, MAX_TEXT_CHARS)
+        fence = FENCE.search(text, 0, MAX_TEXT_CHARS)
         if fence is None:
             return None
         program = fence.group(1).strip("\n").rstrip()

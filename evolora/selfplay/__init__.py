@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from evolora.agreement import gate_by_agreement
 from evolora.bank import Bank
 from evolora.config import RewardConfig, SelfPlayConfig
-from evolora.guidance import add_guidance
+from evolora.generation.rollout import Completion, RolloutStats, chat_prompt
 from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
-from evolora.generation.rollout import Completion, RolloutStats, chat_prompt
-from evolora.problem_memory import ProblemMemory, same_answer
+from evolora.selfplay.agreement import gate_by_agreement
+from evolora.selfplay.guidance import add_guidance
+from evolora.selfplay.memory import ProblemMemory, same_answer
 from evolora.tasks.base import ProposalRequest, Task, normalise_problem
 
 
@@ -108,7 +108,7 @@ class GameRecord:
     copied: bool = False  # the problem equals a reference example of the teacher's own prompt
     repetition_penalty: float = 0.0  # R-Zero penalty subtracted from teacher_reward
     reviews: list[dict] | None = None  # the critics' verdicts on its attempts (None: the run has no critics)
-    guided: bool = False  # a reference answer joined the student's group (evolora.guidance)
+    guided: bool = False  # a reference answer joined the student's group (evolora.selfplay.guidance)
     agreement: float | None = None  # share of the agreement gate's solver answers that reach the answer
 
     def to_dict(self) -> dict:
@@ -160,7 +160,7 @@ def play_step(
             Rollouts sample with torch's global RNG (the caller seeds it).
         frozen: hall-of-fame solver snapshots, a proposer's opponent with probability
             ``config.matchmaking.hall_prob``; they play but are not trained.
-        memory: the run's :class:`evolora.problem_memory.ProblemMemory` (None: no memory across
+        memory: the run's :class:`evolora.selfplay.memory.ProblemMemory` (None: no memory across
             steps): a valid question that had another answer before becomes invalid
             (``inconsistent_answer``), a problem proposed in its window pays the full repetition
             penalty; the step's proposals are recorded in it. ``step``: this step's number.

@@ -50,6 +50,8 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
             assert summary["diversity"] == {}
     assert "single_agent" in result.stdout and "population" in result.stdout and "best − base" in result.stdout
     assert (out / "report" / "report.html").is_file()
+    assert "| population − single_agent | 0, 1 (n = 2) |" in (out / "report" / "tables.md").read_text()
+    assert (out / "report" / "arms.png").stat().st_size > 1000
     learning = subprocess.run([sys.executable, "benchmarks/learning.py", str(out / "population-s0"),
                                str(out / "population-s1")], capture_output=True, text=True, check=False)
     assert learning.returncode == 0, learning.stderr

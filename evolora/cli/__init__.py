@@ -255,8 +255,23 @@ def study(
             _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose)
     if len(plan) > 1:
         compare([item.out for item in plan], out / "report")
+        _study_tables(out)
     else:
         report([plan[0].out], out / "report")
+
+
+def _study_tables(out: Path) -> None:
+    """Write the study's comparison tables (``tables.md``) and figure (``arms.png``) over every run
+    directory in ``out`` (earlier invocations' arms and seeds included)."""
+    from evolora.report.data import load_run
+    from evolora.report.study_tables import study_figure, study_tables
+
+    runs = [load_run(p) for p in sorted(out.iterdir()) if (p / "config.yaml").is_file()]
+    tables = study_tables(runs)
+    if tables.by_arm:
+        (out / "report" / "tables.md").write_text(tables.markdown + "\n")
+        study_figure(tables, out / "report" / "arms.png")
+        console.print(f"study tables: {out / 'report' / 'tables.md'}", highlight=False)
 
 
 @app.command("evaluate")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evolora.report.data import RunData, held_out_members, run_numbers, t_interval
+from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval
 from evolora.report.stats import paired_difference
 
 REFERENCE = "population"
@@ -34,7 +34,9 @@ def study_tables(runs: list[RunData]) -> StudyTables:
     for run in runs:
         if run.summary is not None and held_out_members(run):
             by_arm.setdefault(run.mode, {})[run.seed] = run_numbers(run, None)
-    return StudyTables(by_arm, "\n".join([*_arm_table(by_arm), "", *_paired_table(by_arm), "", *_seed_table(by_arm)]))
+    finished = [run for run in runs if run.summary is not None and held_out_members(run)]
+    sections = [_arm_table(by_arm), _paired_table(by_arm), _seed_table(by_arm), _cell_table(held_out_groups(finished))]
+    return StudyTables(by_arm, "\n\n".join("\n".join(lines) for lines in sections if lines))
 
 
 def _pct(stat: dict, key: str = "mean") -> str:
@@ -87,6 +89,18 @@ def _seed_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
     for seed in seeds:
         cells = [f"{100 * by_arm[a][seed]['mean']:.1f}" if seed in by_arm[a] else "–" for a in by_arm]
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _cell_table(groups: dict[str, dict[str, float]]) -> list[str]:
+    """Held-out accuracy per cell (arith: ``d<digits>o<operators>``), base and each arm's best member."""
+    if not groups:
+        return []
+    cells = sorted({cell for values in groups.values() for cell in values})
+    lines = ["| cell | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
+    for cell in cells:
+        lines.append(f"| {cell} | " + " | ".join(f"{100 * groups[k][cell]:.0f}" if cell in groups[k] else "–"
+                                                  for k in groups) + " |")
     return lines
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import math
 import random
 import re
 import time
@@ -33,18 +32,7 @@ from pathlib import Path
 
 import torch
 
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of one problem from ``c`` correct of ``n`` samples (Chen et al., arXiv 2107.03374, §2.1).
-
-    Raises:
-        ValueError: unless 0 <= c <= n and 1 <= k <= n.
-    """
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+from evolora.report.stats import pass_at_k
 
 
 def _correct(task, tokenizer, bank, items, names, *, samples: int, temperature: float, tokens: int, seed: int):

@@ -105,7 +105,7 @@ def test_reduction_steps_remove_one_operator_each_and_end_at_the_value(seed, dig
     for before, after in zip([problem, *steps], steps):
         assert operator_count(after) == operator_count(before) - 1
         assert evaluate_expression(after, **WIDE) == evaluate_expression(before, **WIDE)
-    assert worked_answer(problem, float(evaluate_expression(problem))) == " = ".join([problem, *steps])
+    assert worked_answer(problem, float(evaluate_expression(problem, **WIDE))) == " = ".join([problem, *steps])
 
 
 def test_reduction_keeps_precedence_of_negative_values():

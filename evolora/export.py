@@ -233,7 +233,7 @@ def _write_merged(plan: ExportPlan, directory: Path, model, tokenizer) -> None:
     from transformers import GenerationConfig
 
     merged = PeftModel.from_pretrained(model.float(), str(plan.adapter_dir)).merge_and_unload()
-    merged = merged.to(getattr(torch, plan.config.model.dtype))
+    merged = merged.to(getattr(torch, _resolved_dtype(plan.config.model.dtype)))
     merged.generation_config = GenerationConfig(
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, do_sample=False)  # no max_new_tokens: callers (lm-eval) set theirs
@@ -272,3 +272,10 @@ def export_member(plan: ExportPlan, *, model=None, tokenizer=None) -> Path:
         for file in tmp.iterdir():  # some writers create 0600 files; exports get the usual mode
             file.chmod(0o666 & ~_umask())
     return plan.out
+
+
+def _resolved_dtype(dtype: str) -> str:
+    """The run's base dtype, ``auto`` resolved for this machine's CPU (export runs on the CPU)."""
+    from evolora.model.dtype import auto_dtype
+
+    return auto_dtype("cpu") if dtype == "auto" else dtype

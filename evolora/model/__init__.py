@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ModelDtype = Literal["float32", "bfloat16"]
+ModelDtype = Literal["auto", "float32", "bfloat16"]
 
 EMBEDDED_MODELS: dict[str, tuple[str, str, str]] = {
     "smollm2-135m-instruct": (
@@ -348,8 +348,12 @@ def load_base(
         ValueError: unknown ``dtype`` or ``num_threads < 1``.
         ModelNotFoundError: the model cannot be found locally; the message says how to fix it.
     """
+    if dtype == "auto":
+        from evolora.model.dtype import auto_dtype
+
+        dtype = auto_dtype(resolve_device(device))
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}.")
+        raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}.")
     if num_threads is not None:
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}.")

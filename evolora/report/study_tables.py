@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval
+from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval, trend_metric
 from evolora.report.stats import paired_difference
 
 REFERENCE = "population"
@@ -30,11 +30,11 @@ class StudyTables:
 
 def study_tables(runs: list[RunData]) -> StudyTables:
     """Build the tables from the finished runs among ``runs`` (arms in order of appearance)."""
-    by_arm: dict[str, dict[int, dict]] = {}
-    for run in runs:
-        if run.summary is not None and held_out_members(run):
-            by_arm.setdefault(run.mode, {})[run.seed] = run_numbers(run, None)
     finished = [run for run in runs if run.summary is not None and held_out_members(run)]
+    metric = trend_metric(finished) if finished else None
+    by_arm: dict[str, dict[int, dict]] = {}
+    for run in finished:
+        by_arm.setdefault(run.mode, {})[run.seed] = run_numbers(run, metric)
     sections = [_arm_table(by_arm), _paired_table(by_arm), _seed_table(by_arm), _cell_table(held_out_groups(finished))]
     return StudyTables(by_arm, "\n\n".join("\n".join(lines) for lines in sections if lines))
 
@@ -49,11 +49,15 @@ def _pct(stat: dict, key: str = "mean") -> str:
 
 
 def _arm_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
-    lines = ["| arm | n | member mean, % [95 % t] | best member, % | base, % |", "|---|---|---|---|---|"]
+    lines = ["| arm | n | member mean, % [95 % t] | best member, % | base, % | complexity slope per step [95 % t] |",
+             "|---|---|---|---|---|---|"]
     for arm, seeds in by_arm.items():
         numbers = list(seeds.values())
         cells = [_pct(t_interval([n[k] for n in numbers])) for k in ("mean", "best", "base")]
-        lines.append(f"| {arm} | {len(numbers)} | {' | '.join(cells)} |")
+        slope = t_interval([n["complexity_slope"] for n in numbers])
+        shown = "–" if slope["mean"] is None else (f"{slope['mean']:+.4f}" if slope["low"] is None else
+                                                    f"{slope['mean']:+.4f} [{slope['low']:+.4f}, {slope['high']:+.4f}]")
+        lines.append(f"| {arm} | {len(numbers)} | {' | '.join(cells)} | {shown} |")
     return lines
 
 

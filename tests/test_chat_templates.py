@@ -42,3 +42,12 @@ def test_a_base_model_without_template_gets_a_plain_one():
 def test_fold_system_without_a_user_turn():
     assert fold_system([{"role": "system", "content": "S"}]) == [{"role": "user", "content": "S"}]
     assert fold_system(MESSAGES[1:]) == MESSAGES[1:]
+
+
+def test_a_list_of_end_of_turn_ids_is_kept():
+    from evolora.generation.stops import end_of_turn_ids
+    from evolora.model import load_base
+
+    model, tokenizer = load_base("tiny-random")
+    model.generation_config.eos_token_id = [7, 9]  # Llama 3 style: end of text and end of turn
+    assert end_of_turn_ids(model, tokenizer) == {7, 9, tokenizer.eos_token_id}

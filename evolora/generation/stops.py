@@ -48,6 +48,12 @@ def stop_cut(tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> i
 
 
 def end_of_turn_ids(model, tokenizer) -> set[int]:
+    """Every token id that ends a rollout: the model's ``generation_config.eos_token_id`` (an id or a
+    list, e.g. Llama 3's ``<|end_of_text|>`` and ``<|eot_id|>``) and the tokenizer's ``eos_token``.
+
+    Raises:
+        ValueError: the model and the tokenizer name no end-of-turn token.
+    """
     ids = model.generation_config.eos_token_id if model.generation_config is not None else None
     ids = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
     if tokenizer.eos_token_id is not None:

@@ -85,6 +85,7 @@ DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk 
 
 def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False) -> dict:
     """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table."""
+    _check_device(config)
     _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
     from evolora.run_dir import RunDirLocked, lock_run_dir
@@ -104,6 +105,18 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
             raise
         fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
               f"intact: make room, then continue with: evolora evolve --resume {out}")
+
+
+def _check_device(config: Config) -> None:
+    """Exit 2 with one line, before anything is written or loaded, when ``model.device`` names a GPU
+    torch does not see here (in process; each Ray worker resolves its own device)."""
+    from evolora.model.device import resolve_device
+
+    if config.run.backend == "local":
+        try:
+            resolve_device(config.model.device)
+        except ValueError as error:
+            fail(str(error))
 
 
 def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verbose: bool) -> dict:

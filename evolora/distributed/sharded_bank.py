@@ -184,7 +184,7 @@ class ShardedBank:
             raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
         generator = options.pop("generator", None)
         if generator is not None:
-            options.update(generator_state=pack(generator.get_state()), generator_seed=generator.initial_seed())
+            options.update(generator_state=pack(generator.get_state()))
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)
@@ -242,7 +242,7 @@ class ShardedBank:
         rows = {w: r for w, r in rows.items() if r}
         out = self._each("logprobs", "logprobs", {w: ([names[i] for i in r], [samples[i] for i in r])
                                                   for w, r in rows.items()})
-        values = torch.zeros(len(samples), max((len(s.completion_ids) for s in samples), default=0))
+        values = torch.zeros(len(samples), max((len(s.completion_ids) for s in samples), default=0), device="cpu")
         for worker, (packed, _) in out.items():
             part = unpack(packed)
             values[rows[worker], :part.shape[1]] = part

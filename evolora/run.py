@@ -18,8 +18,8 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
 replays exactly what the uninterrupted run would have done. ``run.backend: ray`` puts the
 adapters on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`, the same bank protocol as
-:class:`evolora.population.AdapterBank`); a lost worker is restarted and the step repeated
-from the last checkpoint.
+:class:`evolora.population.AdapterBank`); a lost worker is restarted, the workers restored from the
+newest checkpoint and the steps since replayed (:func:`evolora.distributed.recovery.run_step_with_recovery`).
 """
 
 from __future__ import annotations
@@ -142,11 +142,12 @@ class Run:
     def run_step(self) -> tuple[dict, list[GameRecord]]:
         """Play, train, rate and (every k steps) evolve once; return the metrics record and games.
 
-        With ``run.backend: ray``, a worker lost during the step is restarted and the step
-        repeated from the last checkpoint (:func:`evolora.distributed.sharded_bank.run_step_with_recovery`).
+        With ``run.backend: ray``, a worker lost during the step is restarted, every worker restored
+        from the newest checkpoint, the steps since it replayed and the step repeated
+        (:func:`evolora.distributed.recovery.run_step_with_recovery`).
 
         Raises:
-            evolora.distributed.sharded_bank.ClusterLost: the workers cannot be restored; the message names the
+            evolora.distributed.recovery.ClusterLost: the workers cannot be restored; the message names the
                 run directory to ``--resume``.
         """
         return run_step_with_recovery(self, self._run_step)

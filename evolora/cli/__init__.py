@@ -125,7 +125,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     from evolora.cli.display import start_line
     from evolora.quiet import quiet_libraries
     from evolora.loggers import LoggerError, close_loggers, open_loggers
-    from evolora.distributed.sharded_bank import ClusterLost, WorkerLost
+    from evolora.distributed.recovery import ClusterLost, WorkerLost
 
     began = time.perf_counter()
     quiet_libraries(verbose)

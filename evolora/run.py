@@ -40,7 +40,7 @@ from evolora.evaluation import held_out_accuracy
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
-from evolora.model.device import model_device
+from evolora.model.device import model_device, resolve_device
 from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
@@ -85,10 +85,13 @@ class Run:
         task: a task object (else built from ``config.task``).
 
     Raises:
-        ValueError: a ``model`` given with ``run.backend: ray``.
+        ValueError: a ``model`` given with ``run.backend: ray``, or (in process, without ``model``)
+            a ``model.device`` GPU that torch does not see, before anything is written.
     """
 
     def __init__(self, config: Config, out_dir: str | Path, *, model=None, tokenizer=None, task=None):
+        if model is None and config.run.backend == "local":
+            resolve_device(config.model.device)  # a GPU that is not there: refused before anything is written
         self.config = config
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)

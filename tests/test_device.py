@@ -259,3 +259,12 @@ def test_optimizer_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypat
     state = restored["S0-1"]["state"][0]
     assert state["exp_avg"].device.type == "cpu"
     assert torch.equal(state["exp_avg"], optimizers["S0-1"]["state"][0]["exp_avg"])
+
+
+def test_a_run_asked_for_a_missing_gpu_writes_nothing(tmp_path, monkeypatch):
+    from evolora.run import Run
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="torch sees no CUDA GPU"):
+        Run(config_from_dict(_with(device="cuda:0")), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

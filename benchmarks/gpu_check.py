@@ -26,9 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+
+GSM = ROOT / "tasks" / "gsm.yaml"
 
 LOGP_TOLERANCE = 1e-3
 """Largest |log p_cpu − log p_device| (nats, per token) accepted in fp32 without TF32."""
@@ -75,7 +78,7 @@ def gsm_step(name: str, device: str, out: Path) -> dict:
     from evolora.config import load_config
     from evolora.run import Run
 
-    config = load_config("tasks/gsm.yaml", [f"model.name={name}", f"model.device={device}", "model.dtype=float32",
+    config = load_config(GSM, [f"model.name={name}", f"model.device={device}", "model.dtype=float32",
                                             "run.steps=1", "eval.enabled=false"])
     run = Run(config, out)
     record, _ = run.run_step()
@@ -115,7 +118,7 @@ def estimate_gb(name: str) -> float | None:
     if path is None or not path.is_file():
         return None
     shape = json.loads(path.read_text())
-    run = run_shape(load_config("tasks/gsm.yaml", ["model.dtype=float32"]), prompt_tokens=512)
+    run = run_shape(load_config(GSM, ["model.dtype=float32"]), prompt_tokens=512)
     return memory_estimate(ModelShapes.from_config(shape), run)["total"] / 1e9
 
 

@@ -50,7 +50,7 @@ def run_shape(config: Config, prompt_tokens: int) -> RunShape:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", default="tasks/gsm-gpu.yaml")
+    parser.add_argument("config", nargs="?", default=str(Path(__file__).resolve().parent.parent / "tasks" / "gsm-gpu.yaml"))
     parser.add_argument("--model-config", type=Path, help="a config.json (default: Qwen2.5-0.5B-Instruct's shapes)")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     args = parser.parse_args()

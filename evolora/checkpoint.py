@@ -5,7 +5,8 @@ the population with its lineage, the ratings, and the counts of log records writ
 ``manifest.json``: the size and SHA-256 of each of those files. A checkpoint whose files do not
 match its manifest (truncated, edited, half-copied) is skipped on resume in favour of the
 newest intact one. Random state needs no saving: every step seeds its generators from
-(run seed, step).
+(run seed, step). Checkpoints are device-independent: every tensor is written from the CPU and
+read onto the device the loader names (a run checkpointed on a GPU resumes on a CPU and back).
 """
 
 from __future__ import annotations
@@ -80,10 +81,10 @@ def save_checkpoint(run_dir: Path, step: int, *, factors: dict, optimizers: dict
     """
     root = Path(run_dir) / CHECKPOINTS
     target = root / f"step_{step:06d}"
-    tensors = {f"{slot}|{module}|{name}": t.contiguous() for slot, adapter in factors.items()
+    tensors = {f"{slot}|{module}|{name}": t.detach().to("cpu").contiguous() for slot, adapter in factors.items()
                for module, pair in adapter.items() for name, t in zip("AB", pair)}
     buffer = io.BytesIO()
-    torch.save(optimizers, buffer)
+    torch.save(_on_cpu(optimizers), buffer)
     contents = {"factors.safetensors": save(tensors), "optimizers.pt": buffer.getvalue(),
                 "state.json": json.dumps({"step": step, **state}, indent=1).encode()}
     with atomic_path(target, directory=True) as tmp:
@@ -121,8 +122,24 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def load_checkpoint(path: Path) -> tuple[dict, dict, dict]:
-    """Read a checkpoint: (factors {slot: {module: (A, B)}}, optimizer states, state).
+def _on_cpu(value):
+    """``value`` (nested dicts, lists, tuples) with every tensor copied to the CPU: the file then
+    names no device."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    if isinstance(value, dict):
+        return {key: _on_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(item) for item in value)
+    return value
+
+
+def load_checkpoint(path: Path, *, device: torch.device | str = "cpu") -> tuple[dict, dict, dict]:
+    """Read a checkpoint: (factors {slot: {module: (A, B)}}, optimizer states, state), every tensor
+    placed on ``device`` by this loader (``map_location``), whatever device wrote the file.
+
+    Args:
+        path: a checkpoint directory; device: where the tensors go (the run's model device).
 
     Raises:
         CheckpointError: the checkpoint fails :func:`checkpoint_problem`.
@@ -131,12 +148,12 @@ def load_checkpoint(path: Path) -> tuple[dict, dict, dict]:
     if problem is not None:
         raise CheckpointError(f"checkpoint {path} is damaged ({problem})")
     path = Path(path)
-    tensors = load_file(str(path / "factors.safetensors"))
+    tensors = {key: tensor.to(device) for key, tensor in load_file(str(path / "factors.safetensors")).items()}
     factors: dict = {}
     for key, tensor in tensors.items():
         slot, module, name = key.split("|")
         factors.setdefault(slot, {}).setdefault(module, [None, None])["AB".index(name)] = tensor
     factors = {slot: {m: tuple(pair) for m, pair in adapter.items()} for slot, adapter in factors.items()}
-    optimizers = torch.load(path / "optimizers.pt", weights_only=True)
+    optimizers = torch.load(path / "optimizers.pt", weights_only=True, map_location=device)
     state = json.loads((path / "state.json").read_text())
     return factors, optimizers, state

@@ -81,7 +81,7 @@ def evolve(bank: Bank, population: Population, fitness: dict[str, float], config
 
 def _plan(members: list[Individual], fitness: dict[str, float], config: EvolutionConfig) -> tuple:
     """(losers, parent pool, the pool's fitness) of one role's ``members``; no random draws."""
-    values = torch.tensor([fitness[m.id] for m in members], dtype=torch.float64)
+    values = torch.tensor([fitness[m.id] for m in members], dtype=torch.float64, device="cpu")  # host: P numbers
     # The losers of the registered pbt_truncation rule (ties: the later slot goes first);
     # parents come from ``evolution.selection``, not from PBT's exploit pool.
     replace = replaced_indices(values, config.gamma, config.elitism)
@@ -89,13 +89,14 @@ def _plan(members: list[Individual], fitness: dict[str, float], config: Evolutio
     lost = set(replace.tolist())
     survivors = sorted((i for i in range(len(members)) if i not in lost), key=lambda i: (-values[i].item(), i))
     pool = members if config.parent_pool == "role" else [members[i] for i in survivors]
-    return losers, pool, torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64)
+    return losers, pool, torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64, device="cpu")
 
 
 def _make_child(bank: Bank, pool: list[Individual], fitness: torch.Tensor, config: EvolutionConfig,
                 operators: Operators, generator: torch.Generator):
     select, select_params = operators.selection
-    use_crossover = len(pool) >= 2 and torch.rand((), generator=generator).item() < config.crossover_rate
+    draw = torch.rand((), generator=generator, device=generator.device).item()
+    use_crossover = len(pool) >= 2 and draw < config.crossover_rate
     if use_crossover:
         index = select.fn(fitness, 2, generator=generator, **select_params).tolist()
         if index[0] == index[1]:  # a crossover needs two distinct parents: take the best other one

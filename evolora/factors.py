@@ -45,15 +45,16 @@ def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]
                    b_std: float) -> Adapter:
     """Diverse non-zero factors for one adapter: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
 
-    Shapes: ``shapes`` {module: ((r, d_in), (d_out, r))} in; {module: (A, B)} out, drawn module
-    by module in the order of ``shapes`` from ``generator`` (PEFT's default B = 0 would make
+    Shapes: ``shapes`` {module: ((r, d_in), (d_out, r))} in; {module: (A, B)} out on the generator's
+    device, drawn module by module in the order of ``shapes`` from ``generator`` (a CPU generator
+    gives the same factors whatever device the bank copies them to; PEFT's default B = 0 would make
     every individual identical, design §3; PopuLoRA arXiv 2605.16727 §2).
     """
     factors = {}
     for name, (a_shape, b_shape) in shapes.items():
         bound = 1.0 / a_shape[1] ** 0.5
-        a = (torch.rand(a_shape, generator=generator) * 2 - 1) * bound
-        b = torch.randn(b_shape, generator=generator) * b_std
+        a = (torch.rand(a_shape, generator=generator, device=generator.device) * 2 - 1) * bound
+        b = torch.randn(b_shape, generator=generator, device=generator.device) * b_std
         factors[name] = (a, b)
     return factors
 

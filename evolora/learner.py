@@ -34,6 +34,7 @@ from evolora.bank import LocalBank
 from evolora.config.types import Algorithm
 from evolora.generation.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
 from evolora.generation.routed import BASE, routed
+from evolora.model.device import model_device
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def policy_update_many(bank: LocalBank, jobs: dict[str, tuple[torch.optim.Optimi
         not stepped (``finite=False``); the others are. Samples with a NaN/Inf reward are
         dropped before the advantages are computed and counted in ``nonfinite_rewards``.
     """
-    rows, tokens, dropped = _plan(jobs, algorithm, kl_coef)
+    rows, tokens, dropped = _plan(jobs, algorithm, kl_coef, model_device(bank.model))
     results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0,
                                   nonfinite_rewards=dropped[slot]) for slot in jobs}
     if not rows:
@@ -165,9 +166,10 @@ def policy_update_many(bank: LocalBank, jobs: dict[str, tuple[torch.optim.Optimi
     return results
 
 
-def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], dict[str, int], dict[str, int]]:
+def _plan(jobs, algorithm, kl_coef, device) -> tuple[list[tuple[str, Sample, float]], dict[str, int], dict[str, int]]:
     """The rows that carry gradient ((slot, sample, advantage)), trained tokens per slot, and the
-    samples per slot dropped for a NaN/Inf reward (never part of a group baseline)."""
+    samples per slot dropped for a NaN/Inf reward (never part of a group baseline). The rewards
+    are a tensor on ``device`` (the model's)."""
     rows: list[tuple[str, Sample, float]] = []
     tokens: dict[str, int] = {}
     dropped: dict[str, int] = {}
@@ -176,7 +178,8 @@ def _plan(jobs, algorithm, kl_coef) -> tuple[list[tuple[str, Sample, float]], di
         dropped[slot] = len(samples) - len(kept)
         if not kept:
             continue
-        advantages = compute_advantages(torch.tensor([s.reward for s in kept]), [s.group for s in kept], algorithm,
+        rewards = torch.tensor([s.reward for s in kept], device=device)
+        advantages = compute_advantages(rewards, [s.group for s in kept], algorithm,
                                         centred=frozenset(s.group for s in kept if s.centred))
         for sample, advantage in zip(kept, advantages.tolist()):
             advantage = advantage if sample.weight == 1.0 else advantage * sample.weight
@@ -248,12 +251,12 @@ def _chunk_loss(bank: LocalBank, chunk, tokens: dict[str, int], old: torch.Tenso
             logp, mask, entropy = completion_logprobs(bank.model, samples, entropy=True)
         old = logp.detach() if old is None else old
         ratio = torch.exp(logp - old)
-        adv = torch.tensor([a for _, _, a in chunk]).unsqueeze(1)
+        adv = torch.tensor([a for _, _, a in chunk], device=logp.device).unsqueeze(1)
         per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
         if ref is not None:
             delta = ref - logp
             per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
-        weight = torch.tensor([1.0 / tokens[slot] for slot in names]).unsqueeze(1)
+        weight = torch.tensor([1.0 / tokens[slot] for slot in names], device=logp.device).unsqueeze(1)
         per_row = (per_token * mask * weight).sum(dim=1)
         per_row.sum().backward()
     return names, per_row.detach(), (entropy * mask).sum(dim=1).tolist()

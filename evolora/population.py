@@ -24,6 +24,7 @@ from evolora.generation import heap
 from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.game import Game
 from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
+from evolora.model.device import generator_on, model_device
 from evolora.model.targets import ALL_LINEAR, resolve_target_modules
 from evolora.operators import Adapter
 from evolora.generation.rollout import Completion, RolloutStats, generate
@@ -249,12 +250,16 @@ class AdapterBank:
         Args:
             tokenizer: the base's tokenizer; prompts: N token id lists; adapters: N slot names
                 (or ``"__base__"``); routing: "routed" (this bank routes the rows) or "peft".
-            options: the sampling and batching keywords of :func:`evolora.generation.rollout.generate`.
+            options: the sampling and batching keywords of :func:`evolora.generation.rollout.generate`;
+                a ``generator`` on another device than the model's is replaced by one there with its
+                seed (:func:`evolora.model.device.generator_on`).
 
         Returns:
             N :class:`evolora.generation.rollout.Completion`, in the order of ``prompts``.
         """
         router = self if routing == "routed" else None
+        if "generator" in options:  # sampling draws on the model's device
+            options["generator"] = generator_on(options["generator"], model_device(self.model))
         if segments:
             return generate_segments(self.model, tokenizer, prompts, adapters, segments, stats=stats, bank=router,
                                      **options)

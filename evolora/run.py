@@ -18,8 +18,8 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
 replays exactly what the uninterrupted run would have done. ``run.backend: ray`` puts the
 adapters on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`, the same bank protocol as
-:class:`evolora.population.AdapterBank`); a lost worker is restarted and the step repeated
-from the last checkpoint.
+:class:`evolora.population.AdapterBank`); a lost worker is restarted, the workers restored from the
+newest checkpoint and the steps since replayed (:func:`evolora.distributed.recovery.run_step_with_recovery`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from evolora.evaluation import held_out_accuracy
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
+from evolora.model.device import model_device, resolve_device
 from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
@@ -56,10 +57,15 @@ Callback = Callable[["Run", dict, list[GameRecord]], None]
 
 
 def step_generators(seed: int, step: int) -> tuple[random.Random, np.random.Generator, torch.Generator]:
-    """Independent generators for one step, a pure function of (seed, step); also seeds torch."""
+    """Independent generators for one step, a pure function of (seed, step); also seeds torch.
+
+    The torch generator (evolution and repairs) is a CPU one on every device: the operators draw
+    on the generator's device and move the draws to the adapters' (:mod:`evolora.operators`), so
+    a run's children are the same on a CPU and a GPU. ``torch.manual_seed`` seeds the CPU and every
+    CUDA device's default generator (the rollouts' sampling)."""
     torch.manual_seed(rollout_seed(seed, step))  # rollout sampling uses torch's global RNG
     return (random.Random(f"{seed}:{step}"), np.random.default_rng([seed, step]),
-            torch.Generator().manual_seed(seed * 7_919 + step))
+            torch.Generator(device="cpu").manual_seed(seed * 7_919 + step))
 
 
 def rollout_seed(seed: int, step: int) -> int:
@@ -79,10 +85,13 @@ class Run:
         task: a task object (else built from ``config.task``).
 
     Raises:
-        ValueError: a ``model`` given with ``run.backend: ray``.
+        ValueError: a ``model`` given with ``run.backend: ray``, or (in process, without ``model``)
+            a ``model.device`` GPU that torch does not see, before anything is written.
     """
 
     def __init__(self, config: Config, out_dir: str | Path, *, model=None, tokenizer=None, task=None):
+        if model is None and config.run.backend == "local":
+            resolve_device(config.model.device)  # a GPU that is not there: refused before anything is written
         self.config = config
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -105,10 +114,11 @@ class Run:
                 from evolora.model import load_base
 
                 model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
-                                             num_threads=config.model.num_threads)
+                                             num_threads=config.model.num_threads, device=config.model.device)
             self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
         self.tokenizer = tokenizer
-        init = torch.Generator().manual_seed(config.run.seed)
+        self.device = model_device(self.bank.model) if config.run.backend == "local" else torch.device("cpu")
+        init = torch.Generator(device="cpu").manual_seed(config.run.seed)  # the same founders on every device
         for member in population.members:
             self.bank.init_factors(member.slot, init, b_std=lora.init_b_std)
         self.league = League(population, self._new_optimizer, hall_capacity=capacity)
@@ -135,11 +145,12 @@ class Run:
     def run_step(self) -> tuple[dict, list[GameRecord]]:
         """Play, train, rate and (every k steps) evolve once; return the metrics record and games.
 
-        With ``run.backend: ray``, a worker lost during the step is restarted and the step
-        repeated from the last checkpoint (:func:`evolora.distributed.sharded_bank.run_step_with_recovery`).
+        With ``run.backend: ray``, a worker lost during the step is restarted, every worker restored
+        from the newest checkpoint, the steps since it replayed and the step repeated
+        (:func:`evolora.distributed.recovery.run_step_with_recovery`).
 
         Raises:
-            evolora.distributed.sharded_bank.ClusterLost: the workers cannot be restored; the message names the
+            evolora.distributed.recovery.ClusterLost: the workers cannot be restored; the message names the
                 run directory to ``--resume``.
         """
         return run_step_with_recovery(self, self._run_step)
@@ -275,7 +286,7 @@ class Run:
         path = path or latest_checkpoint(self.out_dir)
         if path is None:
             return False
-        factors, optimizer_states, state = load_checkpoint(path)
+        factors, optimizer_states, state = load_checkpoint(path, device=self.device)
         for slot, adapter in factors.items():
             self.bank.set_factors(slot, adapter)
         self.bank.snapshot()

@@ -45,7 +45,8 @@ def merge_weights(fitness: Sequence[float], weights: str = "equal", temperature:
         raise ValueError(f"weights must be 'equal' or 'fitness', got {weights!r}")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
-    return torch.softmax(torch.tensor([float(f) for f in fitness], dtype=torch.float64) / temperature, 0).tolist()
+    values = torch.tensor([float(f) for f in fitness], dtype=torch.float64, device="cpu")  # host arithmetic on P numbers
+    return torch.softmax(values / temperature, 0).tolist()
 
 
 def _merge(parents: Sequence[Adapter], coefficients: Sequence[float], rank: int) -> Adapter:

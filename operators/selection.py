@@ -27,13 +27,19 @@ __all__ = ["tournament", "truncation", "fitness_proportional", "rank", "pbt_trun
 
 
 def _fitness(fitness: Tensor | Sequence[float]) -> Tensor:
-    f = torch.as_tensor(fitness)
+    """The fitness as a (P,) float64 CPU tensor: selection is host arithmetic on P values."""
+    f = torch.as_tensor(fitness, device="cpu")
     if f.ndim != 1 or f.numel() == 0:
         raise ValueError(f"fitness must be a non-empty 1-D tensor (P,), got shape {tuple(f.shape)}")
     f = f.to(torch.float64)
     if torch.isnan(f).any():
         raise ValueError("fitness contains NaN; replace it (e.g. by -inf) before selection")
     return f
+
+
+def _device(fitness: Tensor | Sequence[float]) -> torch.device:
+    """Where selected indices go: the fitness tensor's device (a sequence: the CPU)."""
+    return fitness.device if isinstance(fitness, Tensor) else torch.device("cpu")
 
 
 def _check_num(num: int) -> None:
@@ -84,14 +90,14 @@ def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int 
     if k < 1:
         raise ValueError(f"tournament size k must be ≥ 1, got {k}")
     position = torch.empty_like(rank_order(f))
-    position[rank_order(f)] = torch.arange(f.numel())                     # 0 = best
+    position[rank_order(f)] = torch.arange(f.numel(), device=f.device)    # 0 = best
     if replace:
         contestants = _draw(num * k, f.numel(), generator).view(num, k)  # (num, k), repeats allowed
     else:
         keys = torch.rand(num, f.numel(), generator=generator, device=generator.device).cpu()
         contestants = keys.argsort(dim=-1)[:, :min(k, f.numel())]        # (num, size) distinct per row
     winners = contestants.gather(1, position[contestants].argmin(dim=1, keepdim=True)).squeeze(1)
-    return winners.to(torch.as_tensor(fitness).device)
+    return winners.to(_device(fitness))
 
 
 @register("selection", fraction=Param(0.5, low=0.0, high=1.0, doc="top fraction eligible (at least 1)"))
@@ -113,7 +119,7 @@ def truncation(fitness: Tensor, num: int, *, generator: torch.Generator, fractio
     f = _fitness(fitness)
     _check_num(num)
     top = max(1, math.ceil(fraction * f.numel()))
-    return rank_order(f)[:top][_draw(num, top, generator)].to(torch.as_tensor(fitness).device)
+    return rank_order(f)[:top][_draw(num, top, generator)].to(_device(fitness))
 
 
 @register("selection", temperature=Param(1.0, low=1e-6, high=1e6, doc="softmax temperature, fitness units"))
@@ -147,9 +153,9 @@ def fitness_proportional(fitness: Tensor, num: int, *, generator: torch.Generato
     else:
         probs = torch.softmax(f / temperature, dim=0)
     if num == 0:
-        return torch.empty(0, dtype=torch.long, device=torch.as_tensor(fitness).device)
+        return torch.empty(0, dtype=torch.long, device=_device(fitness))
     picks = torch.multinomial(probs.to(generator.device), num, replacement=True, generator=generator)
-    return picks.cpu().to(torch.as_tensor(fitness).device)
+    return picks.cpu().to(_device(fitness))
 
 
 @register("selection", pressure=Param(1.5, low=1.0, high=2.0, doc="expected copies of the best, s"))
@@ -178,13 +184,13 @@ def rank(fitness: Tensor, num: int, *, generator: torch.Generator, pressure: flo
         raise ValueError(f"pressure must be in [1, 2], got {pressure}")
     size = f.numel()
     if size == 1 or num == 0:
-        return torch.zeros(num, dtype=torch.long, device=torch.as_tensor(fitness).device)
+        return torch.zeros(num, dtype=torch.long, device=_device(fitness))
     better = (f[None, :] > f[:, None]).sum(dim=1).to(f.dtype)            # how many strictly better
     equal = (f[None, :] == f[:, None]).sum(dim=1).to(f.dtype)
     mean_rank = better + (equal - 1) / 2
     probs = (2 - pressure) / size + 2 * (pressure - 1) * (size - 1 - mean_rank) / (size * (size - 1))
     picks = torch.multinomial(probs.clamp_min(0).to(generator.device), num, replacement=True, generator=generator)
-    return picks.cpu().to(torch.as_tensor(fitness).device)
+    return picks.cpu().to(_device(fitness))
 
 
 def num_replaced(size: int, gamma: float, elitism: int) -> int:
@@ -216,7 +222,7 @@ def replaced_indices(fitness: Tensor | Sequence[float], gamma: float, elitism: i
     """
     order = rank_order(_fitness(fitness))
     count = num_replaced(order.numel(), gamma, elitism)
-    return order[order.numel() - count:].flip(0)
+    return order[order.numel() - count:].flip(0).to(_device(fitness))
 
 
 def _ceil(value: float) -> int:
@@ -260,7 +266,7 @@ def pbt_truncation(fitness: Tensor, *, generator: torch.Generator, gamma: float 
     replace = replaced_indices(f, gamma, elitism)                        # worst first
     count = replace.numel()
     order = rank_order(f)
-    device = torch.as_tensor(fitness).device
+    device = _device(fitness)
     if count == 0:
         empty = torch.empty(0, dtype=torch.long, device=device)
         return empty, empty.clone()

@@ -57,6 +57,14 @@ def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
     assert done.returncode == 0 and "torch sees no CUDA device" in done.stdout, done.stderr[-2000:]
 
 
+def test_gpu_check_runs_its_checks_cpu_against_cpu():
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--device", "cpu", "--model", "tiny-random",
+                           "--parity", "tiny-random"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert re.search(r"parity tiny-random: 6 greedy rows, \d+ tokens equal on cpu and cpu", done.stdout), done.stdout
+    assert "tasks/gsm.yaml step on cpu (tiny-random)" in done.stdout and "gpu_check passed" in done.stdout
+
+
 def test_critic_study_pairs_the_best_critic_with_the_base(tmp_path):
     """Two seeds: best critic − base = +10 and +20 points → mean +15.0; reranking − majority = 0 and +25."""
     import json

@@ -220,9 +220,9 @@ def test_sample_weights_scale_the_normalised_advantage_and_zero_drops_the_sample
 
     plain = [sample(1.0, "a"), sample(-1.0, "a"), sample(0.5, "b"), sample(0.0, "b")]
     weighted = [sample(1.0, "a", 2.5), sample(-1.0, "a", 2.5), sample(0.5, "b", 0.0), sample(0.0, "b", 0.0)]
-    rows, _, _ = _plan({"x": (None, plain)}, algorithm, 0.0)
+    rows, _, _ = _plan({"x": (None, plain)}, algorithm, 0.0, "cpu")
     base = [a for _, _, a in rows]
-    rows, tokens, _ = _plan({"x": (None, weighted)}, algorithm, 0.0)
+    rows, tokens, _ = _plan({"x": (None, weighted)}, algorithm, 0.0, "cpu")
     assert [a for _, _, a in rows] == pytest.approx([2.5 * base[0], 2.5 * base[1]])  # after the normalisation
     assert tokens == {"x": 2} and base[0] > 0 > base[1]  # weight 0: no gradient, no tokens
 

@@ -8,7 +8,9 @@ actors killed) before the next starts, so no test needs more than 2 CPUs.
 from __future__ import annotations
 
 import copy
+import os
 import shutil
+import signal
 import time
 
 import pytest
@@ -135,6 +137,39 @@ def test_two_workers_are_deterministic_and_repeat_a_step_after_a_killed_worker(r
     assert task.kills == 1 and task.calls == STEPS + 1  # step 3 was played twice
     assert _records(tmp_path) == _records(ray_two)
     assert set(read_jsonl(ray_two / "metrics.jsonl")[0]["workers"]) == {"w0", "w1"}
+
+
+class _SigkillTask(ToyTask):
+    """The toy task, sending SIGKILL to one worker's process while it verifies step ``at``'s
+    proposals (between the teacher and the student rollouts), without waiting for Ray to restart it."""
+
+    def __init__(self, at: int):
+        super().__init__(max_problem_chars=40)
+        self.at, self.calls, self.victim, self.pids = at, 0, None, []
+
+    def verify(self, proposals):
+        self.calls += 1
+        if self.calls == self.at:
+            self.pids.append(ray.get(self.victim.__ray_call__.remote(lambda worker: os.getpid())))
+            os.kill(self.pids[0], signal.SIGKILL)
+        return super().verify(proposals)
+
+
+def test_a_worker_killed_with_sigkill_is_recovered_within_the_run(ray_two, tmp_path, cluster, single_thread):
+    """Checkpoints every 2 steps; worker 1's process killed during step 4: the run waits for Ray to
+    restart it, restores both workers from step 2, replays step 3 and repeats step 4, and ends
+    with the undisturbed run's records, without ``--resume``."""
+    task = _SigkillTask(at=4)
+    config = _config(backend="ray", workers=2, checkpoint_every=2)
+    run = Run(config, tmp_path, task=task)
+    task.victim = run.bank.actors[1]
+    run.train([JsonlLogger(), Checkpointer(config.run.checkpoint_every, STEPS)])
+    new_pid = ray.get(run.bank.actors[1].__ray_call__.remote(lambda worker: os.getpid()))
+    run.close()
+    assert task.pids and new_pid != task.pids[0]  # a new process
+    assert run.step == STEPS and task.calls == STEPS + 2  # step 3 replayed, step 4 played twice
+    assert run.log_counts == {"metrics": STEPS, "matches": len(read_jsonl(tmp_path / "matches.jsonl"))}
+    assert _records(tmp_path) == _records(ray_two)
 
 
 def test_a_run_resumes_across_backends(local_run, tmp_path, cluster, single_thread):

@@ -172,7 +172,7 @@ def test_packed_update_equals_the_row_order_update(monkeypatch):
         bank = random_bank(load_base("tiny-random")[0], ["A0", "A1"], target_modules=MODULES, b_std=0.3)
         jobs = {s: (torch.optim.SGD(bank.parameters(s), lr=1.0),
                     [x for x, n in zip(samples, [*NAMES, "A0"]) if n == s]) for s in bank.slots}
-        rows = learner._plan(jobs, "grpo", 0.0)[0]
+        rows = learner._plan(jobs, "grpo", 0.0, "cpu")[0]
         chunks[pack] = len(learner.micro_batches(bank, rows, 4))
         update = policy_update_many(bank, jobs, micro_batch=4)
         assert all(update[s].grad_norm > 0 for s in bank.slots)

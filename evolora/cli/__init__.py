@@ -85,6 +85,7 @@ DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk 
 
 def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False) -> dict:
     """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table."""
+    _check_device(config)
     _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
     from evolora.run_dir import RunDirLocked, lock_run_dir
@@ -106,13 +107,25 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
               f"intact: make room, then continue with: evolora evolve --resume {out}")
 
 
+def _check_device(config: Config) -> None:
+    """Exit 2 with one line, before anything is written or loaded, when ``model.device`` names a GPU
+    torch does not see here (in process; each Ray worker resolves its own device)."""
+    from evolora.model.device import resolve_device
+
+    if config.run.backend == "local":
+        try:
+            resolve_device(config.model.device)
+        except ValueError as error:
+            fail(str(error))
+
+
 def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verbose: bool) -> dict:
     """The body of :func:`_execute`, run while this process holds the run directory's lock."""
     from evolora.callbacks import Checkpointer, ProgressBar
     from evolora.cli.display import start_line
     from evolora.quiet import quiet_libraries
     from evolora.loggers import LoggerError, close_loggers, open_loggers
-    from evolora.distributed.sharded_bank import ClusterLost, WorkerLost
+    from evolora.distributed.recovery import ClusterLost, WorkerLost
 
     began = time.perf_counter()
     quiet_libraries(verbose)

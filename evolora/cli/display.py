@@ -27,6 +27,10 @@ def start_line(config: Config, out, *, resume: bool) -> str:
     model = config.model.name
     if needs_conversion(model):
         model += " (first run: converting the embedded GGUF once, ~20 s)"
+    if config.run.backend == "local":
+        from evolora.model.device import resolve_device
+
+        model += f" ({resolve_device(config.model.device)})"
     verb = "resuming" if resume else "starting"
     where = (f", {config.run.workers} Ray worker{'s' * (config.run.workers > 1)}"
              f" ({config.run.ray_address or 'local cluster'})" if config.run.backend == "ray" else "")

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from evolora.config.population import PopulationConfig, check_evolvable
 from evolora.config.run import RunConfig, check_workers
 from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
-from evolora.config.types import Algorithm, ConfigError, Float, Int, LRSchedule, _Section
+from evolora.config.types import Algorithm, ConfigError, Device, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
 __all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
@@ -35,8 +35,9 @@ class ModelConfig(_Section):
     that support it, fp32 elsewhere (:mod:`evolora.model.dtype`). Adapters always train in float32."""
     num_threads: Int | None = Field(default=None, ge=1)
     """torch intra-op threads; None keeps torch's default (Ray workers: 1)."""
-    device: Literal["auto", "cpu", "cuda"] = "cpu"
-    """Ray workers' device (``auto``: cuda when torch sees one; use bfloat16 there); local runs use the CPU."""
+    device: Device = "auto"
+    """Where the base, the adapters and every tensor live: ``auto`` (cuda when torch sees a GPU, else
+    cpu), ``cpu``, ``cuda`` or ``cuda:N``, in process or on each Ray worker (one GPU each)."""
 
 
 class LoRAConfig(_Section):

@@ -76,8 +76,8 @@ class RunConfig(_Section):
         return self
 
 
-def check_workers(run: RunConfig, slots: int, device: str = "cpu") -> None:
-    """Every Ray worker must own at least one adapter slot; GPUs are used by Ray workers.
+def check_workers(run: RunConfig, slots: int, device: str = "auto") -> None:
+    """Every Ray worker must own at least one adapter slot, and gets a whole GPU or none.
 
     Args:
         run: the run section; slots: adapter slots of the run (members plus hall-of-fame slots);
@@ -85,11 +85,12 @@ def check_workers(run: RunConfig, slots: int, device: str = "cpu") -> None:
 
     Raises:
         ValueError: ``run.workers`` exceeds ``slots`` (the message gives the largest value that
-            fits), or ``model.device=cuda`` with the local backend.
+            fits), or ``model.device=cuda:N`` with ``run.backend=ray`` (Ray gives each worker its
+            own GPU, which it sees as ``cuda``).
     """
-    if run.backend == "local" and device == "cuda":
-        raise ValueError("model.device=cuda runs on Ray workers (one GPU each): set run.backend=ray; "
-                         "in-process runs compute on the CPU (model.device=auto resolves to cpu there)")
+    if run.backend == "ray" and device.startswith("cuda:"):
+        raise ValueError(f"model.device={device} with run.backend=ray: Ray gives each worker its own GPU; "
+                         "set model.device=cuda (or auto)")
     if run.backend == "ray" and run.workers > slots:
         raise ValueError(f"run.workers={run.workers} but the run has only {slots} adapter slots (members and "
                          f"hall of fame); set run.workers <= {slots}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
 
 
 class ConfigError(ValueError):
@@ -32,6 +32,10 @@ Algorithm = Literal["grpo", "dr_grpo", "reinforce_pp"]
 """``learner.algorithm``: the advantage estimator (:func:`evolora.learner.compute_advantages`)."""
 LRSchedule = Literal["constant", "cosine"]
 """``learner.lr_schedule`` (:func:`evolora.schedule.scheduled_lr`)."""
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"
+"""The spellings of ``model.device``: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:mod:`evolora.model.device`)."""
+Device = Annotated[str, StringConstraints(pattern=DEVICE_PATTERN)]
+"""``model.device``, checked for its spelling only: whether torch sees that GPU is checked before the model loads."""
 
 
 class _Section(BaseModel):

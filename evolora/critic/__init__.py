@@ -249,7 +249,7 @@ def review_step(bank: Bank, tokenizer, task: Task, outcome: StepOutcome, student
     prompts = [chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[a]), task.critic_prefix)
                for _, g, a in todo]
     slot = {c.id: c.slot for c in critics}
-    generator = torch.Generator().manual_seed(int(np_rng.integers(2**62)))
+    generator = torch.Generator(device="cpu").manual_seed(int(np_rng.integers(2**62)))  # the bank seeds its device's
     done = bank.rollout(tokenizer, prompts, [slot[c] for c, _, _ in todo], **config.sampling("critic"),
                         batch_size=config.generation_batch_size, stats=outcome.rollout, routing=config.routing,
                         stop=("\n",), generator=generator) if todo else []

@@ -58,7 +58,7 @@ def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, st
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
     sampled = rollout([prompts[i] for _, i in rows], [s for s, _ in rows], max_new_tokens=max_new_tokens,
-                      batch_size=batch_size, generator=torch.Generator().manual_seed(seed), **sampling)
+                      batch_size=batch_size, generator=torch.Generator(device="cpu").manual_seed(seed), **sampling)
     grades = task.grade_held_out([c.text for c in sampled], [items[i] for _, i in rows])
     greedy_rows = [(slot, i) for slot in answerers for i in range(len(items))]
     greedy = rollout([prompts[i] for _, i in greedy_rows], [s for s, _ in greedy_rows], max_new_tokens=max_new_tokens,
@@ -116,7 +116,7 @@ def verdict_scores(bank: Bank, tokenizer, task: Task, judges: dict[str, str], re
         logp = bank.logprobs([slot for slot, _, _ in chunk],
                              [Sample(prompts[j], words[w], 0.0, "") for _, j, w in chunk])
         values += logp.sum(dim=1).tolist()  # 0 on padding; every word token is scored
-    table = torch.tensor(values).reshape(len(judges), len(reviews), 2, 2)  # judge, review, verdict, case
+    table = torch.tensor(values, device="cpu").reshape(len(judges), len(reviews), 2, 2)  # judge, review, verdict, case
     score = torch.logsumexp(table[:, :, 0], dim=-1) - torch.logsumexp(table[:, :, 1], dim=-1)
     return {name: score[i].tolist() for i, name in enumerate(judges.values())}
 

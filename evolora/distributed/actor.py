@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from evolora.learner import Sample, UpdateResult
-from evolora.model import load_base, resolve_device
+from evolora.model import load_base
+from evolora.model.device import generator_on, resolve_device
 from evolora.population import AdapterBank
 from evolora.generation.rollout import Completion, RolloutStats
 
@@ -63,10 +64,8 @@ class Worker:
             warnings.simplefilter("ignore", DeprecationWarning)
             self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
         threads = model.get("num_threads") or 1  # a worker shares its node with others: one thread unless told
-        self.device = resolve_device(model.get("device", "cpu"))
+        self.device = resolve_device(model.get("device", "auto"))  # Ray gives a GPU worker its own one
         base, self.tokenizer = load_base(model["name"], dtype=model["dtype"], num_threads=threads, device=self.device)
-        if self.device == "cuda":  # the rollout and update code builds its tensors on the default device
-            torch.set_default_device(self.device)
         self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
                                 target_modules=_targets(lora["target_modules"]))
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
@@ -122,10 +121,9 @@ class Worker:
         self._check()
         self._before(before)  # before the clock: deferred ops count as the driver's overhead, as tasks of their own did
         began, stats, options = time.perf_counter(), RolloutStats(), dict(options)
-        state, seed = unpack(options.pop("generator_state", None)), options.pop("generator_seed", None)
+        state = unpack(options.pop("generator_state", None))
         if state is not None:  # a CPU generator's exact state; a GPU replica samples from its own, seeded alike
-            options["generator"] = (torch.Generator().set_state(state) if self.device == "cpu"
-                                    else torch.Generator(device=self.device).manual_seed(seed))
+            options["generator"] = generator_on(torch.Generator(device="cpu").set_state(state), self.device)
         done = self.bank.rollout(self.tokenizer, prompts, adapters, routing=routing, segments=segments, stats=stats,
                                  **options)
         return done, stats.tokens, time.perf_counter() - began

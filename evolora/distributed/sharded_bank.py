@@ -30,7 +30,7 @@ import torch
 
 from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.distributed.placement import placement
-from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, ClusterLost, WorkerLost
+from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, WorkerLost, wait_for_workers
 from evolora.generation.routed import BASE
 from evolora.distributed.actor import pack, unpack
 
@@ -69,6 +69,7 @@ class ShardedBank:
 
     Attributes:
         slots, rank, alpha: as :class:`evolora.population.AdapterBank`. owner: {slot: worker index}.
+        device: the workers' device, ``cuda`` (one GPU each) or ``cpu``, as :func:`placement` decided.
         tokenizer: the replicas' tokenizer (fetched from worker 0). shapes: {module: (A shape, B shape)}.
 
     Raises:
@@ -87,8 +88,9 @@ class ShardedBank:
         if not ray.is_initialized():
             ray.init(address=config.run.ray_address, include_dashboard=False)
         self._placement, options = placement(workers, device=config.model.device)
+        self.device = "cuda" if options[0].get("num_gpus") else "cpu"  # placement's decision, never the worker's guess
         actor = ray.remote(max_restarts=MAX_RESTARTS)(Worker)
-        model, lora = config.model.model_dump(), config.lora.model_dump(mode="json")
+        model, lora = {**config.model.model_dump(), "device": self.device}, config.lora.model_dump(mode="json")
         self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w)) for w in range(workers)]
         self._seconds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._overhead = 0.0
@@ -184,7 +186,7 @@ class ShardedBank:
             raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
         generator = options.pop("generator", None)
         if generator is not None:
-            options.update(generator_state=pack(generator.get_state()), generator_seed=generator.initial_seed())
+            options.update(generator_state=pack(generator.get_state()))
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)
@@ -242,7 +244,7 @@ class ShardedBank:
         rows = {w: r for w, r in rows.items() if r}
         out = self._each("logprobs", "logprobs", {w: ([names[i] for i in r], [samples[i] for i in r])
                                                   for w, r in rows.items()})
-        values = torch.zeros(len(samples), max((len(s.completion_ids) for s in samples), default=0))
+        values = torch.zeros(len(samples), max((len(s.completion_ids) for s in samples), default=0), device="cpu")
         for worker, (packed, _) in out.items():
             part = unpack(packed)
             values[rows[worker], :part.shape[1]] = part
@@ -351,17 +353,13 @@ class ShardedBank:
         (the caller then restores their factors and optimizers).
 
         Raises:
-            ClusterLost: a worker does not answer within :data:`RESTART_TIMEOUT_S`.
+            ClusterLost: a worker is dead for good, or does not answer within :data:`RESTART_TIMEOUT_S`
+                (:func:`evolora.distributed.recovery.wait_for_workers`).
         """
-        import ray
-
         self._pending, self._deferred = [], defaultdict(list)  # the step is repeated from a checkpoint
         self._fetching, self._fetched = {}, {}
-        try:
-            ray.get([a.ping.remote() for a in self.actors], timeout=RESTART_TIMEOUT_S)
-            ray.get([a.restored.remote() for a in self.actors], timeout=RESTART_TIMEOUT_S)
-        except (ray.exceptions.RayError, ConnectionError) as error:
-            raise ClusterLost(f"the Ray workers did not come back ({type(error).__name__})") from error
+        wait_for_workers(self.actors, "ping", RESTART_TIMEOUT_S)  # a restarting worker is waited for
+        wait_for_workers(self.actors, "restored", RESTART_TIMEOUT_S)
 
     def close(self) -> None:
         """Kill the workers and free their placement group (the cluster itself stays up)."""

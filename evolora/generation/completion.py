@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from evolora.bank import LocalBank
 from evolora.generation.logprobs import token_logprobs
 from evolora.generation.routed import routed
+from evolora.model.device import model_device
 
 
 def completion_logprobs(model, samples: Sequence, *, entropy: bool = False):
@@ -45,8 +46,9 @@ def completion_logprobs(model, samples: Sequence, *, entropy: bool = False):
     on padding); with ``entropy=True`` also the policy's token entropy (B, T_c) in nats (no gradient).
     """
     prompt_width = max(len(s.prompt_ids) for s in samples)
-    prompt_ids, prompt_attention = _left_padded([s.prompt_ids for s in samples], prompt_width)
-    completion_ids, completion_attention, mask = _right_padded(samples)
+    device = model_device(model)
+    prompt_ids, prompt_attention = _left_padded([s.prompt_ids for s in samples], prompt_width, device)
+    completion_ids, completion_attention, mask = _right_padded(samples, device)
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_attention, completion_attention], dim=1)
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)  # as in generate() with left padding
@@ -93,17 +95,18 @@ def shared_prefix_logprobs(bank: LocalBank, names: Sequence[str], samples: Seque
         raise ValueError("shared-prefix log-probs need a decoder body and a plain linear LM head")
     keys = [(name, tuple(s.prompt_ids)) for name, s in zip(names, samples)]
     order = {key: u for u, key in enumerate(dict.fromkeys(keys))}
-    index = torch.tensor([order[key] for key in keys])
+    device = model_device(bank.model)
+    index = torch.tensor([order[key] for key in keys], device=device)
     prompts = [prompt for _, prompt in order]
-    prompt_ids, prompt_attention = _left_padded(prompts, max(len(p) for p in prompts))
+    prompt_ids, prompt_attention = _left_padded(prompts, max(len(p) for p in prompts), device)
     with routed(bank, [name for name, _ in order], train=train):
         prefix = body(input_ids=prompt_ids, attention_mask=prompt_attention,
                       position_ids=(prompt_attention.cumsum(-1) - 1).clamp(min=0), use_cache=True)
     cache = prefix.cache
     cache.batch_select_indices(index)  # (U, …) -> (B, …), keeps the graph
-    completion_ids, completion_attention, mask = _right_padded(samples)
+    completion_ids, completion_attention, mask = _right_padded(samples, device)
     lengths = prompt_attention.sum(-1)[index]  # (B,) real prompt tokens
-    positions = lengths[:, None] + torch.arange(completion_ids.shape[1])[None]
+    positions = lengths[:, None] + torch.arange(completion_ids.shape[1], device=device)[None]
     attention = torch.cat([prompt_attention[index], completion_attention], dim=1)
     with routed(bank, list(names), train=train):
         rest = body(input_ids=completion_ids, attention_mask=attention, position_ids=positions,
@@ -130,35 +133,37 @@ def body_and_head(model):
     return (body, head) if body is not None and plain and body is not base else (None, None)
 
 
-def _left_padded(prompts: Sequence[Sequence[int]], width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids, attention), both (N, width) long, each prompt right-aligned (pad id 0)."""
-    ids = torch.zeros((len(prompts), width), dtype=torch.long)
-    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+def _left_padded(prompts: Sequence[Sequence[int]], width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, attention), both (N, width) long on ``device``, each prompt right-aligned (pad id 0);
+    built on the CPU, moved in one copy each."""
+    ids = torch.zeros((len(prompts), width), dtype=torch.long, device="cpu")
+    attention = torch.zeros((len(prompts), width), dtype=torch.long, device="cpu")
     for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(prompt)
+        ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long, device="cpu")
         attention[row, width - len(prompt):] = 1
-    return ids, attention
+    return ids.to(device), attention.to(device)
 
 
-def _right_padded(samples: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Completions left-aligned: ids and attention (B, T_c) long, trained-token mask (B, T_c) bool."""
+def _right_padded(samples: Sequence, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Completions left-aligned, on ``device``: ids and attention (B, T_c) long, trained-token mask (B, T_c) bool."""
     width = max(len(s.completion_ids) for s in samples)
-    ids = torch.zeros((len(samples), width), dtype=torch.long)
-    attention = torch.zeros((len(samples), width), dtype=torch.long)
-    mask = torch.zeros((len(samples), width), dtype=torch.bool)
+    ids = torch.zeros((len(samples), width), dtype=torch.long, device="cpu")
+    attention = torch.zeros((len(samples), width), dtype=torch.long, device="cpu")
+    mask = torch.zeros((len(samples), width), dtype=torch.bool, device="cpu")
     for row, sample in enumerate(samples):
         c = len(sample.completion_ids)
-        ids[row, :c] = torch.tensor(sample.completion_ids)
+        ids[row, :c] = torch.tensor(sample.completion_ids, dtype=torch.long, device="cpu")
         attention[row, :c] = 1
-        mask[row, :c] = True if sample.mask is None else torch.tensor(sample.mask, dtype=torch.bool)
-    return ids, attention, mask
+        mask[row, :c] = True if sample.mask is None else torch.tensor(sample.mask, dtype=torch.bool, device="cpu")
+    return ids.to(device), attention.to(device), mask.to(device)
 
 
 def _scored(hidden, head, targets, attention, mask, entropy: bool):
     """Scatter the LM-head log-probs (and entropies) of the non-padding positions into (B, T_c)."""
     valid = attention.bool()
     logp_flat, entropy_flat = token_logprobs(hidden[valid], head.weight, targets[valid])
-    logp = torch.zeros(valid.shape, dtype=torch.float32).index_put((valid,), logp_flat)
+    logp = torch.zeros(valid.shape, dtype=torch.float32, device=valid.device).index_put((valid,), logp_flat)
     if entropy:
-        return logp, mask, torch.zeros(valid.shape, dtype=torch.float32).index_put_((valid,), entropy_flat)
+        return logp, mask, torch.zeros(valid.shape, dtype=torch.float32,
+                                       device=valid.device).index_put_((valid,), entropy_flat)
     return logp, mask

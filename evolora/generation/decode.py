@@ -135,8 +135,8 @@ def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, *, greed
     batch's ``total`` rows; returns (R,) long. Greedy: argmax. Else ``generate``'s sampling:
     logits / temperature (> 0), top-p (0 < p <= 1: the smallest set of tokens with probability
     mass >= p, at least one kept), softmax, then ``torch.multinomial``'s own draw for one
-    sample, argmax(p / q) with q ~ Exp(1) (total, V) from ``generator`` (torch's global RNG
-    when None). Noise is drawn for all ``total`` rows every step, so a row draws the same
+    sample, argmax(p / q) with q ~ Exp(1) (total, V) from ``generator`` (drawn on the generator's
+    device, then moved to the logits'; None: the default generator of the logits' device). Noise is drawn for all ``total`` rows every step, so a row draws the same
     tokens whether or not other rows have ended (and as ``generate`` with ``multinomial``).
     """
     if greedy:
@@ -147,7 +147,8 @@ def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, *, greed
         tail = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
         tail[..., -1:] = False
         scores = scores.masked_fill(tail.scatter(1, index, tail), -float("inf"))
-    noise = torch.empty(total, scores.shape[-1]).exponential_(1, generator=generator)
+    where = scores.device if generator is None else generator.device  # a generator draws on its own device
+    noise = torch.empty(total, scores.shape[-1], device=where).exponential_(1, generator=generator).to(scores.device)
     noise = noise if len(rows) == total else noise[rows]
     return (scores.softmax(dim=-1) / noise).argmax(dim=-1)
 
@@ -171,11 +172,12 @@ class Decoder:
     def __init__(self, model, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *, capacity: int,
                  context: Callable[[list[str]], ContextManager]) -> None:
         n, width = input_ids.shape
+        self.device = device = input_ids.device  # the model's: the batch, masks, rows and cache live there
         self.model, self.context, self.cache = model, context, buffer_cache(model, capacity)
-        self.mask = torch.zeros(n, capacity, dtype=torch.long)
+        self.mask = torch.zeros(n, capacity, dtype=torch.long, device=device)
         self.mask[:, :width] = attention
         self.fed, self.length, self.total = attention.sum(-1), width, n
-        self.rows, self.names = torch.arange(n), list(names)
+        self.rows, self.names = torch.arange(n, device=device), list(names)
         self.tokens = [[t for t, a in zip(r, m) if a] for r, m in zip(input_ids.tolist(), attention.tolist())]
         self.slots = [list(range(width - len(t), width)) for t in self.tokens]  # row -> its context slots
         self.segment = (width, 0)  # (first slot, tokens chosen) of the last run
@@ -200,7 +202,7 @@ class Decoder:
                                 position_ids=position[unique], cache=self.cache, use_cache=True,
                                 logits_to_keep=1).logits[:, -1]
         if len(unique) < len(keys):
-            index = torch.tensor([unique.index(first[key]) for key in keys])
+            index = torch.tensor([unique.index(first[key]) for key in keys], device=self.device)
             for layer in self.cache.layers:
                 layer.keep(index)
             logits = logits[index]
@@ -210,7 +212,7 @@ class Decoder:
         """Feed (R, t) tokens of the running rows after the cached slots; (R, V) last-position logits."""
         t = tokens.shape[1]
         self.mask[:, self.length : self.length + t] = 1
-        position = self.fed[:, None] + torch.arange(t)
+        position = self.fed[:, None] + torch.arange(t, device=self.device)
         logits = self.model(input_ids=tokens, attention_mask=self.mask[:, : self.length + t], position_ids=position,
                             cache=self.cache, use_cache=True, logits_to_keep=1).logits[:, -1]
         self.length, self.fed = self.length + t, self.fed + t
@@ -236,8 +238,8 @@ class Decoder:
         ``choose``, ``stopped``, ``min_new_tokens``: as :func:`decode`; ``compact``: drop ended rows
         from the batch (only for the last segment: the others go on with :meth:`extend`).
         """
-        out = torch.full((self.total, max_new_tokens), pad_id, dtype=torch.long)
-        done = torch.zeros(len(self.rows), dtype=torch.bool)
+        out = torch.full((self.total, max_new_tokens), pad_id, dtype=torch.long, device=self.device)
+        done = torch.zeros(len(self.rows), dtype=torch.bool, device=self.device)
         self.segment = (self.length, 0)
         for step in range(max_new_tokens):
             if step < min_new_tokens:
@@ -282,7 +284,7 @@ class Decoder:
                 self.fed[i] -= 1
             self.tokens[i] += tail
             self.slots[i] += list(range(self.length, self.length + count))
-        self.logits = self._step(torch.tensor(pending, dtype=torch.long))
+        self.logits = self._step(torch.tensor(pending, dtype=torch.long, device=self.device))
 
     def close(self) -> None:
         """Leave the routing context and restore the linear layers."""
@@ -321,7 +323,8 @@ def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, names: list[
     decoder = Decoder(model, input_ids, attention, names, capacity=input_ids.shape[1] + max_new_tokens,
                       context=context or (lambda _: contextlib.nullcontext()))
     try:
-        return decoder.run(max_new_tokens, choose, eos=torch.tensor(sorted(eos_ids), dtype=torch.long),
+        return decoder.run(max_new_tokens, choose, eos=torch.tensor(sorted(eos_ids), dtype=torch.long,
+                                                                    device=input_ids.device),
                            pad_id=pad_id, stopped=stopped, min_new_tokens=min_new_tokens)
     finally:
         decoder.close()

@@ -25,9 +25,9 @@ class _TokenLogProbs(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, targets, chunk):
         n = hidden.shape[0]
-        logp = torch.empty(n, dtype=torch.float32)
-        entropy = torch.empty(n, dtype=torch.float32)
-        lse = torch.empty(n, dtype=torch.float32)
+        logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        entropy = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
         for i in range(0, n, chunk):
             logits = F.linear(hidden[i : i + chunk], weight).float()  # (c, V)
             lse[i : i + chunk] = norm = logits.logsumexp(dim=-1)

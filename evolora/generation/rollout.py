@@ -23,6 +23,7 @@ from evolora.generation import heap
 from evolora.generation.decode import choose_tokens, decode
 from evolora.generation.routed import routed
 from evolora.generation.stops import StopOnText, end_of_turn_ids, stop_cut
+from evolora.model.device import model_device
 
 
 @dataclass(frozen=True)
@@ -159,13 +160,14 @@ def generate(
     check_routing(model, bank)
     model.eval()
     eos_ids = end_of_turn_ids(model, tokenizer)
+    device = model_device(model)  # every batch, cache and draw of the decode lives there
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     results: list[Completion | None] = [None] * len(prompts)
     sampling = dict(greedy=greedy, temperature=temperature, top_p=top_p)
     for start in range(0, len(order), batch_size):
         rows = sorted(order[start : start + batch_size], key=lambda i: adapters[i])  # grouped: routed views rows
         began = time.perf_counter()
-        input_ids, attention = left_pad([prompts[i] for i in rows], tokenizer.pad_token_id)
+        input_ids, attention = left_pad([prompts[i] for i in rows], tokenizer.pad_token_id, device)
         names = [adapters[i] for i in rows]
         run = _decode_routed if bank is not None else _decode_peft
         new = run(model, tokenizer, input_ids, attention, names, bank=bank, max_new_tokens=max_new_tokens,
@@ -191,15 +193,17 @@ def check_routing(model, bank: LocalBank) -> None:
                          "pass bank.model as the model, or bank=None for the PEFT path")
 
 
-def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, T) input ids and attention mask, left padded: completions start at column T."""
+def left_pad(prompts: list[list[int]], pad_id: int,
+             device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) input ids and attention mask on ``device``, left padded: completions start at column T.
+    Built on the CPU and moved in one copy each (not one small copy per row)."""
     width = max(len(p) for p in prompts)
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device="cpu")
+    attention = torch.zeros((len(prompts), width), dtype=torch.long, device="cpu")
     for j, prompt in enumerate(prompts):
-        input_ids[j, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        input_ids[j, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long, device="cpu")
         attention[j, width - len(prompt) :] = 1
-    return input_ids, attention
+    return input_ids.to(device), attention.to(device)
 
 
 def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank: LocalBank, max_new_tokens, eos_ids, stop,

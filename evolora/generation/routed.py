@@ -33,6 +33,7 @@ from typing import Iterator
 
 import torch
 from evolora.bank import LocalBank
+from evolora.model.device import model_device
 
 BASE = "__base__"
 """Adapter name that routes a row through the bare base model (PEFT's convention too)."""
@@ -43,7 +44,7 @@ Llama-style blocks. Only a speed hint: a sibling whose input is another tensor c
 
 
 def route_index(bank: LocalBank, names: list[str]) -> torch.Tensor:
-    """Row → slot index (−1 for ``"__base__"``). Shapes: returns (N,) long.
+    """Row → slot index (−1 for ``"__base__"``). Shapes: returns (N,) long, on the bank's model's device.
 
     Raises:
         KeyError: an unknown adapter name.
@@ -56,7 +57,7 @@ def route_index(bank: LocalBank, names: list[str]) -> torch.Tensor:
             index.append(bank.slots.index(name))
         else:
             raise KeyError(f"unknown adapter {name!r}; slots are {bank.slots}")
-    return torch.tensor(index, dtype=torch.long)
+    return torch.tensor(index, dtype=torch.long, device=model_device(bank.model))
 
 
 @contextmanager
@@ -76,16 +77,17 @@ def routed(bank: LocalBank, names: list[str], *, train: bool = False) -> Iterato
         KeyError: an unknown adapter name.
     """
     route = route_index(bank, names)
+    device = route.device
     used = sorted(set(route.tolist()) - {-1})
     slots = [bank.slots[i] for i in used]
     scale = bank.alpha / bank.rank
     handles = []
     if used and train:
-        position = torch.full((len(bank.slots),), -1, dtype=torch.long)
-        position[used] = torch.arange(len(used))
+        position = torch.full((len(bank.slots),), -1, dtype=torch.long, device=device)
+        position[used] = torch.arange(len(used), device=device)
         rows = torch.where(route >= 0, position[route.clamp(min=0)], torch.zeros_like(route))
-        mask = torch.zeros(len(names), len(used), bank.rank)
-        mask[torch.arange(len(names)), rows] = scale
+        mask = torch.zeros(len(names), len(used), bank.rank, device=device)
+        mask[torch.arange(len(names), device=device), rows] = scale
         mask = (mask * (route >= 0).float().view(-1, 1, 1)).reshape(len(names), 1, len(used) * bank.rank)
         for layer in bank.layers.values():
             handles.append(layer.base_layer.register_forward_hook(_masked_hook(layer, slots, mask)))
@@ -165,9 +167,9 @@ class _Plan:
         members = [torch.nonzero(route == slot).flatten() for slot in used]
         self.width = max(len(m) for m in members)
         self.gather = torch.cat([torch.cat([m, m[:1].expand(self.width - len(m))]) for m in members])
-        keep = torch.stack([(torch.arange(self.width) < len(m)).float() for m in members])
+        keep = torch.stack([(torch.arange(self.width, device=route.device) < len(m)).float() for m in members])
         self.padded = bool((keep == 0).any())
-        self.identity = not self.padded and torch.equal(self.gather, torch.arange(self.rows))
+        self.identity = not self.padded and torch.equal(self.gather, torch.arange(self.rows, device=route.device))
         self.keep = keep.view(self.count, 1, self.width, 1)
 
 
@@ -225,7 +227,7 @@ class _Group:
             bt = self.bt[j]
             # In place when dtypes agree: W x is fresh and not saved for backward.
             fused = x.dtype == bt.dtype == output.dtype and output.is_contiguous()
-            target = output if fused else torch.zeros(output.shape, dtype=bt.dtype)
+            target = output if fused else torch.zeros(output.shape, dtype=bt.dtype, device=output.device)
             if identity:
                 target.view(count, -1, d_out).baddbmm_(h, bt)
             else:

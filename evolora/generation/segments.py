@@ -26,6 +26,7 @@ from evolora.bank import LocalBank
 from evolora.generation import heap
 from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.rollout import Completion, RolloutStats, check_routing, completion_of, generate, left_pad
+from evolora.model.device import model_device
 from evolora.generation.routed import routed
 from evolora.generation.stops import StopOnText, end_of_turn_ids
 from evolora.tasks.base import Segment
@@ -111,10 +112,11 @@ def _routed_batch(model, tokenizer, prompts, adapters, segments, *, max_new_toke
     """One batch of rows through every segment in one :class:`evolora.generation.decode.Decoder`."""
     began = time.perf_counter()
     eos_ids = end_of_turn_ids(model, tokenizer)
-    eos = torch.tensor(sorted(eos_ids), dtype=torch.long)
+    device = model_device(model)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     forced = [tokenizer(s.forced, add_special_tokens=False)["input_ids"] if s.forced else [] for s in segments]
     limits = [s.max_new_tokens or max_new_tokens for s in segments]
-    input_ids, attention = left_pad([list(p) + forced[0] for p in prompts], tokenizer.pad_token_id)
+    input_ids, attention = left_pad([list(p) + forced[0] for p in prompts], tokenizer.pad_token_id, device)
     decoder = Decoder(model, input_ids, attention, list(adapters), context=lambda names: routed(bank, names),
                       capacity=input_ids.shape[1] + sum(limits) + sum(map(len, forced)) + len(segments))
     ids = [list(forced[0]) for _ in prompts]

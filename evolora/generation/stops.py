@@ -25,9 +25,10 @@ class StopOnText(StoppingCriteria):
         return self.tails(input_ids[:, self.start :])
 
     def tails(self, generated: torch.Tensor, *_) -> torch.Tensor:
-        """(B,) bool: the last ``window`` of the (B, t) generated tokens hold a stop string."""
+        """(B,) bool on ``generated``'s device: the last ``window`` of the (B, t) generated tokens hold a stop string."""
         texts = self.tokenizer.batch_decode(generated[:, -self.window :].tolist(), skip_special_tokens=True)
-        return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool)
+        return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool,
+                            device=generated.device)
 
 
 def stop_cut(tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> int | None:

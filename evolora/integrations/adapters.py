@@ -54,8 +54,8 @@ def random_adapter(shapes: Mapping[str, tuple[int, int]], *, rank: int, generato
         if rank > min(d_in, d_out):
             raise ValueError(f"rank {rank} exceeds the smaller dimension of {name!r} (d_in={d_in}, d_out={d_out})")
         bound = 1.0 / d_in ** 0.5
-        a = (torch.rand((rank, d_in), generator=generator, dtype=dtype) * 2 - 1) * bound      # (r, d_in)
-        b = torch.randn((d_out, rank), generator=generator, dtype=dtype) * b_std             # (d_out, r)
+        a = (torch.rand((rank, d_in), generator=generator, dtype=dtype, device=generator.device) * 2 - 1) * bound
+        b = torch.randn((d_out, rank), generator=generator, dtype=dtype, device=generator.device) * b_std
         adapter[name] = (a, b)
     return adapter
 

@@ -141,7 +141,7 @@ def mutate(individual: LoRAIndividual, *, operator: OperatorSpec, params: Mappin
 def select(individuals: Sequence[LoRAIndividual], k: int, *, operator: OperatorSpec, params: Mapping[str, Any],
            generator: torch.Generator) -> list[LoRAIndividual]:
     """DEAP ``select`` through an evolora selection operator on :func:`score` (the same objects, k times)."""
-    fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64)
+    fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64, device="cpu")
     index = operator.fn(fitness, k, generator=generator, **params)
     return [individuals[i] for i in index.tolist()]
 

@@ -91,7 +91,7 @@ def solution_adapter(solution: Solution | SolutionBatch | Tensor, template: Mapp
                      ) -> Adapter:
     """The adapter of an EvoTorch solution (or a raw (N,) vector), copied out of EvoTorch's storage."""
     values = solution.values if hasattr(solution, "values") else solution
-    vector = torch.as_tensor(values).detach()
+    vector = torch.as_tensor(values, device=next(iter(template.values()))[0].device).detach()
     if vector.ndim == 2 and vector.shape[0] == 1:
         vector = vector[0]
     return {name: (a.clone(), b.clone()) for name, (a, b) in unflatten(vector, template).items()}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
+from evolora.model.device import resolve_device
 from evolora.model.gguf import convert_gguf, is_converted
 from evolora.model.tiny import tiny_model
 
@@ -329,7 +330,7 @@ def end_of_turn_ids(model_ids: int | list[int] | None, tokenizer_id: int | None)
 
 
 def load_base(
-    name: str, *, dtype: ModelDtype = "float32", num_threads: int | None = None, device: str = "cpu"
+    name: str, *, dtype: ModelDtype = "float32", num_threads: int | None = None, device: str = "auto"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a frozen base model and its left-padding tokenizer.
 
@@ -338,20 +339,22 @@ def load_base(
             Face id (see :func:`resolve_model`).
         dtype: ``"float32"`` or ``"bfloat16"`` for the weights.
         num_threads: if given, ``torch.set_num_threads(num_threads)`` (process-wide) first.
-        device: ``"cpu"``, ``"cuda"`` or ``"auto"`` (:func:`resolve_device`); the weights move there.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:func:`evolora.model.device.resolve_device`,
+            resolved before anything loads); the weights move there.
 
     Returns:
         ``(model, tokenizer)``: the model in eval mode with ``requires_grad=False`` on every
         parameter; the tokenizer pads on the left and has a pad token (eos if it had none).
 
     Raises:
-        ValueError: unknown ``dtype`` or ``num_threads < 1``.
+        ValueError: unknown ``dtype``, ``num_threads < 1``, or a device torch does not see.
         ModelNotFoundError: the model cannot be found locally; the message says how to fix it.
     """
+    device = resolve_device(device)
     if dtype == "auto":
         from evolora.model.dtype import auto_dtype
 
-        dtype = auto_dtype(resolve_device(device))
+        dtype = auto_dtype(device)
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}.")
     if num_threads is not None:
@@ -360,7 +363,7 @@ def load_base(
         torch.set_num_threads(num_threads)
     if name == TINY_MODEL_NAME:
         model, tokenizer = tiny_model(seed=0)
-        return _freeze(model, _DTYPES[dtype]).to(resolve_device(device)), tokenizer
+        return _freeze(model, _DTYPES[dtype]).to(device), tokenizer
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -381,19 +384,5 @@ def load_base(
     tokenizer.padding_side = "left"
     _set_special_ids(model, tokenizer)
     logger.info("loaded %s (%s) in %.1f s", name, dtype, time.perf_counter() - start)
-    return _freeze(model, _DTYPES[dtype]).to(resolve_device(device)), tokenizer
+    return _freeze(model, _DTYPES[dtype]).to(device), tokenizer
 
-
-def resolve_device(device: str) -> str:
-    """``"auto"`` → ``"cuda"`` when torch sees a GPU, else ``"cpu"``; ``"cpu"``/``"cuda"`` unchanged.
-
-    Raises:
-        ValueError: ``"cuda"`` without a GPU, or an unknown name (the message says what to set).
-    """
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("model.device=cuda but torch sees no GPU; set model.device=cpu or auto")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"model.device must be auto, cpu or cuda, got {device!r}")
-    return device

@@ -237,7 +237,8 @@ class Registry:
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
-            raise ValueError(f"cannot import module {module_name!r} for {kind} {target!r}: {err}") from err
+            raise ValueError(f"cannot import module {module_name!r} for {kind} {target!r}: {err}; put the folder "
+                             f"that holds it on the import path (e.g. PYTHONPATH=.)") from err
         fn = module
         for part in attr.split("."):
             if not hasattr(fn, part):

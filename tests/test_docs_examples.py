@@ -11,8 +11,10 @@ values the page computed, so an example that runs but does nothing fails too.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -127,6 +129,26 @@ def test_page_examples_run(page, tmp_path, monkeypatch, clean_registry):
     namespace = run_page(page, tmp_path, monkeypatch)
     if page.name in CHECKS:
         CHECKS[page.name](namespace, tmp_path)
+
+
+def test_the_custom_operator_runs_from_the_command_line(tmp_path):
+    """``PYTHONPATH=. evolora evolve my_run.yaml`` as the tutorial says; without the path, exit 2 and the hint."""
+    page = ROOT / "docs" / "tutorials" / "custom-operator.md"
+    for block in blocks(page):
+        if block.title:
+            (tmp_path / block.title).write_text(block.code)
+    evolora = Path(sys.executable).parent / "evolora"
+    tiny = ["--set", "model.name=tiny-random", "--set", "run.steps=2", "--set", "eval.limit=2", "--set",
+            "selfplay.teacher_max_new_tokens=8", "--set", "selfplay.student_max_new_tokens=8"]
+    command = [str(evolora), "evolve", "my_run.yaml", "--out", "runs/my-run", *tiny]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    refused = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "PYTHONPATH=." in refused.stdout + refused.stderr
+    done = subprocess.run(command, cwd=tmp_path, env={**env, "PYTHONPATH": "."}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "name: my_ops:epsilon_greedy" in (tmp_path / "runs" / "my-run" / "config.yaml").read_text()
 
 
 def test_every_page_with_a_check_has_examples():

@@ -113,6 +113,14 @@ def test_every_key_of_the_task_configs_says_what_it_is():
     assert not bare, "comment these keys:\n" + "\n".join(bare)
 
 
+def test_every_public_name_is_in_the_api_reference():
+    import evolora
+
+    page = (ROOT / "docs" / "reference" / "api.md").read_text()
+    missing = [name for name in evolora.__all__ if f".{name}\n" not in page and f"({name})" not in page]
+    assert not missing, missing
+
+
 def test_the_readme_stays_short_and_keeps_its_two_commands():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 300

@@ -10,11 +10,14 @@ the typer app's own help.
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 import types
 import typing
 from pathlib import Path
 
+from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel
 
 DOCS = Path(__file__).resolve().parent
@@ -30,8 +33,18 @@ def config_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str
             rows += config_rows(annotation, f"{key}.")
             continue
         default = field.default if field.default_factory is None else field.default_factory()
-        rows.append((key, _type_name(annotation), _show(default), " ".join((field.description or "").split())))
+        kind = " ".join(filter(None, [_type_name(annotation), _bounds(field.metadata)]))
+        rows.append((key, kind, _show(default), _plain(field.description or "")))
     return rows
+
+
+_BOUNDS = ((Ge, "ge", "≥"), (Gt, "gt", ">"), (Le, "le", "≤"), (Lt, "lt", "<"))
+
+
+def _bounds(metadata: list) -> str:
+    """The numeric bounds of a field, e.g. ``> 0, ≤ 1`` for ``Field(gt=0, le=1)``; empty when none."""
+    parts = [f"{sign} {getattr(item, attr)}" for item in metadata for kind, attr, sign in _BOUNDS if isinstance(item, kind)]
+    return ", ".join(parts)
 
 
 def _type_name(annotation) -> str:
@@ -57,18 +70,105 @@ def _show(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def operator_rows(kind: str) -> list[tuple[str, str, str, str, str]]:
+    """(operator, parameter, allowed values, default, meaning) of every registered operator of
+    ``kind``; the operator's own summary is on its first row."""
+    from evolora.operators import REGISTRY
+
+    rows = []
+    for name in REGISTRY.names(kind):
+        spec = REGISTRY.get(kind, name)
+        params = list(spec.params.items()) or [("", None)]
+        for index, (pname, param) in enumerate(params):
+            summary = _plain(spec.doc) if index == 0 else ""
+            if param is None:
+                rows.append((name, "", "", "", summary))
+                continue
+            meaning = " ".join(filter(None, [summary, f"`{pname}`: {_plain(param.doc)}." if param.doc else ""]))
+            rows.append((name if index == 0 else "", pname, param.allowed(), _show(param.default), meaning))
+    return rows
+
+
+def task_rows() -> dict[str, tuple[str, list[tuple[str, str, str, str]]]]:
+    """{task name: (summary, rows)}: (key, type, default, meaning) of each registered task's
+    parameters (``task.params.*``), read from its constructor and its docstring's ``Args:``."""
+    from evolora.tasks import TASKS
+
+    tasks = {}
+    for name, factory in sorted(TASKS.items()):
+        docs = _args_section(inspect.getdoc(factory) or "")
+        rows = []
+        for pname, parameter in inspect.signature(factory).parameters.items():
+            if parameter.kind not in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                continue
+            kind = parameter.annotation if isinstance(parameter.annotation, str) else _type_name(parameter.annotation)
+            rows.append((f"task.params.{pname}", kind, _show(parameter.default), _plain(docs.get(pname, ""))))
+        tasks[name] = (_plain(_first_sentence(inspect.getdoc(factory) or "")), rows)
+    return tasks
+
+
+def _plain(text: str) -> str:
+    """Docstring text as Markdown: one line, Sphinx roles (``:mod:`x```) as code spans."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", " ".join(text.split()))
+
+
+def _first_sentence(text: str) -> str:
+    return " ".join(text.split("\n\n")[0].split())
+
+
+def _args_section(doc: str) -> dict[str, str]:
+    """{parameter: text} from a Google-style ``Args:`` section; ``a, b: text`` documents both."""
+    lines = doc.split("Args:", 1)[1].splitlines() if "Args:" in doc else []
+    found: dict[str, list[str]] = {}
+    names: list[str] = []
+    for line in lines[1:]:
+        if line.strip() and not line.startswith(" "):
+            break  # the next section
+        entry = re.match(r"^ {4}(\w[\w, ]*):(.*)$", line)
+        if entry:
+            names = [n.strip() for n in entry.group(1).split(",")]
+            for n in names:
+                found[n] = [entry.group(2).strip()]
+        elif names and line.strip():
+            for n in names:
+                found[n].append(line.strip())
+    return {n: " ".join(parts) for n, parts in found.items()}
+
+
+def _table(rows, header: str) -> list[str]:
+    """A Markdown table: ``header``, then one row per tuple; keys and values as code spans."""
+    cell = lambda s: s.replace("|", "\\|")  # noqa: E731
+    columns = header.count("|") - 1
+    lines = [header, "|" + "---|" * columns]
+    for row in rows:
+        *codes, text = row
+        lines.append("| " + " | ".join(f"`{cell(c)}`" if c else "" for c in codes) + f" | {cell(text)} |")
+    return lines
+
+
 def config_page() -> str:
     """The Markdown of docs/reference/config.md."""
     from evolora.config import Config
 
     lines = ["# Configuration reference", "",
              "Every key of a run config (`tasks/*.yaml`, `--set key=value`), generated from the pydantic models",
-             "of `evolora.config` by `docs/gen_reference.py`. Unknown keys, wrong types and values outside the",
-             "allowed ones are refused with exit code 2 before any model loads.", "",
-             "| key | type / allowed values | default | meaning |", "|---|---|---|---|"]
-    for key, kind, default, text in config_rows(Config):
-        cell = lambda s: s.replace("|", "\\|")  # noqa: E731
-        lines.append(f"| `{key}` | `{cell(kind)}` | `{cell(default)}` | {cell(text)} |")
+             "of `evolora.config`, the operator registry and the task constructors by `docs/gen_reference.py`.",
+             "Unknown keys, wrong types and values outside the allowed ones are refused with exit code 2 before",
+             "any model loads.", "", "## Sections", ""]
+    lines += _table(config_rows(Config), "| key | type / allowed values | default | meaning |")
+    lines += ["", "## Operators", "",
+              "`evolution.selection`, `evolution.crossover` and `evolution.mutation` each take `{name, params}`:",
+              "`name` is one of the operators below and `params` holds its parameters, e.g.",
+              "`{name: tournament, params: {k: 4}}` (`evolora operators` prints the same table). A function of",
+              "your own is named `package.module:function`; its keyword-only arguments with defaults are its",
+              "parameters ([tutorial](../tutorials/custom-operator.md))."]
+    for kind in ("selection", "crossover", "mutation"):
+        lines += ["", f"### evolution.{kind}", ""]
+        lines += _table(operator_rows(kind), "| name | parameter | allowed values | default | meaning |")
+    lines += ["", "## Tasks", "", "`task.params` holds the keyword arguments of the task named by `task.name`."]
+    for name, (summary, rows) in task_rows().items():
+        lines += ["", f"### task.name: {name}", "", summary, ""]
+        lines += _table(rows, "| key | type | default | meaning |")
     return "\n".join(lines) + "\n"
 
 

@@ -63,7 +63,7 @@ def svd_merge(parents: Sequence[Adapter], fitness: Sequence[float], *, generator
     :func:`merge_weights`; never forms a dense ΔW. Deterministic (``generator`` unused).
 
     Shapes:
-        parents[i][name] = (A: (r, d_in), B: (d_out, r)) → child[name] with the same shapes.
+        ``parents[i][name]`` = (A: (r, d_in), B: (d_out, r)) → ``child[name]`` with the same shapes.
 
     Args:
         parents: n ≥ 1 compatible adapters. fitness: n scores, higher is better.
@@ -265,7 +265,7 @@ def dare(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: tor
     variance per entry, as PEFT's ``dare_linear`` does for LoRA. ``generator`` drives masks and probes.
 
     Shapes:
-        parents[i][name] = (A: (r, d_in), B: (d_out, r)) → child[name] with the same shapes.
+        ``parents[i][name]`` = (A: (r, d_in), B: (d_out, r)) → ``child[name]`` with the same shapes.
 
     Args:
         p: drop probability in [0, 0.99]. weights, temperature: as :func:`svd_merge`.

@@ -220,8 +220,10 @@ class Registry:
     def resolve_callable(self, kind: str, target: str) -> OperatorSpec:
         """Import ``"package.module:function"`` and register it (once) under that string.
 
-        Its parameters are the function's keyword-only arguments with defaults (unbounded). Calling
-        twice with the same target returns the same spec.
+        Its parameters are the function's keyword-only arguments with defaults (unbounded), or the
+        declared ones (bounds, choices, docs) when the module registered the function itself on
+        import (``@register(kind, epsilon=Param(0.2, low=0, high=1))``). Calling twice with the
+        same target returns the same spec.
 
         Raises:
             ValueError: malformed target, module or attribute not found, not callable.
@@ -235,7 +237,8 @@ class Registry:
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
-            raise ValueError(f"cannot import module {module_name!r} for {kind} {target!r}: {err}") from err
+            raise ValueError(f"cannot import module {module_name!r} for {kind} {target!r}: {err}; put the folder "
+                             f"that holds it on the import path (e.g. PYTHONPATH=.)") from err
         fn = module
         for part in attr.split("."):
             if not hasattr(fn, part):
@@ -243,6 +246,9 @@ class Registry:
             fn = getattr(fn, part)
         if not callable(fn):
             raise ValueError(f"{target!r} is not callable")
+        declared = next((spec for spec in specs.values() if spec.fn is fn), None)  # registered on import
+        if declared is not None:
+            return self.register(kind, target, fn, declared.params, declared.doc)
         return self.register(kind, target, fn)
 
     def describe(self, kind: str | None = None) -> list[DescribeRow]:

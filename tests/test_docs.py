@@ -14,6 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
 gen_reference = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gen_reference)
+spec = importlib.util.spec_from_file_location("gen_notebooks", ROOT / "docs" / "gen_notebooks.py")
+gen_notebooks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen_notebooks)
 
 
 @pytest.mark.slow
@@ -37,6 +40,84 @@ def test_every_config_key_is_in_the_reference():
     keys = [key for key, *_ in gen_reference.config_rows(Config)]
     assert len(keys) > 80 and {"lora.target_modules", "selfplay.agreement.threshold", "study.arms"} <= set(keys)
     missing = [key for key in keys if f"| `{key}` |" not in page]
+    assert not missing, missing
+
+
+def _section(page: str, heading: str) -> str:
+    """The text of ``page`` from ``heading`` to the next heading of the same or a higher level."""
+    level = heading.split(" ")[0]
+    body = page.split(heading + "\n", 1)[1]
+    return body.split("\n" + level + " ", 1)[0]
+
+
+def test_every_operator_and_task_parameter_is_in_the_reference():
+    from evolora.operators import REGISTRY
+    from evolora.tasks import TASKS
+
+    page = (ROOT / "docs" / "reference" / "config.md").read_text()
+    for kind in ("selection", "crossover", "mutation"):
+        section = _section(page, f"### evolution.{kind}")
+        for name in REGISTRY.names(kind):
+            assert f"| `{name}` |" in section, (kind, name)
+            for param in REGISTRY.get(kind, name).params:
+                assert f"| `{param}` |" in section, (kind, name, param)
+    assert set(TASKS) >= {"arith", "gsm", "code", "toy"}
+    for name, factory in TASKS.items():
+        section = _section(page, f"### task.name: {name}")
+        for param in gen_reference.inspect.signature(factory).parameters:
+            assert f"| `task.params.{param}` |" in section, (name, param)
+
+
+def test_every_key_of_the_reference_says_what_it_means():
+    """A field, operator parameter or task parameter without a docstring leaves its meaning empty."""
+    page = (ROOT / "docs" / "reference" / "config.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    assert len(rows) > 150
+    empty = [row for row in rows if row.rstrip().endswith("|  |") and "| `" in row.split("|")[1]]
+    assert not empty, empty
+
+
+def test_the_reference_gives_bounds():
+    from evolora.config import Config
+
+    rows = {key: kind for key, kind, *_ in gen_reference.config_rows(Config)}
+    assert rows["lora.rank"] == "int ≥ 1, ≤ 1024" and rows["evolution.gamma"] == "float ≥ 0, ≤ 1"
+    assert rows["selfplay.teacher_top_p"] == "float | None > 0, ≤ 1"
+
+
+@pytest.mark.parametrize("name", sorted(gen_notebooks.RENDERED))
+def test_rendered_notebooks_are_executed_copies_of_their_sources(name):
+    """The site's notebook is its source (same cells) with outputs and a note on where it ran."""
+    nbformat = pytest.importorskip("nbformat")
+    source = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    rendered = nbformat.read(ROOT / "docs" / gen_notebooks.RENDERED[name], as_version=4)
+    cells = lambda notebook: [(c.cell_type, c.source) for c in notebook.cells]  # noqa: E731
+    assert cells(rendered)[:1] + cells(rendered)[2:] == cells(source), "run: python docs/gen_notebooks.py"
+    assert "Executed by `python docs/gen_notebooks.py` on 20" in rendered.cells[1].source
+    code = [c for c in rendered.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code) and not any(o.get("output_type") == "error" for c in code
+                                                             for o in c.outputs)
+    assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs)
+
+
+def test_every_key_of_the_task_configs_says_what_it_is():
+    """Each leaf key of tasks/*.yaml carries a short trailing comment: its meaning and allowed values."""
+    import re
+
+    bare = []
+    for path in sorted((ROOT / "tasks").glob("*.yaml")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            key = re.match(r"^ *[A-Za-z_][\w.]*:(.*)$", line)
+            if key and key[1].split("#")[0].strip() and "#" not in key[1]:
+                bare.append(f"{path.name}:{number}: {line.strip()}")
+    assert not bare, "comment these keys:\n" + "\n".join(bare)
+
+
+def test_every_public_name_is_in_the_api_reference():
+    import evolora
+
+    page = (ROOT / "docs" / "reference" / "api.md").read_text()
+    missing = [name for name in evolora.__all__ if f".{name}\n" not in page and f"({name})" not in page]
     assert not missing, missing
 
 

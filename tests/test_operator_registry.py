@@ -14,6 +14,13 @@ from evolora.operators import KINDS, REGISTRY, Param, Registry
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
+@pytest.fixture
+def clean_user_registry():
+    """Leave the package-wide registry as it was (a test's registrations are global names)."""
+    saved = {kind: dict(specs) for kind, specs in REGISTRY._specs.items()}
+    yield
+    for kind, specs in saved.items():
+        REGISTRY._specs[kind] = specs
 
 def test_every_kind_has_the_required_operators():
     required = {
@@ -108,12 +115,29 @@ def test_user_callable_by_module_path():
         assert spec.fn(parent, generator=torch.Generator(), factor=3.0)["m"][1].max() == 3.0
     finally:
         del sys.modules["user_ops_for_test"]
-    with pytest.raises(ValueError, match="cannot import"):
+    with pytest.raises(ValueError, match="cannot import .*PYTHONPATH=."):
         REGISTRY.resolve_callable("mutation", "no_such_module_xyz:fn")
     with pytest.raises(ValueError, match="has no attribute"):
         REGISTRY.resolve_callable("mutation", "math:no_such_fn")
     with pytest.raises(ValueError, match="package.module:function"):
         REGISTRY.resolve_callable("mutation", "math:")
+
+
+def test_a_user_module_that_registers_its_function_keeps_the_declared_bounds(clean_user_registry):
+    module = types.ModuleType("user_ops_declared")
+    exec("from evolora.operators import Param, register\n"
+         "@register('mutation', 'declared_scale', factor=Param(2.0, low=0, high=4, doc='B scale'))\n"
+         "def scale(parent, *, generator, factor=2.0):\n"
+         "    return {k: (a, factor * b) for k, (a, b) in parent.items()}\n", module.__dict__)
+    sys.modules["user_ops_declared"] = module
+    try:
+        spec = REGISTRY.resolve_callable("mutation", "user_ops_declared:scale")
+        assert spec.params["factor"].high == 4 and spec.params["factor"].doc == "B scale"
+        assert REGISTRY.validate("mutation", "user_ops_declared:scale", {"factor": 3}) == {"factor": 3.0}
+        with pytest.raises(ValueError, match="parameter 'factor'"):
+            REGISTRY.validate("mutation", "user_ops_declared:scale", {"factor": 5})
+    finally:
+        del sys.modules["user_ops_declared"]
 
 
 def test_describe_rows():

@@ -86,11 +86,13 @@ class LearnerConfig(_Section):
     micro_batch: Int = Field(default=4, ge=1)
     """Sequences per forward/backward."""
     max_grad_norm: Float = Field(default=1.0, gt=0)
+    """Clip each adapter's gradient to this global L2 norm before its AdamW step."""
     rewards: Literal["real", "random"] = "real"
     """``random``: every reward the learner sees is replaced by a Gaussian draw with the mean and
     standard deviation of that step's real rewards of the same role (the ``random_reward`` control
     of a study: the same compute, no signal). Ratings, fitness and records keep the real outcomes."""
     weight_decay: Float = Field(default=0.0, ge=0)
+    """AdamW weight decay of the adapter factors (0: none)."""
     on_nonfinite: Literal["rollback", "cull"] = "rollback"
     """When an adapter's factors hold NaN/Inf: restore its last finite factors, or replace it by a mutated copy of its role's best."""
 
@@ -99,6 +101,8 @@ class OperatorChoice(_Section):
     name: str
     """A registered operator name, or ``package.module:function`` for a user function."""
     params: dict[str, Any] = Field(default_factory=dict)
+    """The operator's parameters; omitted ones take their defaults (``evolora operators`` and the
+    operator table of the configuration reference list names, defaults and ranges)."""
 
 
 class EvolutionConfig(_Section):
@@ -120,7 +124,7 @@ class EvolutionConfig(_Section):
     at_last_step: bool = False
     """Also evolve at the run's last step (``run.steps``). Off by default: children born then are
     evaluated without a single update or game, and with 2 members per role the final pair was a
-    survivor and its mutated copy (ΔW diversity 0.016, ``benchmarks/README.md``)."""
+    survivor and its mutated copy (ΔW diversity 0.016, docs/results/benchmarks.md)."""
     selection: OperatorChoice = OperatorChoice(name="tournament")
     crossover: OperatorChoice = OperatorChoice(name="svd_merge")
     mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
@@ -128,10 +132,13 @@ class EvolutionConfig(_Section):
 
 class EvalConfig(_Section):
     enabled: bool = True
+    """False: no held-out evaluation when the run ends (``evolora evaluate`` can run it later)."""
     limit: Int = Field(default=16, ge=0)
     """Held-out problems evaluated (greedy) per individual; 0 disables."""
     max_new_tokens: Int = Field(default=192, ge=1)
+    """Token cap of each greedy held-out answer."""
     batch_size: Int = Field(default=16, ge=1)
+    """Held-out prompts per ``generate`` call."""
     base: bool = True
     """Also evaluate the bare base model as a reference."""
     critic_limit: Int = Field(default=16, ge=0)

@@ -51,6 +51,8 @@ class RunConfig(_Section):
     steps: Int = Field(default=6, ge=0)
     """RL steps (self-play games + updates)."""
     seed: Int = 0
+    """Seed of every random draw of the run (adapter init, sampling, matchmaking, operators); a run
+    replays exactly for the same seed. ``evolora study --seeds`` sets it per run."""
     checkpoint_every: Int = Field(default=1, ge=1)
     """Write a resumable checkpoint every N steps."""
     loggers: Annotated[tuple[Literal["jsonl", "tensorboard", "wandb"], ...], AfterValidator(check_loggers)] = ("jsonl",)

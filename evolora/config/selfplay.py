@@ -81,7 +81,9 @@ class SelfPlayConfig(_Section):
     samples_per_problem: Int = Field(default=4, ge=1)
     """Student attempts n per valid problem (AZR: 8)."""
     teacher_max_new_tokens: Int = Field(default=160, ge=1)
+    """Token cap of each teacher rollout (a proposal)."""
     student_max_new_tokens: Int = Field(default=128, ge=1)
+    """Token cap of each student rollout (an answer)."""
     temperature: Float = Field(default=1.0, gt=0)
     """Sampling temperature of every role without its own (``teacher_temperature`` …)."""
     top_p: Float = Field(default=1.0, gt=0, le=1)
@@ -89,9 +91,11 @@ class SelfPlayConfig(_Section):
     teacher_temperature: Float | None = Field(default=None, gt=0)
     """Teacher sampling temperature; None uses ``temperature``. Held-out evaluation is greedy."""
     teacher_top_p: Float | None = Field(default=None, gt=0, le=1)
+    """Teacher nucleus mass; None uses ``top_p``."""
     student_temperature: Float | None = Field(default=None, gt=0)
     """Student sampling temperature; None uses ``temperature``."""
     student_top_p: Float | None = Field(default=None, gt=0, le=1)
+    """Student nucleus mass; None uses ``top_p``."""
     student_stop: tuple[str, ...] = ()
     """Student rollout stop strings, kept like an EOS (``["\n"]``: one-line answers); empty: EOS or the cap. Not in eval."""
     teacher_stop: tuple[str, ...] = ()
@@ -107,7 +111,9 @@ class SelfPlayConfig(_Section):
     critic_max_new_tokens: Int = Field(default=8, ge=1)
     """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
     critic_temperature: Float | None = Field(default=None, gt=0)
+    """Critic sampling temperature; None uses ``temperature``."""
     critic_top_p: Float | None = Field(default=None, gt=0, le=1)
+    """Critic nucleus mass; None uses ``top_p``."""
     critic_samples: Int = Field(default=1, ge=1, le=64)
     """Verdicts k per reviewed answer (not ``eval.critic_samples``). k > 1: the k verdicts on one
     answer are a GRPO group, the advantage times the balanced class weight; a critic that says the
@@ -125,7 +131,9 @@ class SelfPlayConfig(_Section):
     """Rows per ``generate`` call (all adapters mixed in one batch)."""
     teacher_prompt: Literal["per_proposal", "per_teacher"] = "per_proposal"
     """per_teacher: one prompt per teacher and step for all its proposals (one GRPO group, prefilled once)."""
-    routing: Literal["routed", "peft"] = "routed"  # mixed-adapter batches: routed LoRA, or PEFT's adapter_names
+    routing: Literal["routed", "peft"] = "routed"
+    """How a batch mixing several adapters runs: ``routed`` (each row through its own adapter in one
+    pass, :mod:`evolora.generation.routed`) or ``peft`` (PEFT's ``adapter_names``); the same tokens."""
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
 

@@ -13,7 +13,11 @@ from evolora.tasks.numeric import final_number
 
 
 class ToyTask(Task):
-    """Always-valid proposals, numeric answers: exercises every phase of a step cheaply."""
+    """Always-valid proposals, numeric answers: exercises every phase of a step cheaply.
+
+    Args:
+        max_problem_chars: characters of a proposal shown to the students (>= 1); longer ones are cut.
+    """
 
     name = "toy"
     held_out_source = "toy questions q0, q1, ... (answer: the index mod 10)"

@@ -35,6 +35,9 @@ import torch
 from evolora.bank import LocalBank
 from evolora.model.device import model_device
 
+REDUCED = (torch.bfloat16, torch.float16)
+"""Activation dtypes in which the inference path computes the LoRA delta too (cached factors cast once)."""
+
 BASE = "__base__"
 """Adapter name that routes a row through the bare base model (PEFT's convention too)."""
 
@@ -191,11 +194,18 @@ class _Group:
         self.shared: tuple | None = None  # (input, hᵀ split per sibling, uses left) for the siblings to come
 
     @torch.no_grad()
-    def _stack(self) -> None:
+    def _stack(self, dtype: torch.dtype) -> None:
+        """Cache the used factors in the compute dtype: the activations' when they are bf16/fp16.
+
+        A reduced-precision base then runs the fused in-place path too (bf16 decode at the bare
+        model's speed); the fp32 master factors are untouched, and an fp32 base keeps fp32.
+        """
         a = torch.cat([layer.lora_A[s].weight for s in self.slots for layer in self.layers])
-        self.a = a.view(len(self.slots), -1, a.shape[-1])
+        dtype = dtype if dtype in REDUCED else a.dtype
+        self.a = a.view(len(self.slots), -1, a.shape[-1]).to(dtype)
         for j, layer in enumerate(self.layers):  # one allocation each, no temporaries
-            self.bt[j] = torch.stack([layer.lora_B[s].weight.t() for s in self.slots]).mul_(self.plan.scale)
+            bt = torch.stack([layer.lora_B[s].weight.t() for s in self.slots]).mul_(self.plan.scale)
+            self.bt[j] = bt.to(dtype)
 
     def hook(self, j: int):
         plan, siblings = self.plan, len(self.layers)
@@ -207,7 +217,7 @@ class _Group:
             if n != rows:
                 raise RuntimeError(f"routed batch has {n} rows but {rows} adapter names were given")
             if self.a is None:
-                self._stack()
+                self._stack(x.dtype)
             d_in, d_out = x.shape[-1], output.shape[-1]
             tokens = x.numel() // (n * d_in)
             shared = self.shared

@@ -23,6 +23,7 @@ from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_
 from evolora.model import load_base
 from evolora.population import AdapterBank
 from evolora.generation.rollout import chat_prompt, generate
+import evolora.generation.routed as routed_module
 from evolora.generation.routed import BASE
 from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
@@ -42,6 +43,19 @@ def peft_sequential_update(bank, jobs, micro_batch):
             (-(logp * adv * mask).sum() / mask.sum()).backward()
         optimizer.step()
     bank.model.eval()
+
+
+def with_lora_dtype(call, dtype):
+    """``call`` with the routed inference path's LoRA matmuls in ``dtype``."""
+
+    def run():
+        routed_module.LORA_COMPUTE_DTYPE = dtype
+        try:
+            return call()
+        finally:
+            routed_module.LORA_COMPUTE_DTYPE = None
+
+    return run
 
 
 def main() -> None:
@@ -84,6 +98,8 @@ def main() -> None:
         f"PEFT adapter_names, {args.adapters} adapters": gen(mixed, False),
         f"evolora routed, {args.adapters} adapters": gen(mixed, True),
     }
+    if args.dtype != "float32":  # the LoRA matmuls in the base's dtype too (routed.LORA_COMPUTE_DTYPE)
+        calls[f"routed, {args.dtype} LoRA matmuls"] = with_lora_dtype(gen(mixed, True), getattr(torch, args.dtype))
     # Round robin (base, PEFT, routed, base, ...): load swings on a shared machine hit every row
     # alike; "vs base" is the median over rounds of base seconds / row seconds in that round.
     seconds: dict[str, list[float]] = {name: [] for name in calls}

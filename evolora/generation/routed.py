@@ -23,6 +23,11 @@ over the P adapters in use, by one of two paths:
   the batched path). The factors are the bank's own parameters, concatenated per call, so
   gradients flow to each adapter: P adapters train in one forward/backward.
 
+Under a bf16 (or fp16) base both paths compute the delta in the fp32 factors' dtype and round it
+once into the base's output, so the rollout's log-probs and the update's agree exactly
+(:mod:`evolora.generation.mismatch`); the inference path adds it in place, so a bf16 routed decode
+of SmolLM2-135M over 4 adapters runs at 0.89x the bf16 bare model (``benchmarks/throughput.py``).
+
 Source: the multi-LoRA batching idea of S-LoRA (arXiv 2311.03285) and Punica (arXiv 2310.18547).
 """
 
@@ -35,8 +40,11 @@ import torch
 from evolora.bank import LocalBank
 from evolora.model.device import model_device
 
-REDUCED = (torch.bfloat16, torch.float16)
-"""Activation dtypes in which the inference path computes the LoRA delta too (cached factors cast once)."""
+LORA_COMPUTE_DTYPE: torch.dtype | None = None
+"""Dtype of the inference path's LoRA matmuls: None computes in the factors' own dtype (fp32), then
+adds the delta into the base's output in its dtype, in place. ``torch.bfloat16`` casts the cached
+factors instead. On a CPU with AVX512-BF16 and no AMX, bf16 batched matmuls of LoRA's shapes are
+slower than fp32 (``benchmarks/throughput.py --dtype bfloat16`` prints both), so None is the default."""
 
 BASE = "__base__"
 """Adapter name that routes a row through the bare base model (PEFT's convention too)."""
@@ -194,14 +202,9 @@ class _Group:
         self.shared: tuple | None = None  # (input, hᵀ split per sibling, uses left) for the siblings to come
 
     @torch.no_grad()
-    def _stack(self, dtype: torch.dtype) -> None:
-        """Cache the used factors in the compute dtype: the activations' when they are bf16/fp16.
-
-        A reduced-precision base then runs the fused in-place path too (bf16 decode at the bare
-        model's speed); the fp32 master factors are untouched, and an fp32 base keeps fp32.
-        """
+    def _stack(self) -> None:
         a = torch.cat([layer.lora_A[s].weight for s in self.slots for layer in self.layers])
-        dtype = dtype if dtype in REDUCED else a.dtype
+        dtype = LORA_COMPUTE_DTYPE or a.dtype
         self.a = a.view(len(self.slots), -1, a.shape[-1]).to(dtype)
         for j, layer in enumerate(self.layers):  # one allocation each, no temporaries
             bt = torch.stack([layer.lora_B[s].weight.t() for s in self.slots]).mul_(self.plan.scale)
@@ -217,7 +220,7 @@ class _Group:
             if n != rows:
                 raise RuntimeError(f"routed batch has {n} rows but {rows} adapter names were given")
             if self.a is None:
-                self._stack(x.dtype)
+                self._stack()
             d_in, d_out = x.shape[-1], output.shape[-1]
             tokens = x.numel() // (n * d_in)
             shared = self.shared
@@ -234,15 +237,22 @@ class _Group:
                 pieces = h_t.split(plan.rank, dim=1)  # sibling j: (P, r, n·T)
                 self.shared = (x, pieces, siblings - 1) if siblings > 1 else None
             h = pieces[j].transpose(1, 2)  # (P, n·T, r)
-            bt = self.bt[j]
-            # In place when dtypes agree: W x is fresh and not saved for backward.
-            fused = x.dtype == bt.dtype == output.dtype and output.is_contiguous()
-            target = output if fused else torch.zeros(output.shape, dtype=bt.dtype, device=output.device)
-            if identity:
-                target.view(count, -1, d_out).baddbmm_(h, bt)
-            else:
-                delta = torch.bmm(h, bt).view(-1, tokens, d_out)  # (P·n, T, d_out)
-                target.view(n, tokens, d_out).index_add_(0, gather, delta)
-            return output if fused else output + target.to(output.dtype)
+            # In place: W x is fresh and not saved for backward (this path has no graph).
+            target = output if output.is_contiguous() else output.contiguous()
+            _add_delta(target.view(n, tokens, d_out), h, self.bt[j], plan)
+            return target
 
         return hook
+
+
+def _add_delta(out: torch.Tensor, h: torch.Tensor, bt: torch.Tensor, plan: _Plan) -> None:
+    """out (N, T, d_out) += the routed delta h · bt: h (P, n·T, r), bt (P, r, d_out), in h's dtype,
+    rounded once to out's. Rows come from :class:`_Plan` (a view when grouped, else index_add_)."""
+    count, d_out = plan.count, out.shape[-1]
+    if plan.identity and out.dtype == bt.dtype:
+        out.view(count, -1, d_out).baddbmm_(h, bt)
+    elif plan.identity:
+        out.view(count, -1, d_out).add_(torch.bmm(h, bt))
+    else:
+        delta = torch.bmm(h, bt).view(-1, out.shape[1], d_out)  # (P·n, T, d_out)
+        out.index_add_(0, plan.gather, delta.to(out.dtype))

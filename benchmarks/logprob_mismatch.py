@@ -103,7 +103,7 @@ def main() -> None:
         else:
             theirs, _ = path_logprobs(bank, reference[1], reference[0], train=True)
             gaps[f"{dtype} - float32 (update)"] = (theirs[_] - reference[2]).abs()
-        for name, gap in gaps.items():
+        for name, gap in gaps.items():  # the ratio lines
             s = summarize(gap)
             print(f"{dtype:<9} {name:<30} {s['mean']:.2e} / {s['p99']:.2e} / {s['max']:.2e}"
                   f"   ratio within [{1 / s['ratio_max']:.4f}, {s['ratio_max']:.4f}]")

@@ -31,6 +31,10 @@ CASES = {
     "shared_prefix": (["--prompt-tokens", "5", "--teacher-prompt-tokens", "6", "--completion-tokens", "4",
                        "--groups", "1", "--group-size", "4", "--teacher-samples", "2", "--repeats", "1"],
                       r"ratio shared/padded update time: \d+\.\d+x"),
+    "dtype_step": (["--tokens", "4", "--samples", "2", "--proposals", "1", "--steps", "1"],
+                   r"ratio bf16/fp32 step time: \d+\.\d+"),
+    "logprob_mismatch": (["--tokens", "6", "--batch", "4", "--adapters", "2"],
+                         r"bfloat16 +inference - update +\d\.\d+e[-+]\d+ / "),
     "sampling": (["--task", "arith", "--temperatures", "0.5", "1.0", "--proposals", "2", "--problems", "2", "--n", "2",
                   "--teacher-tokens", "4", "--student-tokens", "4"], r"ratio T=0\.50 vs T=1\.00: \{'validity'"),
 }

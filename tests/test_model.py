@@ -91,7 +91,9 @@ def test_load_base_bfloat16_and_bad_dtype() -> None:
     model, _ = load_base("tiny-random", dtype="bfloat16")
     assert next(model.parameters()).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="dtype"):
-        load_base("tiny-random", dtype="float16")  # type: ignore[arg-type]
+        load_base("tiny-random", dtype="float64")  # type: ignore[arg-type]
+    half, _ = load_base("tiny-random", dtype="float16")
+    assert next(half.parameters()).dtype == torch.float16
 
 
 def test_cache_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ModelDtype = Literal["auto", "float32", "bfloat16"]
+ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
 
 EMBEDDED_MODELS: dict[str, tuple[str, str, str]] = {
     "smollm2-135m-instruct": (
@@ -53,7 +53,7 @@ MODEL_ALIASES: dict[str, str] = {
 TINY_MODEL_NAME = "tiny-random"
 """Name that :func:`load_base` answers with :func:`tiny_model` (seed 0)."""
 
-_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _CACHE_FORMAT = "v1"  # bump when the conversion recipe changes, so old caches are redone
 
 
@@ -337,7 +337,8 @@ def load_base(
     Args:
         name: ``"tiny-random"``, an embedded name, a local checkpoint directory, or a Hugging
             Face id (see :func:`resolve_model`).
-        dtype: ``"float32"`` or ``"bfloat16"`` for the weights.
+        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` (GPUs without bf16) or ``"auto"``
+            (:func:`evolora.model.dtype.auto_dtype` for the resolved device) for the base weights.
         num_threads: if given, ``torch.set_num_threads(num_threads)`` (process-wide) first.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:func:`evolora.model.device.resolve_device`,
             resolved before anything loads); the weights move there.

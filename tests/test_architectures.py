@@ -93,3 +93,32 @@ def test_a_saved_adapter_reloads_in_peft_with_the_same_logprobs(model_type, tmp_
             bare, _ = completion_logprobs(reloaded, SAMPLES)
     assert torch.allclose(ours[mask], theirs[mask], atol=1e-5)
     assert (ours[mask] - bare[mask]).abs().max() > 1e-4  # the adapter was really reloaded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(ARCHITECTURES))
+def test_a_short_run_from_a_local_directory_trains_every_linear_layer(model_type, tmp_path):
+    """``evolora evolve tasks/arith.yaml --set model.name=DIR`` on a saved ``model_type`` decoder: the
+    default config runs, and every final adapter has factors on each decoder linear layer of both blocks."""
+    from safetensors.torch import load_file
+    from typer.testing import CliRunner
+
+    from evolora.cli import app
+    from evolora.model.tiny import tiny_tokenizer
+
+    directory = tmp_path / model_type
+    tiny_decoder(model_type).save_pretrained(directory)
+    tiny_tokenizer().save_pretrained(directory)
+    out = tmp_path / "run"
+    done = CliRunner().invoke(app, ["evolve", "tasks/arith.yaml", "--out", str(out), "--set", f"model.name={directory}",
+                                    "--set", "model.dtype=float32", "--set", "run.steps=1", "--set", "eval.limit=0",
+                                    "--set", "selfplay.teacher_max_new_tokens=6",
+                                    "--set", "selfplay.student_max_new_tokens=6"])
+    assert done.exit_code == 0, done.output
+    adapters = sorted((out / "final").glob("*/adapter_model.safetensors"))
+    assert len(adapters) == 4
+    for path in adapters:
+        keys = load_file(str(path)).keys()
+        for layer in range(2):
+            for leaf in LINEAR_LAYERS.get(model_type, LLAMA_LINEAR):
+                assert any(f"layers.{layer}." in k and f".{leaf}.lora_A" in k for k in keys), (path, layer, leaf)

@@ -35,8 +35,33 @@ def study_tables(runs: list[RunData]) -> StudyTables:
     by_arm: dict[str, dict[int, dict]] = {}
     for run in finished:
         by_arm.setdefault(run.mode, {})[run.seed] = run_numbers(run, metric)
-    sections = [_arm_table(by_arm), _paired_table(by_arm), _seed_table(by_arm), _cell_table(held_out_groups(finished))]
+    sections = [_arm_table(by_arm), _paired_table(by_arm), _seed_table(by_arm), _pass_table(finished),
+                _cell_table(held_out_groups(finished))]
     return StudyTables(by_arm, "\n\n".join("\n".join(lines) for lines in sections if lines))
+
+
+def _pass_table(runs: list[RunData]) -> list[str]:
+    """Sampled pass@k per arm (runs evaluated with ``evolora evaluate --samples``): the base, the
+    member mean and the best member, each averaged over the arm's seeds; empty when no run has it."""
+    rows: dict[str, list[dict]] = {}
+    for run in runs:
+        record = run.summary.get("pass_at_k")
+        if record:
+            rows.setdefault(run.mode, []).append(record)
+    if not rows:
+        return []
+    lines = ["| arm | seeds | samples | k | base, % | member mean, % | best member, % |", "|---|---|---|---|---|---|---|"]
+    for arm, records in rows.items():
+        ks = sorted({key for r in records for key in r["members"]["base"] if key.startswith("pass@")},
+                    key=lambda key: int(key[5:]))
+        for key in ks:
+            base = [r["members"]["base"][key] for r in records]
+            members = [[v[key] for m, v in r["members"].items() if m != "base"] for r in records]
+            mean = [sum(m) / len(m) for m in members if m]
+            best = [max(m) for m in members if m]
+            cells = [f"{100 * sum(v) / len(v):.1f}" if v else "–" for v in (base, mean, best)]
+            lines.append(f"| {arm} | {len(records)} | {records[0]['samples']} | {key[5:]} | {' | '.join(cells)} |")
+    return lines
 
 
 def _pct(stat: dict, key: str = "mean") -> str:

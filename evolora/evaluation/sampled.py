@@ -1,0 +1,112 @@
+"""Sampled pass@k on the held-out set, for a finished run's members and the base.
+
+    record = sampled_pass_at_k("runs/arith-s0", samples=16, ks=(1, 4, 16))
+    record["members"]["base"]["pass@16"]     # written into final/summary.json as "pass_at_k"
+
+Greedy accuracy (:mod:`evolora.evaluation.rerun`) says what a member answers; pass@k over n
+sampled answers per problem says what it can reach. RL with verifiable rewards mostly sharpens
+what the base already samples, so the base's pass@k is a rough ceiling for a run's greedy gains,
+and a member's pass@k against the base's shows whether training widened the solvable set.
+Estimator: 1 − C(n − c, k) / C(n, k) per problem, averaged (Chen et al., arXiv 2107.03374, §2.1;
+:func:`evolora.report.stats.pass_at_k`). Source: PopuLoRA (arXiv 2605.16727) §4 (held-out evaluation).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from evolora.bank import Bank
+from evolora.generation.rollout import chat_prompt
+from evolora.generation.routed import BASE
+from evolora.io import write_json_atomic
+from evolora.report.stats import pass_at_k
+from evolora.tasks.base import HeldOutItem, Task
+
+DEFAULT_KS = (1, 4, 16)
+"""The k of pass@k reported by default (k > n samples are left out)."""
+
+
+def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *, samples: int,
+                   temperature: float, max_new_tokens: int, batch_size: int, seed: int,
+                   routing: str = "routed") -> dict[str, list[int]]:
+    """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
+    for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. One seeded generator drives
+    every draw, so a call replays exactly."""
+    prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
+    rows = [(slot, i) for slot in slots for i in range(len(items)) for _ in range(samples)]
+    done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [slot for slot, _ in rows], routing=routing,
+                        max_new_tokens=max_new_tokens, greedy=False, temperature=temperature,
+                        batch_size=batch_size, generator=torch.Generator().manual_seed(seed))
+    grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
+    counts = {slot: [0] * len(items) for slot in slots}
+    for (slot, i), grade in zip(rows, grades):
+        counts[slot][i] += grade.label == "correct"
+    return counts
+
+
+def pass_at_k_record(counts: list[int], samples: int, ks: tuple[int, ...]) -> dict[str, float]:
+    """{"pass@k": mean over problems of the unbiased estimate} for each k <= ``samples``, in [0, 1].
+
+    Raises:
+        ValueError: no problems, or a count outside [0, samples].
+    """
+    if not counts:
+        raise ValueError("pass@k needs at least one problem")
+    return {f"pass@{k}": sum(pass_at_k(samples, c, k) for c in counts) / len(counts) for k in ks if k <= samples}
+
+
+def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None:
+    """Refuse impossible options before anything loads (ValueError names the option and what is allowed)."""
+    if samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {samples}")
+    if not temperature > 0:
+        raise ValueError(f"--temperature must be > 0, got {temperature}")
+    if not ks or min(ks) < 1 or min(ks) > samples:
+        raise ValueError(f"--k needs at least one value in 1..{samples} (the samples; larger k are left out), got {list(ks)}")
+
+
+def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
+                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model=None,
+                      tokenizer=None) -> dict:
+    """pass@k of a finished run's members and the base on its held-out set; written to the summary.
+
+    Args:
+        run_dir: a finished run (``config.yaml``, ``final/summary.json``, ``final/<id>/``).
+        samples: n sampled answers per problem and member (>= 1); ks: the k reported (<= n).
+        temperature: sampling temperature (> 0); limit: held-out problems (default ``eval.limit``);
+        seed: the sampling generator's seed; model, tokenizer: an already loaded base.
+
+    Returns:
+        ``{"samples", "temperature", "limit", "seed", "seconds", "members": {id or "base":
+        {"pass@k": float, ..., "correct_counts": [int per problem]}}}``, also stored as
+        ``final/summary.json["pass_at_k"]`` (atomically).
+
+    Raises:
+        FileNotFoundError: the run is not finished or an adapter directory is missing.
+        ValueError: bad options (:func:`check_options`) or no held-out data.
+    """
+    from evolora.evaluation.rerun import _check_run, load_members
+
+    check_options(samples, temperature, ks)
+    summary_path, members, summary = _check_run(Path(run_dir), limit)
+    config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
+    limit = limit or config.eval.limit
+    items = task.held_out(limit, random.Random(config.run.seed))
+    if not items:
+        raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
+    began = time.perf_counter()
+    counts = correct_counts(bank, tokenizer, task, items, [*members, BASE], samples=samples, temperature=temperature,
+                            max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed,
+                            routing=config.selfplay.routing)
+    task.close()
+    record = {"samples": samples, "temperature": temperature, "limit": len(items), "seed": seed,
+              "seconds": round(time.perf_counter() - began, 1),
+              "members": {("base" if slot == BASE else slot): {**pass_at_k_record(c, samples, ks), "correct_counts": c}
+                          for slot, c in counts.items()}}
+    summary["pass_at_k"] = record
+    write_json_atomic(summary_path, summary)
+    return record

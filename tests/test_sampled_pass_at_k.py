@@ -1,0 +1,81 @@
+"""Sampled pass@k of a run's members and the base: the estimator over real sampled counts, replayed
+by seed, written to the summary, and reported by ``evolora evaluate --samples``."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from evolora.cli import app
+from evolora.evaluation.sampled import check_options, correct_counts, pass_at_k_record
+from evolora.generation.routed import BASE
+from evolora.model import load_base
+from evolora.population import AdapterBank
+from evolora.run import Run
+from evolora.tasks import ArithTask
+from evolora.tasks.base import Grade
+
+
+class EvenLengthArith(ArithTask):
+    """Arith whose held-out grader calls an answer correct when its text has an even length: on the
+    tiny random model that makes counts spread over 0..n, which real arith answers would not."""
+
+    def grade_held_out(self, completions, items):
+        return [Grade("correct" if len(text) % 2 == 0 else "wrong", None) for text in completions]
+
+
+def _counts(seed):
+    model, tokenizer = load_base("tiny-random")
+    bank = AdapterBank(model, ["A"], rank=4, alpha=8, target_modules="all-linear")
+    bank.init_factors("A", torch.Generator().manual_seed(0), b_std=0.3)
+    task = EvenLengthArith()
+    items = task.held_out(6, random.Random(0))
+    return correct_counts(bank, tokenizer, task, items, ["A", BASE], samples=8, temperature=1.0, max_new_tokens=6,
+                          batch_size=16, seed=seed)
+
+
+def test_counts_replay_by_seed_and_the_record_follows_the_estimator(single_thread):
+    counts = _counts(seed=3)
+    assert counts == _counts(seed=3)
+    assert set(counts) == {"A", BASE} and all(len(c) == 6 and all(0 <= x <= 8 for x in c) for c in counts.values())
+    spread = [x for c in counts.values() for x in c]
+    assert len(set(spread)) > 1  # sampled answers differ
+    for c in counts.values():
+        record = pass_at_k_record(c, 8, (1, 4, 8, 16))
+        assert set(record) == {"pass@1", "pass@4", "pass@8"}  # k > n left out
+        assert record["pass@1"] == pytest.approx(sum(c) / (8 * len(c)))
+        assert record["pass@8"] == pytest.approx(sum(x > 0 for x in c) / len(c))
+        assert record["pass@1"] <= record["pass@4"] <= record["pass@8"]
+
+
+def test_bad_options_are_refused_before_anything_loads():
+    for samples, temperature, ks, what in ((0, 1.0, (1,), "--samples"), (4, 0.0, (1,), "--temperature"),
+                                           (4, 1.0, (8,), "--k"), (4, 1.0, (), "--k")):
+        with pytest.raises(ValueError, match=what):
+            check_options(samples, temperature, ks)
+    with pytest.raises(ValueError, match="at least one problem"):
+        pass_at_k_record([], 4, (1,))
+
+
+def test_evaluate_samples_writes_pass_at_k_for_every_member_and_the_base(tiny_config, tmp_path, single_thread):
+    config = tiny_config.model_copy(update={
+        "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
+        "run": tiny_config.run.model_copy(update={"steps": 1})})
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=ArithTask())
+    run.train([])
+    greedy = run.finish()["held_out"]
+    done = CliRunner().invoke(app, ["evaluate", str(tmp_path), "--samples", "4", "--k", "1,2,4"])
+    assert done.exit_code == 0, done.output
+    record = json.loads((tmp_path / "final" / "summary.json").read_text())["pass_at_k"]
+    assert record["samples"] == 4 and set(record["members"]) == set(greedy)
+    for member in record["members"].values():
+        assert len(member["correct_counts"]) == record["limit"] == greedy["base"]["total"]
+        assert member["pass@1"] == pytest.approx(sum(member["correct_counts"]) / (4 * record["limit"]))
+    assert "pass@4" in done.output
+    bad = CliRunner().invoke(app, ["evaluate", str(tmp_path), "--samples", "2", "--k", "4,8"])
+    assert bad.exit_code == 2 and "--k" in bad.output

@@ -1,0 +1,37 @@
+"""The study tables over the recorded study runs (no model): the sampled pass@k section."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from evolora.report.data import load_run
+from evolora.report.study_tables import study_tables
+
+RECORDS = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "study-arith"
+
+
+def _copy(tmp_path, names):
+    for name in names:
+        shutil.copytree(RECORDS / name, tmp_path / name)
+    return [load_run(tmp_path / name) for name in names]
+
+
+def test_no_pass_at_k_section_without_sampled_evaluations(tmp_path):
+    tables = study_tables(_copy(tmp_path, ["population-s0", "single_agent-s0"]))
+    assert "| population |" in tables.markdown and "| samples | k |" not in tables.markdown
+
+
+def test_pass_at_k_section_averages_base_members_and_best(tmp_path):
+    _copy(tmp_path, ["population-s0", "population-s1"])
+    for seed, (base, members) in enumerate([(0.2, {"S0-1": 0.3, "S1-1": 0.5}), (0.4, {"S0-1": 0.1, "S1-1": 0.3})]):
+        path = tmp_path / f"population-s{seed}" / "final" / "summary.json"
+        summary = json.loads(path.read_text())
+        summary["pass_at_k"] = {"samples": 4, "members": {"base": {"pass@1": base, "pass@4": 2 * base},
+                                                          **{m: {"pass@1": v, "pass@4": 2 * v} for m, v in members.items()}}}
+        path.write_text(json.dumps(summary))
+    markdown = study_tables([load_run(tmp_path / f"population-s{s}") for s in (0, 1)]).markdown
+    # base (0.2 + 0.4) / 2; member means 0.4 and 0.2 -> 0.3; best 0.5 and 0.3 -> 0.4
+    assert "| population | 2 | 4 | 1 | 30.0 | 30.0 | 40.0 |" in markdown
+    assert "| population | 2 | 4 | 4 | 60.0 | 60.0 | 80.0 |" in markdown

@@ -22,7 +22,7 @@ from evolora.export import (EVOLORA_BIBTEX, POPULORA_BIBTEX, ExportError, choose
                             model_card, plan_export)
 
 runner = CliRunner()
-TOY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "lora.init_b_std=0.05",
+TOY = ["--set", "model.name=tiny-random", "--set", "model.dtype=float32", "--set", "lora.rank=2", "--set", "lora.init_b_std=0.05",
        "--set", "task.name=toy", "--set", "task.params={}", "--set", "selfplay.proposals_per_teacher=2",
        "--set", "selfplay.samples_per_problem=2", "--set", "selfplay.teacher_max_new_tokens=8",
        "--set", "selfplay.student_max_new_tokens=6", "--set", "evolution.every=1", "--set", "eval.limit=2",

@@ -20,14 +20,15 @@ def evaluate_command(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A finished run directory."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Held-out problems per member (default eval.limit)."),
     samples: int = typer.Option(0, "--samples", min=0,
-                                help="Also sample N answers per problem and member and report pass@k (0: greedy only)."),
-    k: str = typer.Option("1,4,16", "--k", help="The k of pass@k, comma-separated, each <= --samples."),
+                                help="Sample N answers per problem and member and report pass@k instead (0: greedy)."),
+    k: str = typer.Option("1,4,16", "--k", help="The k of pass@k, comma-separated; k > --samples are left out."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature of --samples (> 0)."),
 ) -> None:
     """Evaluate a finished run's students (or single agent) and the base again; update final/summary.json.
 
-    With --samples N it also writes sampled pass@k (Chen et al.'s unbiased estimator) for every
-    member and the base into the summary's "pass_at_k".
+    Greedy by default (the summary's held-out numbers are rewritten, the old ones kept). With
+    --samples N: sampled pass@k (Chen et al.'s unbiased estimator) of every member and the base,
+    written to the summary's "pass_at_k"; the greedy numbers are left as they are.
     """
     from evolora.quiet import quiet_libraries
     from evolora.evaluation.rerun import evaluate_run
@@ -38,17 +39,31 @@ def evaluate_command(
     try:
         if samples:
             check_options(samples, temperature, ks)
-        held_out = evaluate_run(run_dir, limit=limit)
-        record = sampled_pass_at_k(run_dir, samples=samples, ks=ks, temperature=temperature, limit=limit) if samples else None
+            record = sampled_pass_at_k(run_dir, samples=samples, ks=ks, temperature=temperature, limit=limit)
+        else:
+            held_out = evaluate_run(run_dir, limit=limit)
     except (FileNotFoundError, ValueError, ConfigError) as error:
         fail(str(error))
+    if samples:
+        _print_pass_at_k(run_dir, record)
+        return
     table = Table(title=f"held-out accuracy, {run_dir}")
-    columns = ["member", "correct", "total", "greedy"] + ([f"pass@{x}" for x in ks if x <= samples] if record else [])
-    for column in columns:
+    for column in ("member", "correct", "total", "accuracy"):
         table.add_column(column)
     for name, result in held_out.items():
-        sampled = [f"{record['members'][name][c]:.1%}" for c in columns[4:]] if record and name in record["members"] else []
-        table.add_row(name, str(result["correct"]), str(result["total"]), f"{result['accuracy']:.1%}", *sampled)
+        table.add_row(name, str(result["correct"]), str(result["total"]), f"{result['accuracy']:.1%}")
+    result_console().print(table)
+
+
+def _print_pass_at_k(run_dir: Path, record: dict) -> None:
+    """The sampled pass@k table: one row per member and the base."""
+    keys = [key for key in record["members"]["base"] if key.startswith("pass@")]
+    table = Table(title=f"held-out pass@k, {record['samples']} samples at T = {record['temperature']:g}, "
+                        f"{record['limit']} problems, {run_dir}")
+    for column in ("member", *keys):
+        table.add_column(column)
+    for name, values in record["members"].items():
+        table.add_row(name, *(f"{values[key]:.1%}" for key in keys))
     result_console().print(table)
 
 

@@ -197,6 +197,19 @@ class Config(_Section):
         return dict(self.arm.sizes) if self.arm.sizes is not None else self.population.roles
 
 
+def _section_keys(loc: tuple) -> list[str]:
+    """The keys of the config section at ``loc`` (``()`` the top level, ``("lora",)``, ...); [] when
+    ``loc`` does not name a section (a free-form mapping such as ``task.params``)."""
+    model: type = Config
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, _Section)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
 def _format_validation_error(error: ValidationError) -> str:
     """At most 3 lines: a header and the first errors, each naming the key, what it got (one short
     line, never the whole config) and what is allowed."""
@@ -205,7 +218,9 @@ def _format_validation_error(error: ValidationError) -> str:
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            message = "unknown key; check the spelling against the documented keys"
+            known = _section_keys(item["loc"][:-1])
+            message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
+                       if known else "unknown key; check the spelling against the documented keys")
         lines.append(f"  {where}: {message} (got {_short(item.get('input'))})")
     if len(lines) > 2:
         lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]

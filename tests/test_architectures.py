@@ -4,6 +4,8 @@ routed engine gives PEFT's logits on them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -99,7 +101,8 @@ def test_a_saved_adapter_reloads_in_peft_with_the_same_logprobs(model_type, tmp_
 @pytest.mark.parametrize("model_type", sorted(ARCHITECTURES))
 def test_a_short_run_from_a_local_directory_trains_every_linear_layer(model_type, tmp_path):
     """``evolora evolve tasks/arith.yaml --set model.name=DIR`` on a saved ``model_type`` decoder: the
-    default config runs, and every final adapter has factors on each decoder linear layer of both blocks."""
+    default config runs with an evolution step (merge crossover children), and every final adapter
+    has factors on each decoder linear layer of both blocks."""
     from safetensors.torch import load_file
     from typer.testing import CliRunner
 
@@ -111,10 +114,13 @@ def test_a_short_run_from_a_local_directory_trains_every_linear_layer(model_type
     tiny_tokenizer().save_pretrained(directory)
     out = tmp_path / "run"
     done = CliRunner().invoke(app, ["evolve", "tasks/arith.yaml", "--out", str(out), "--set", f"model.name={directory}",
-                                    "--set", "model.dtype=float32", "--set", "run.steps=1", "--set", "eval.limit=0",
+                                    "--set", "model.dtype=float32", "--set", "run.steps=2", "--set", "eval.limit=0",
+                                    "--set", "evolution.every=1", "--set", "evolution.crossover_rate=1.0",
                                     "--set", "selfplay.teacher_max_new_tokens=6",
                                     "--set", "selfplay.student_max_new_tokens=6"])
     assert done.exit_code == 0, done.output
+    births = [b for line in (out / "metrics.jsonl").read_text().splitlines() for b in json.loads(line)["births"]]
+    assert births and all(len(b["parents"]) == 2 for b in births), births  # merge children of two parents
     adapters = sorted((out / "final").glob("*/adapter_model.safetensors"))
     assert len(adapters) == 4
     for path in adapters:

@@ -86,6 +86,15 @@ def test_start_line_counts_critics_when_the_population_has_them(tmp_path):
     assert "2 teachers + 2 students + 3 critics on tiny-random" in start_line(config, tmp_path, resume=False)
 
 
+def test_start_line_names_the_resolved_device_and_dtype(tmp_path):
+    from evolora.model.dtype import auto_dtype
+
+    pinned = config_from_dict({"model": {"name": "tiny-random", "device": "cpu", "dtype": "float32"}})
+    assert "on tiny-random (cpu, float32)," in start_line(pinned, tmp_path, resume=False)
+    auto = config_from_dict({"model": {"name": "tiny-random", "device": "cpu"}})
+    assert f"on tiny-random (cpu, {auto_dtype('cpu')})," in start_line(auto, tmp_path, resume=False)
+
+
 def test_plain_tqdm_bars_and_ray_workers_are_quieted_too():
     import os
 

@@ -29,8 +29,10 @@ def start_line(config: Config, out, *, resume: bool) -> str:
         model += " (first run: converting the embedded GGUF once, ~20 s)"
     if config.run.backend == "local":
         from evolora.model.device import resolve_device
+        from evolora.model.dtype import resolve_dtype
 
-        model += f" ({resolve_device(config.model.device)})"
+        device = str(resolve_device(config.model.device))
+        model += f" ({device}, {resolve_dtype(config.model.dtype, device)})"
     verb = "resuming" if resume else "starting"
     where = (f", {config.run.workers} Ray worker{'s' * (config.run.workers > 1)}"
              f" ({config.run.ray_address or 'local cluster'})" if config.run.backend == "ray" else "")

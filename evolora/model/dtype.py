@@ -38,3 +38,9 @@ def auto_dtype(device: str, cpuinfo_path: str | Path = "/proc/cpuinfo") -> str:
         return "bfloat16" if cpu_has_bf16(Path(cpuinfo_path).read_text()) else "float32"
     except OSError:
         return "float32"
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """``dtype`` as it will load on ``device`` (a resolved device such as ``cpu`` or ``cuda:0``):
+    :func:`auto_dtype` for ``"auto"``, itself otherwise."""
+    return auto_dtype(device) if dtype == "auto" else dtype

@@ -38,9 +38,10 @@ def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], 
     every draw, so a call replays exactly."""
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in slots for i in range(len(items)) for _ in range(samples)]
+    generator = torch.Generator(device="cpu").manual_seed(seed)  # the bank seeds one with it on its device
     done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [slot for slot, _ in rows], routing=routing,
                         max_new_tokens=max_new_tokens, greedy=False, temperature=temperature,
-                        batch_size=batch_size, generator=torch.Generator(device="cpu").manual_seed(seed))  # the bank seeds one on its device
+                        batch_size=batch_size, generator=generator)
     grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
     counts = {slot: [0] * len(items) for slot in slots}
     for (slot, i), grade in zip(rows, grades):

@@ -39,6 +39,8 @@ def evaluate_command(
     try:
         if samples:
             check_options(samples, temperature, ks)
+            console.print(f"sampling {samples} answers per held-out problem for every member and the base "
+                          f"of {run_dir} (T = {temperature:g}) ...", highlight=False, soft_wrap=True)
             record = sampled_pass_at_k(run_dir, samples=samples, ks=ks, temperature=temperature, limit=limit)
         else:
             held_out = evaluate_run(run_dir, limit=limit)

@@ -19,3 +19,20 @@ TINY_OVERRIDES = {
     "eval": {"limit": 4, "max_new_tokens": 6},
 }
 """A 4-step run of 2 teachers + 2 students on the tiny random model: a config dict for ``config_from_dict``."""
+
+
+def finished_arith_run(tiny_config, out, mode: str = "population"):
+    """A finished 1-step arith run of ``tiny_config`` in ``out`` (``mode``: population or single_agent):
+    (the :class:`evolora.run.Run`, its held-out results)."""
+    from evolora.model import load_base
+    from evolora.run import Run
+    from evolora.tasks import ArithTask
+
+    config = tiny_config.model_copy(update={
+        "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
+        "selfplay": tiny_config.selfplay.model_copy(update={"mode": mode}),
+        "run": tiny_config.run.model_copy(update={"steps": 1})})
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, out, model=model, tokenizer=tokenizer, task=ArithTask())
+    run.train([])
+    return run, run.finish()["held_out"]

@@ -12,8 +12,7 @@ from evolora.cli import app
 from evolora.evaluation.rerun import evaluate_run
 from evolora.model import load_base
 from evolora.population import AdapterBank
-from evolora.run import Run
-from evolora.tasks import ArithTask
+from run_helpers import finished_arith_run
 
 
 def test_load_adapter_round_trips_a_saved_adapter(tmp_path, single_thread):
@@ -29,14 +28,7 @@ def test_load_adapter_round_trips_a_saved_adapter(tmp_path, single_thread):
 
 @pytest.mark.parametrize("mode", ["population", "single_agent"])
 def test_evaluate_run_reproduces_the_final_evaluation(tiny_config, tmp_path, single_thread, mode):
-    config = tiny_config.model_copy(update={
-        "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
-        "selfplay": tiny_config.selfplay.model_copy(update={"mode": mode}),
-        "run": tiny_config.run.model_copy(update={"steps": 1})})
-    model, tokenizer = load_base("tiny-random")
-    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=ArithTask())
-    run.train([])
-    first = run.finish()["held_out"]
+    run, first = finished_arith_run(tiny_config, tmp_path, mode)
     assert set(first) == {"base"} | {m.id for m in run.population.players(run.arm.game)[1]}
     assert len(first) == (2 if mode == "single_agent" else 3)
     answers = [json.loads(line) for line in (tmp_path / "final" / "held_out.jsonl").read_text().splitlines()]

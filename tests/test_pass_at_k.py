@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from run_helpers import finished_arith_run
+
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "pass_at_k.py"
 
 
@@ -35,16 +37,9 @@ def test_pass_at_k_estimator_values():
 @pytest.mark.slow
 def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, single_thread):
     from evolora.model import load_base
-    from evolora.run import Run
-    from evolora.tasks import ArithTask
 
-    config = tiny_config.model_copy(update={
-        "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
-        "run": tiny_config.run.model_copy(update={"steps": 1})})
-    model, tokenizer = load_base("tiny-random")
-    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=ArithTask())
-    run.train([])
-    held_out = run.finish()["held_out"]
+    run, held_out = finished_arith_run(tiny_config, tmp_path)
+    config = run.config
     member = next(name for name in held_out if name != "base")
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--members", member, "--samples", "2"],
                           capture_output=True, text=True, timeout=300, check=False)

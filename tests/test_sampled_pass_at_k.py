@@ -15,9 +15,9 @@ from evolora.evaluation.sampled import check_options, correct_counts, pass_at_k_
 from evolora.generation.routed import BASE
 from evolora.model import load_base
 from evolora.population import AdapterBank
-from evolora.run import Run
 from evolora.tasks import ArithTask
 from evolora.tasks.base import Grade
+from run_helpers import finished_arith_run
 
 
 class EvenLengthArith(ArithTask):
@@ -62,13 +62,7 @@ def test_bad_options_are_refused_before_anything_loads():
 
 
 def test_evaluate_samples_writes_pass_at_k_for_every_member_and_the_base(tiny_config, tmp_path, single_thread):
-    config = tiny_config.model_copy(update={
-        "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
-        "run": tiny_config.run.model_copy(update={"steps": 1})})
-    model, tokenizer = load_base("tiny-random")
-    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=ArithTask())
-    run.train([])
-    greedy = run.finish()["held_out"]
+    _, greedy = finished_arith_run(tiny_config, tmp_path)
     before = json.loads((tmp_path / "final" / "summary.json").read_text())
     done = CliRunner().invoke(app, ["evaluate", str(tmp_path), "--samples", "4", "--k", "1,2,4"])
     assert done.exit_code == 0, done.output

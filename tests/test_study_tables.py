@@ -19,7 +19,7 @@ def _copy(tmp_path, names):
 
 
 def test_no_pass_at_k_section_without_sampled_evaluations(tmp_path):
-    tables = study_tables(_copy(tmp_path, ["population-s0", "single_agent-s0"]))
+    tables = study_tables(_copy(tmp_path, ["population-s1", "single_agent-s1"]))  # records without pass@k
     assert "| population |" in tables.markdown and "| samples | k |" not in tables.markdown
 
 

@@ -2,9 +2,11 @@
 
 The learner's clipped ratio exp(log π_update − log π_old) assumes both log-probs come from one
 distribution. They come from two code paths: rollouts and the ``old`` log-probs run the routed
-inference path (factors cached, in the activations' dtype), the update runs the training path
-(the fp32 master factors, with their graph). In fp32 the two agree to rounding; with a bf16 base
-they differ by bf16 rounding, which this module measures:
+inference path (the used factors cached, detached), the update runs the training path (the fp32
+master factors, with their graph). Both compute the LoRA delta in fp32 and round it once into the
+base's output, so they agree exactly, in fp32 and under a bf16 base; with
+:data:`evolora.generation.routed.LORA_COMPUTE_DTYPE` set to bf16 they do not. This module measures
+the gap per token (``benchmarks/logprob_mismatch.py`` adds the sampler's KV-cached decode):
 
     gaps = path_gap(bank, names, samples)      # per completion token, nats
     summarize(gaps)                            # {"mean": ..., "p99": ..., "max": ...}
@@ -29,6 +31,9 @@ def path_logprobs(bank: LocalBank, names: list[str], samples: Sequence, *, train
 
     ``train=False``: the inference path (what rollouts and ``old`` log-probs use); ``train=True``:
     the training path's arithmetic (fp32 factors, dense masked matmuls), here without a graph.
+
+    Raises:
+        KeyError: an unknown adapter name.
     """
     with routed(bank, names, train=train):
         logp, mask = completion_logprobs(bank.model, samples)

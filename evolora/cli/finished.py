@@ -48,7 +48,12 @@ def evaluate_command(
         fail(str(error))
     if samples:
         _print_pass_at_k(run_dir, record)
-        return
+    else:
+        _print_greedy(run_dir, held_out)
+
+
+def _print_greedy(run_dir: Path, held_out: dict) -> None:
+    """The greedy held-out table: one row per member and the base."""
     table = Table(title=f"held-out accuracy, {run_dir}")
     for column in ("member", "correct", "total", "accuracy"):
         table.add_column(column)

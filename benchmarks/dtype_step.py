@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from evolora.model.dtype import BF16_CPU_FLAGS, cpu_flags
 from population_overhead import build_run  # benchmarks/population_overhead.py (scripts run from benchmarks/)
 
 PHASES = ("rollout_teacher", "rollout_student", "train", "total")
@@ -32,7 +33,7 @@ def cpu_line() -> str:
     except OSError:
         return "cpu unknown"
     model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = sorted({f for f in text.split() if f in ("amx_bf16", "avx512_bf16", "amx_tile")})
+    flags = sorted(cpu_flags(text) & set(BF16_CPU_FLAGS))
     return f"{model} ({', '.join(flags) or 'no bf16 flags'})"
 
 

@@ -24,35 +24,22 @@ answer budget for the base alone (no ``--members``)::
 from __future__ import annotations
 
 import argparse
-import collections
 import random
 import re
 import time
 from pathlib import Path
-
-import torch
 
 from evolora.report.stats import pass_at_k
 
 
 def _correct(task, tokenizer, bank, items, names, *, samples: int, temperature: float, tokens: int, seed: int):
     """{name: (greedy correct per problem, sampled correct counts per problem)}."""
-    from evolora.generation.rollout import chat_prompt
+    from evolora.evaluation.sampled import correct_counts
 
-    prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
-    out = {}
-    for greedy, n in ((True, 1), (False, samples)):
-        rows = [(name, i) for name in names for i in range(len(items)) for _ in range(n)]
-        done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=tokens,
-                            greedy=greedy, temperature=temperature, batch_size=32,
-                            generator=torch.Generator().manual_seed(seed))
-        grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
-        counts = collections.defaultdict(lambda: [0] * len(items))
-        for (name, i), grade in zip(rows, grades):
-            counts[name][i] += grade.label == "correct"
-        for name in names:
-            out.setdefault(name, []).append(counts[name])
-    return out
+    options = dict(temperature=temperature, max_new_tokens=tokens, batch_size=32, seed=seed)
+    greedy = correct_counts(bank, tokenizer, task, items, names, samples=1, greedy=True, **options)
+    sampled = correct_counts(bank, tokenizer, task, items, names, samples=samples, **options)
+    return {name: [greedy[name], sampled[name]] for name in names}
 
 
 def _arith_cell(item) -> str:

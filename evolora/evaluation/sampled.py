@@ -32,15 +32,16 @@ DEFAULT_KS = (1, 4, 16)
 
 def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *, samples: int,
                    temperature: float, max_new_tokens: int, batch_size: int, seed: int,
-                   routing: str = "routed") -> dict[str, list[int]]:
+                   routing: str = "routed", greedy: bool = False) -> dict[str, list[int]]:
     """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
     for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. One seeded generator drives
-    every draw, so a call replays exactly."""
+    every draw, so a call replays exactly. ``greedy``: argmax answers instead (``temperature``
+    ignored; with ``samples=1`` the counts are the greedy correct flags)."""
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in slots for i in range(len(items)) for _ in range(samples)]
     generator = torch.Generator(device="cpu").manual_seed(seed)  # the bank seeds one with it on its device
     done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [slot for slot, _ in rows], routing=routing,
-                        max_new_tokens=max_new_tokens, greedy=False, temperature=temperature,
+                        max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
                         batch_size=batch_size, generator=generator)
     grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
     counts = {slot: [0] * len(items) for slot in slots}

@@ -15,14 +15,19 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 """``/proc/cpuinfo`` flags of CPUs with native bf16 matrix arithmetic."""
 
 
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The flags named on the ``flags`` lines of a ``/proc/cpuinfo`` text (other lines, such as
+    ``bugs``, do not count)."""
+    return {flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[-1].split()}
+
+
 def cpu_has_bf16(cpuinfo: str) -> bool:
     """Whether the ``flags`` lines of a ``/proc/cpuinfo`` text name AMX-BF16 or AVX512-BF16.
 
     >>> cpu_has_bf16("flags : fpu avx2 avx512_bf16"), cpu_has_bf16("flags : fpu avx2 avx512f")
     (True, False)
     """
-    flags = {flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[-1].split()}
-    return any(flag in flags for flag in BF16_CPU_FLAGS)
+    return any(flag in cpu_flags(cpuinfo) for flag in BF16_CPU_FLAGS)
 
 
 def auto_dtype(device: str, cpuinfo_path: str | Path = "/proc/cpuinfo") -> str:

@@ -1,6 +1,8 @@
 """Write a study's comparison tables (Markdown) and figure from its run directories.
 
     python benchmarks/study_report.py runs/study-arith --out docs/results/study
+    python benchmarks/study_report.py runs/study-arith --out sweep \
+        --arms population,truncation,rank_selection,fitness_proportional --seeds 0-3
 """
 
 from __future__ import annotations
@@ -9,15 +11,20 @@ import argparse
 from pathlib import Path
 
 from evolora.report.data import load_run
-from evolora.report.study_tables import study_figure, study_tables
+from evolora.report.study_tables import select_runs, study_figure, study_tables
+from evolora.study import parse_arms, parse_seeds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--arms", help="only these arms, in this order: population,single_agent")
+    parser.add_argument("--seeds", help="only these seeds: 0-3 or 0,1,2")
     args = parser.parse_args()
     runs = [load_run(p) for p in sorted(Path(args.study).iterdir()) if (p / "config.yaml").is_file()]
+    runs = select_runs(runs, parse_arms(args.arms) if args.arms else None,
+                       parse_seeds(args.seeds) if args.seeds else None)
     tables = study_tables(runs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

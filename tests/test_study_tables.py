@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from evolora.report.data import load_run
-from evolora.report.study_tables import study_tables
+from evolora.report.study_tables import select_runs, study_tables
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "study-arith"
 
@@ -35,3 +35,12 @@ def test_pass_at_k_section_averages_base_members_and_best(tmp_path):
     # base (0.2 + 0.4) / 2; member means 0.4 and 0.2 -> 0.3; best 0.5 and 0.3 -> 0.4
     assert "| population | 2 | 4 | 1 | 30.0 | 30.0 | 40.0 |" in markdown
     assert "| population | 2 | 4 | 4 | 60.0 | 60.0 | 80.0 |" in markdown
+
+
+def test_select_runs_keeps_the_given_arms_and_seeds_in_the_given_order(tmp_path):
+    runs = _copy(tmp_path, ["population-s0", "population-s1", "single_agent-s0", "single_agent-s1"])
+    picked = select_runs(runs, arms=["single_agent", "population"], seeds=[1])
+    assert [(run.mode, run.seed) for run in picked] == [("single_agent", 1), ("population", 1)]
+    markdown = study_tables(picked).markdown
+    assert "| population − single_agent | 1 (n = 1) |" in markdown and "\n| 0 | " not in markdown  # no seed-0 row
+    assert select_runs(runs) == runs

@@ -28,6 +28,19 @@ class StudyTables:
     markdown: str
 
 
+def select_runs(runs: list[RunData], arms: list[str] | None = None,
+                seeds: list[int] | None = None) -> list[RunData]:
+    """The runs of the given arms and seeds, arms in the order given (all of them when ``None``).
+
+    One study directory can hold several questions (the study's arms and a selection sweep); this
+    picks the runs of one, e.g. ``arms=["population", "truncation"], seeds=[0, 1, 2, 3]``.
+    """
+    picked = [run for run in runs if (arms is None or run.mode in arms) and (seeds is None or run.seed in seeds)]
+    if arms is not None:
+        picked.sort(key=lambda run: arms.index(run.mode))
+    return picked
+
+
 def study_tables(runs: list[RunData]) -> StudyTables:
     """Build the tables from the finished runs among ``runs`` (arms in order of appearance)."""
     finished = [run for run in runs if run.summary is not None and held_out_members(run)]

@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 
 from evolora.report.data import load_run
-from evolora.report.study_tables import select_runs, study_figure, study_tables
+from evolora.report.study_figures import pass_at_k_figure, study_figure
+from evolora.report.study_tables import select_runs, study_tables
 from evolora.study import parse_arms, parse_seeds
 
 
@@ -30,6 +31,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables.md").write_text(tables.markdown + "\n")
     study_figure(tables, out / "arms.png")
+    pass_at_k_figure(runs, out / "pass_at_k.png")
     print(tables.markdown)
 
 

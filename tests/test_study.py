@@ -70,7 +70,8 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
     assert lines[1:] == ["  d1o1: base 2/2", "  d2o1: base 0/1"]  # groups of the members that have them
 
     from evolora.report.data import load_run
-    from evolora.report.study_tables import study_figure, study_tables
+    from evolora.report.study_figures import study_figure
+    from evolora.report.study_tables import study_tables
 
     tables = study_tables([load_run(out / name) for name in sorted(dirs)])
     assert set(tables.by_arm) == {"population", "single_agent"} and set(tables.by_arm["population"]) == {0, 1}

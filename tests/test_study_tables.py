@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from evolora.report.data import load_run
+from evolora.report.study_figures import pass_at_k_curves, pass_at_k_figure
 from evolora.report.study_tables import select_runs, study_tables
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "study-arith"
@@ -44,3 +45,15 @@ def test_select_runs_keeps_the_given_arms_and_seeds_in_the_given_order(tmp_path)
     markdown = study_tables(picked).markdown
     assert "| population − single_agent | 1 (n = 1) |" in markdown and "\n| 0 | " not in markdown  # no seed-0 row
     assert select_runs(runs) == runs
+
+
+def test_pass_at_k_curves_average_the_base_and_the_best_member_by_pass_at_1(tmp_path):
+    runs = _copy(tmp_path, ["population-s0", "single_agent-s1"])  # only population-s0 has pass@k
+    members = runs[0].summary["pass_at_k"]["members"]
+    best = max((v for name, v in members.items() if name != "base"), key=lambda v: v["pass@1"])
+    curves = pass_at_k_curves(runs)
+    assert list(curves) == ["population"] and curves["population"]["k"] == [1, 2, 4, 8, 16]
+    assert curves["population"]["best member"][-1] == best["pass@16"]
+    assert curves["population"]["base"][0] == members["base"]["pass@1"]
+    assert pass_at_k_figure(runs, tmp_path / "k.png").stat().st_size > 1000
+    assert pass_at_k_figure(runs[1:], tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()

@@ -277,16 +277,19 @@ def study(
 
 
 def _study_tables(out: Path) -> None:
-    """Write the study's comparison tables (``tables.md``) and figure (``arms.png``) over every run
-    directory in ``out`` (earlier invocations' arms and seeds included)."""
+    """Write the study's comparison tables (``tables.md``) and figures (``arms.png``, and
+    ``pass_at_k.png`` once a run has a sampled evaluation) over every run directory in ``out``
+    (earlier invocations' arms and seeds included)."""
     from evolora.report.data import load_run
-    from evolora.report.study_tables import study_figure, study_tables
+    from evolora.report.study_figures import pass_at_k_figure, study_figure
+    from evolora.report.study_tables import study_tables
 
     runs = [load_run(p) for p in sorted(out.iterdir()) if (p / "config.yaml").is_file()]
     tables = study_tables(runs)
     if tables.by_arm:
         (out / "report" / "tables.md").write_text(tables.markdown + "\n")
         study_figure(tables, out / "report" / "arms.png")
+        pass_at_k_figure(runs, out / "report" / "pass_at_k.png")
         console.print(f"study tables: {out / 'report' / 'tables.md'}", highlight=False)
 
 

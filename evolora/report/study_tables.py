@@ -3,7 +3,7 @@ population paired by seed (t interval and exact sign-flip p), as Markdown, plus 
 
     tables = study_tables(runs)           # runs: loaded run directories of one study
     Path("study.md").write_text(tables.markdown)
-    study_figure(tables, "study.png")     # accuracy per arm, one point per seed, seeds joined
+    # figures: evolora.report.study_figures
 
 Unfinished runs are left out and every n is printed. Source: PopuLoRA (arXiv 2605.16727) §4.
 """
@@ -144,28 +144,3 @@ def _cell_table(groups: dict[str, dict[str, float]]) -> list[str]:
         lines.append(f"| {cell} | " + " | ".join(f"{100 * groups[k][cell]:.0f}" if cell in groups[k] else "–"
                                                   for k in groups) + " |")
     return lines
-
-
-def study_figure(tables: StudyTables, path: str | Path) -> Path:
-    """Member-mean held-out accuracy per arm, one point per seed, the same seed joined across arms."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    arms = list(tables.by_arm)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(arms), 3.6))
-    for seed in sorted({s for a in tables.by_arm.values() for s in a}):
-        xs = [i for i, a in enumerate(arms) if seed in tables.by_arm[a]]
-        ys = [100 * tables.by_arm[arms[i]][seed]["mean"] for i in xs]
-        ax.plot(xs, ys, "-o", color="0.6", alpha=0.6, markersize=4)
-    for i, arm in enumerate(arms):
-        values = [100 * n["mean"] for n in tables.by_arm[arm].values()]
-        ax.plot([i - 0.2, i + 0.2], [sum(values) / len(values)] * 2, color="C3", linewidth=2.5)
-    ax.set_xticks(range(len(arms)), arms)
-    ax.set_ylabel("member-mean held-out accuracy, %")
-    ax.set_title("arms by seed (grey: one seed; red: mean)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)

@@ -23,12 +23,16 @@ def evaluate_command(
                                 help="Sample N answers per problem and member and report pass@k instead (0: greedy)."),
     k: str = typer.Option("1,4,16", "--k", help="The k of pass@k, comma-separated; k > --samples are left out."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature of --samples (> 0)."),
+    overrides: list[str] = typer.Option([], "--set", help="Evaluate under a changed config key (needs --out): "
+                                        "--set task.params.eval_per_cell=50"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the new record here; the run keeps its own."),
 ) -> None:
     """Evaluate a finished run's students (or single agent) and the base again; update final/summary.json.
 
     Greedy by default (the summary's held-out numbers are rewritten, the old ones kept). With
     --samples N: sampled pass@k (Chen et al.'s unbiased estimator) of every member and the base,
-    written to the summary's "pass_at_k"; the greedy numbers are left as they are.
+    written to the summary's "pass_at_k"; the greedy numbers are left as they are. With --set and
+    --out: a greedy evaluation under changed keys (a larger held-out grid), as a new record in --out.
     """
     from evolora.quiet import quiet_libraries
     from evolora.evaluation.rerun import evaluate_run
@@ -37,13 +41,15 @@ def evaluate_command(
     ks = _ks(k)
     quiet_libraries()
     try:
+        if samples and (overrides or out):
+            raise ValueError("--set and --out apply to greedy evaluation; leave them off with --samples")
         if samples:
             check_options(samples, temperature, ks)
             console.print(f"sampling {samples} answers per held-out problem for every member and the base "
                           f"of {run_dir} (T = {temperature:g}) ...", highlight=False, soft_wrap=True)
             record = sampled_pass_at_k(run_dir, samples=samples, ks=ks, temperature=temperature, limit=limit)
         else:
-            held_out = evaluate_run(run_dir, limit=limit)
+            held_out = evaluate_run(run_dir, limit=limit, overrides=overrides, out=out)
     except (FileNotFoundError, ValueError, ConfigError) as error:
         fail(str(error))
     if samples:

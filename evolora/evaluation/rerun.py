@@ -1,6 +1,8 @@
 """Evaluate a finished run's adapters again: more held-out problems, or a newer grader.
 
     evaluate_run("runs/arith-s0", limit=90)     # rewrites final/summary.json's held-out numbers
+    evaluate_run("runs/arith-s0", limit=450, overrides=["task.params.eval_per_cell=50"],
+                 out="runs/arith-s0-grid450")   # a larger grid, as a new record
 
 The run's own ``config.yaml`` rebuilds the task and the base model; the students (or the
 single agent) are read back from ``final/<id>/`` (PEFT adapter directories) into one
@@ -79,50 +81,86 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
     return config, task, tokenizer, bank
 
 
-def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, tokenizer=None) -> dict:
-    """Re-run held-out evaluation of a finished run and update ``final/summary.json`` in place.
+def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, tokenizer=None,
+                 overrides: list[str] | tuple[str, ...] = (), out: str | Path | None = None) -> dict:
+    """Re-run held-out evaluation of a finished run and update ``final/summary.json``.
 
     The evaluation is the run's own (:func:`evolora.evaluation.held_out_accuracy`, with the
-    run's ``eval`` section and ``selfplay.routing``), only ``limit`` may differ.
+    run's ``eval`` section and ``selfplay.routing``), unless ``limit`` or ``overrides`` change it.
 
     Args:
         run_dir: a run directory with ``config.yaml`` and ``final/summary.json``.
         limit: held-out problems per member (>= 1); default the run's ``eval.limit``.
         model, tokenizer: an already loaded base model (else loaded from the run's config).
+        overrides: ``--set KEY=VALUE`` strings for the evaluation, e.g. a larger held-out grid
+            (``task.params.eval_per_cell=50``); they need ``out``, so the run's own record keeps
+            the config it was measured under.
+        out: write the new record into this directory instead (``config.yaml`` with the overrides,
+            ``metrics.jsonl`` copied, ``final/summary.json`` and ``final/held_out.jsonl``); the run
+            directory is left as it is. The adapters stay in ``run_dir``.
 
     Returns:
         The held-out results, ``{member id or "base": {"correct", "total", "accuracy"}}``;
         accuracy is a fraction in [0, 1]. The summary's ``held_out``, ``held_out_source``, each
-        member's ``held_out`` and ``held_out_eval`` (limit, items, seconds, time) are rewritten
-        atomically; the previous numbers move to ``held_out_previous``. ``final/held_out.jsonl``
-        (every answer) is replaced by this evaluation's.
+        member's ``held_out`` and ``held_out_eval`` (limit, items, seconds, time, overrides) are
+        rewritten atomically; the previous numbers move to ``held_out_previous``.
+        ``final/held_out.jsonl`` (every answer) is replaced by this evaluation's.
 
     Raises:
         FileNotFoundError: no ``config.yaml``, ``final/summary.json`` or adapter directory.
-        ValueError: ``limit`` < 1, the task has no held-out data, or the summary has no
-            student or agent.
+        ValueError: ``limit`` < 1, overrides without ``out``, ``out`` equal to ``run_dir``, the task
+            has no held-out data, or the summary has no student or agent.
+        ConfigError: an override is malformed or invalid (the message names the key).
     """
     run_dir = Path(run_dir)
     summary_path, members, summary = _check_run(run_dir, limit)
+    record_dir = _record_dir(run_dir, overrides, out)
     from evolora.evaluation import held_out_accuracy
 
-    config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
+    config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer,
+                                                 overrides=overrides)
+    (record_dir / "final").mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     eval_config = config.eval.model_copy(update={"enabled": True})
     held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,
                                         seed=config.run.seed, routing=config.selfplay.routing,
                                         limit=limit or config.eval.limit,
-                                        answers_path=run_dir / "final" / "held_out.jsonl")
+                                        answers_path=record_dir / "final" / "held_out.jsonl")
+    task.close()
     if not held_out:
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     summary["held_out_previous"] = summary.get("held_out")
     summary["held_out"] = held_out
     summary["held_out_source"] = task.held_out_source
-    summary["held_out_eval"] = {"limit": limit or config.eval.limit, "items": items,
+    summary["held_out_eval"] = {"limit": limit or config.eval.limit, "items": items, "overrides": list(overrides),
                                 "seconds": round(time.perf_counter() - began, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for individual in summary["individuals"]:
         if individual["id"] in held_out:
             individual["held_out"] = held_out[individual["id"]]
-    write_json_atomic(summary_path, summary)
-    task.close()
+    if record_dir != run_dir:
+        _write_record(run_dir, record_dir, config)
+    write_json_atomic(record_dir / "final" / "summary.json", summary)
     return held_out
+
+
+def _record_dir(run_dir: Path, overrides, out) -> Path:
+    """Where the new record goes: ``run_dir``, or ``out`` (required with overrides, never ``run_dir``)."""
+    if out is None:
+        if overrides:
+            raise ValueError("evaluating under --set writes a new record: give --out DIR (the run keeps its own)")
+        return run_dir
+    out = Path(out)
+    if out.resolve() == run_dir.resolve():
+        raise ValueError(f"--out {out} is the run directory itself; give a new directory, or leave --out off")
+    return out
+
+
+def _write_record(run_dir: Path, out: Path, config) -> None:
+    """The copy's config (overrides applied) and the run's training metrics, next to its summary."""
+    from evolora.config import dump_config
+    from evolora.io import write_text_atomic
+
+    write_text_atomic(out / "config.yaml", dump_config(config))
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.is_file():
+        write_text_atomic(out / "metrics.jsonl", metrics.read_text())

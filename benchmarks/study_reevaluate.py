@@ -19,19 +19,15 @@ from pathlib import Path
 
 from evolora.evaluation.rerun import evaluate_run
 from evolora.io import write_json_atomic
+from evolora.report.data import load_run
+from evolora.report.study_tables import select_runs
 from evolora.study import parse_arms, parse_seeds
 
 
 def finished_runs(study: Path, arms: list[str] | None, seeds: list[int] | None) -> list[Path]:
-    """The study's finished run directories (``<arm>-s<seed>``) of the given arms and seeds."""
-    runs = []
-    for path in sorted(study.iterdir()):
-        arm, _, seed = path.name.rpartition("-s")
-        if not (path / "final" / "summary.json").is_file() or not seed.isdigit():
-            continue
-        if (arms is None or arm in arms) and (seeds is None or int(seed) in seeds):
-            runs.append(path)
-    return runs
+    """The study's finished run directories of the given arms and seeds (:func:`select_runs`)."""
+    runs = [load_run(p) for p in sorted(study.iterdir()) if (p / "final" / "summary.json").is_file()]
+    return [run.path for run in select_runs(runs, arms, seeds)]
 
 
 def base_result(out: Path) -> tuple[str, dict] | None:
@@ -43,9 +39,10 @@ def base_result(out: Path) -> tuple[str, dict] | None:
     return None
 
 
-def reevaluate(run: Path, out: Path, overrides: list[str], limit: int | None) -> dict:
-    """One run's new record in ``out / run.name``; the base is evaluated only when no record has it yet."""
-    known = base_result(out)
+def reevaluate(run: Path, out: Path, overrides: list[str], limit: int | None,
+               known: tuple[str, dict] | None) -> dict:
+    """One run's new record in ``out / run.name``; the base is evaluated only when ``known`` (the
+    record that has it, and its numbers) is None, else its numbers are copied in."""
     extra = [] if known is None else ["eval.base=false"]
     held_out = evaluate_run(run, limit=limit, overrides=[*overrides, *extra], out=out / run.name)
     if known is not None:
@@ -70,9 +67,11 @@ def main() -> None:
                          parse_seeds(args.seeds) if args.seeds else None)
     todo = [run for run in runs if not (args.out / run.name / "final" / "summary.json").is_file()]
     print(f"{len(runs)} finished runs, {len(runs) - len(todo)} already re-evaluated in {args.out}", flush=True)
+    known = base_result(args.out)
     for i, run in enumerate(todo, 1):
         began = time.perf_counter()
-        held_out = reevaluate(run, args.out, args.overrides, args.limit)
+        held_out = reevaluate(run, args.out, args.overrides, args.limit, known)
+        known = known or (run.name, held_out["base"])
         cells = ", ".join(f"{name} {r['accuracy']:.1%}" for name, r in held_out.items())
         print(f"[{i}/{len(todo)}] {run.name}: {cells} ({time.perf_counter() - began:.0f} s)", flush=True)
 

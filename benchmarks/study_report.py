@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from evolora.report.data import load_run
-from evolora.report.study_figures import pass_at_k_figure, study_figure
+from evolora.report.study_figures import write_study_report
 from evolora.report.study_tables import select_runs, study_tables
 from evolora.study import parse_arms, parse_seeds
 
@@ -27,11 +27,7 @@ def main() -> None:
     runs = select_runs(runs, parse_arms(args.arms) if args.arms else None,
                        parse_seeds(args.seeds) if args.seeds else None)
     tables = study_tables(runs)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tables.md").write_text(tables.markdown + "\n")
-    study_figure(tables, out / "arms.png")
-    pass_at_k_figure(runs, out / "pass_at_k.png")
+    write_study_report(tables, runs, args.out)
     print(tables.markdown)
 
 

@@ -281,15 +281,13 @@ def _study_tables(out: Path) -> None:
     ``pass_at_k.png`` once a run has a sampled evaluation) over every run directory in ``out``
     (earlier invocations' arms and seeds included)."""
     from evolora.report.data import load_run
-    from evolora.report.study_figures import pass_at_k_figure, study_figure
+    from evolora.report.study_figures import write_study_report
     from evolora.report.study_tables import study_tables
 
     runs = [load_run(p) for p in sorted(out.iterdir()) if (p / "config.yaml").is_file()]
     tables = study_tables(runs)
     if tables.by_arm:
-        (out / "report" / "tables.md").write_text(tables.markdown + "\n")
-        study_figure(tables, out / "report" / "arms.png")
-        pass_at_k_figure(runs, out / "report" / "pass_at_k.png")
+        write_study_report(tables, runs, out / "report")
         console.print(f"study tables: {out / 'report' / 'tables.md'}", highlight=False)
 
 

@@ -1,6 +1,8 @@
-"""The figures of a study: accuracy per arm and seed, and the sampled pass@k curves.
+"""The figures of a study: accuracy per arm and seed, and the sampled pass@k curves; and the
+writer of a study's report directory (tables and figures).
 
     tables = study_tables(runs)
+    write_study_report(tables, runs, "report/")  # tables.md, arms.png, pass_at_k.png
     study_figure(tables, "arms.png")          # accuracy per arm, one point per seed, seeds joined
     pass_at_k_figure(runs, "pass_at_k.png")   # pass@k against k: base and best member per arm
 
@@ -11,8 +13,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evolora.io import write_text_atomic
 from evolora.report.data import RunData
 from evolora.report.study_tables import StudyTables
+
+
+def write_study_report(tables: StudyTables, runs: list[RunData], out: str | Path) -> Path:
+    """Write ``tables.md``, ``arms.png`` and (once a run has a sampled evaluation) ``pass_at_k.png``
+    into ``out`` (created); what ``evolora study`` and ``benchmarks/study_report.py`` write."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "tables.md", tables.markdown + "\n")
+    study_figure(tables, out / "arms.png")
+    pass_at_k_figure(runs, out / "pass_at_k.png")
+    return out
 
 
 def _pyplot():

@@ -112,12 +112,14 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
 
 def _check_device(config: Config) -> None:
     """Exit 2 with one line, before anything is written or loaded, when ``model.device`` names a GPU
-    torch does not see here (in process; each Ray worker resolves its own device)."""
+    torch does not see here, or ``generation.engine: graph`` finds none (in process; each Ray
+    worker resolves its own device)."""
+    from evolora.generation.engine import resolve_engine
     from evolora.model.device import resolve_device
 
     if config.run.backend == "local":
         try:
-            resolve_device(config.model.device)
+            resolve_engine(config.generation.engine, resolve_device(config.model.device))
         except ValueError as error:
             fail(str(error))
 

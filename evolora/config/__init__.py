@@ -15,13 +15,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
 from evolora.config.run import RunConfig, check_workers
 from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
 from evolora.config.types import Algorithm, ConfigError, Device, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
-__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
+__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "GenerationConfig", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
            "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "check_resume", "config_from_dict",
            "dump_config", "load_config", "load_run_config", "parse_override"]
@@ -139,8 +140,9 @@ class EvalConfig(_Section):
     """Held-out problems evaluated (greedy) per individual; 0 disables."""
     max_new_tokens: Int = Field(default=192, ge=1)
     """Token cap of each greedy held-out answer."""
-    batch_size: Int = Field(default=16, ge=1)
-    """Held-out prompts per ``generate`` call."""
+    batch_size: Int | None = Field(default=None, ge=1)
+    """Held-out prompts per decode batch; None: the engine's default for the device (16 on a CPU,
+    256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
     base: bool = True
     """Also evaluate the bare base model as a reference."""
     critic_limit: Int = Field(default=16, ge=0)
@@ -167,6 +169,7 @@ class Config(_Section):
     population: PopulationConfig = PopulationConfig()
     task: TaskConfig = TaskConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
+    generation: GenerationConfig = GenerationConfig()
     learner: LearnerConfig = LearnerConfig()
     evolution: EvolutionConfig = EvolutionConfig()
     eval: EvalConfig = EvalConfig()
@@ -175,6 +178,7 @@ class Config(_Section):
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
         check_workers(self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame, self.model.device)
+        check_engine(self.generation, self.model.device)
         if not self.arm.evolve:
             if self.selfplay.matchmaking.hall_of_fame:
                 raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "
@@ -276,7 +280,7 @@ def config_from_dict(data: dict) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping of sections (run, model, ...), got {type(data).__name__}")
     try:
-        config = Config.model_validate(data)
+        config = Config.model_validate(migrate_routing(data))
     except ValidationError as error:
         raise ConfigError(_format_validation_error(error)) from None
     _check_operators(config)

@@ -75,7 +75,8 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
                                      device=config.model.device)
     lora = config.lora
     slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
-    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
+                       engine=config.generation.engine)
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     return config, task, tokenizer, bank
@@ -86,7 +87,7 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     """Re-run held-out evaluation of a finished run and update ``final/summary.json``.
 
     The evaluation is the run's own (:func:`evolora.evaluation.held_out_accuracy`, with the
-    run's ``eval`` section and ``selfplay.routing``), unless ``limit`` or ``overrides`` change it.
+    run's ``eval`` section, on the engine of ``generation.engine``), unless ``limit`` or ``overrides`` change it.
 
     Args:
         run_dir: a run directory with ``config.yaml`` and ``final/summary.json``.
@@ -123,7 +124,7 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     began = time.perf_counter()
     eval_config = config.eval.model_copy(update={"enabled": True})
     held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,
-                                        seed=config.run.seed, routing=config.selfplay.routing,
+                                        seed=config.run.seed,
                                         limit=limit or config.eval.limit,
                                         answers_path=record_dir / "final" / "held_out.jsonl")
     task.close()

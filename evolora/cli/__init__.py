@@ -23,7 +23,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, fail, result_console
+from evolora.cli.display import console, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.tools import operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
@@ -92,8 +92,10 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
     _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
     from evolora.run_dir import RunDirLocked, lock_run_dir
+    from evolora.versions import guard_versions
 
     try:
+        guard_versions(report=warn)  # torch, transformers, peft outside the tested range: one line each
         check_model_available(config.model.name)
         check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
     except (ModelNotFoundError, ValueError) as error:

@@ -63,6 +63,11 @@ def critic_table(critic_eval: dict):
     return table
 
 
+def warn(message: str) -> None:
+    """Print ``message`` as one warning line on stderr."""
+    console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as one error line on stderr and exit with ``code`` (2: a usage or config error)."""
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'

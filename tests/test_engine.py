@@ -149,3 +149,18 @@ def test_importing_the_engine_loads_no_task():
             "print(sorted(m for m in sys.modules if m.startswith('evolora.tasks')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_concepts_pages_engine_example_runs(capsys):
+    """docs/concepts/engines.md: the example engine sees every row and every factor write."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "concepts" / "engines.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, re.S)
+    namespace: dict = {}
+    exec(compile(code, "engines.md", "exec"), namespace)
+    engine = namespace["engine"]
+    assert engine.rows == 3 and engine.refreshed == ["A"]
+    assert namespace["bank"].engine is engine and len(namespace["done"]) == 3
+    assert capsys.readouterr().out.startswith("3 ['A']")

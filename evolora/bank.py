@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 class Bank(Protocol):
     """The operations every adapter bank offers (local or on Ray workers)."""
 
+    batch_size: int
+    """Rows per decode batch when a rollout gives none: the engine's default for the bank's device
+    (:data:`evolora.generation.engine.BATCH_SIZE`)."""
+
     def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
         """Draw the slot's initial factors (A Kaiming-uniform, B Gaussian with std ``b_std``)."""
 

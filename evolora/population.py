@@ -186,6 +186,11 @@ class AdapterBank:
         self.model.eval()
         self.engine: Engine = make_engine(engine, self)
 
+    @property
+    def batch_size(self) -> int:
+        """Rows per decode batch when a rollout gives none: the engine's default for the device."""
+        return self.engine.batch_size
+
     # -- factors -------------------------------------------------------------------------
     def get_factors(self, slot: str) -> Adapter:
         """A detached copy of ``slot``'s factors: {module: (A (r, d_in), B (d_out, r))}."""

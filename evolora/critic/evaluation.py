@@ -30,7 +30,7 @@ from evolora.tasks.base import Task
 
 def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, str], judges: dict[str, str], *,
                       limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
-                      batch_size: int, seed: int) -> dict:
+                      batch_size: int | None, seed: int) -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
@@ -54,6 +54,7 @@ def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, st
     if not items:
         return {}
     answerers, judges = {BASE: "base", **answerers}, {BASE: "base", **judges}
+    batch_size = batch_size or bank.batch_size  # None (eval.batch_size unset): the engine's, by device
     rollout = partial(bank.rollout, tokenizer)
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]

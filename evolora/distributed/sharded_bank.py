@@ -31,6 +31,7 @@ import torch
 from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.distributed.placement import placement
 from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, WorkerLost, wait_for_workers
+from evolora.generation.engine import BATCH_SIZE
 from evolora.generation.routed import BASE
 from evolora.distributed.actor import pack, unpack
 
@@ -68,7 +69,7 @@ class ShardedBank:
             slot i lives on worker ``i mod run.workers``.
 
     Attributes:
-        slots, rank, alpha: as :class:`evolora.population.AdapterBank`. owner: {slot: worker index}.
+        slots, rank, alpha, batch_size: as :class:`evolora.population.AdapterBank`. owner: {slot: worker index}.
         device: the workers' device, ``cuda`` (one GPU each) or ``cpu``, as :func:`placement` decided.
         tokenizer: the replicas' tokenizer (fetched from worker 0). shapes: {module: (A shape, B shape)}.
 
@@ -89,6 +90,7 @@ class ShardedBank:
             ray.init(address=config.run.ray_address, include_dashboard=False)
         self._placement, options = placement(workers, device=config.model.device)
         self.device = "cuda" if options[0].get("num_gpus") else "cpu"  # placement's decision, never the worker's guess
+        self.batch_size = BATCH_SIZE[self.device]  # what each worker's engine takes when a rollout gives none
         actor = ray.remote(max_restarts=MAX_RESTARTS)(Worker)
         model, lora = {**config.model.model_dump(), "device": self.device}, config.lora.model_dump(mode="json")
         engine = config.generation.engine

@@ -34,7 +34,7 @@ def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, st
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` or a Ray :class:`evolora.distributed.sharded_bank.ShardedBank`
+        bank: the :class:`evolora.bank.local.AdapterBank` or a Ray :class:`evolora.distributed.sharded_bank.ShardedBank`
             (rollouts and verdict scores through the bank protocol). answerers, judges: {bank slot: id}; the
             base (slot ``"__base__"``, id ``"base"``) is added first to each as the reference.
         limit: held-out problems (``task.held_out(limit, random.Random(seed))``). n: samples per
@@ -103,7 +103,7 @@ def verdict_scores(bank: Bank, tokenizer, task: Task, judges: dict[str, str], re
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
     to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
     verdict is the same on all of them. Deterministic (no sampling). ``bank``: any bank of the
-    protocol (:meth:`evolora.population.AdapterBank.logprobs`; on Ray each judge's rows run on
+    protocol (:meth:`evolora.bank.local.AdapterBank.logprobs`; on Ray each judge's rows run on
     its worker, :meth:`evolora.distributed.sharded_bank.ShardedBank.logprobs`)."""
     from evolora.learner import Sample
 

@@ -1,6 +1,6 @@
 """The adapter bank interface: what the run, the league and the operators ask of a bank.
 
-Two banks implement it: :class:`evolora.population.AdapterBank` (every adapter in this process,
+Two banks implement it: :class:`evolora.bank.local.AdapterBank` (every adapter in this process,
 on one base model) and :class:`evolora.distributed.sharded_bank.ShardedBank` (the adapters sharded
 over Ray workers, each with its own base). Code that takes a ``bank`` types it with :class:`Bank`,
 so the two stay interchangeable by contract, not by convention.
@@ -79,7 +79,7 @@ BANK_METHODS: tuple[str, ...] = tuple(name for name in vars(Bank) if not name.st
 
 @runtime_checkable
 class LocalBank(Bank, Protocol):
-    """A bank whose adapters sit in this process on ``model`` (:class:`evolora.population.AdapterBank`):
+    """A bank whose adapters sit in this process on ``model`` (:class:`evolora.bank.local.AdapterBank`):
     what the routed engine, the learner's forward passes and the DEAP genomes reach into."""
 
     model: Any

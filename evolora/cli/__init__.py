@@ -100,6 +100,9 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
         check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
     except (ModelNotFoundError, ValueError) as error:
         fail(str(error))
+    except OSError as error:  # e.g. a model.name longer than a file name may be
+        fail(f"model.name {_short_name(config.model.name)}: {error.strerror}; give an embedded name, "
+             "a Hugging Face id or a local directory")
     try:
         with lock_run_dir(out):
             return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
@@ -110,6 +113,12 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
             raise
         fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
               f"intact: make room, then continue with: evolora evolve --resume {out}")
+
+
+def _short_name(name: str) -> str:
+    from evolora.config.strict_yaml import short
+
+    return short(name)
 
 
 def _check_device(config: Config) -> None:

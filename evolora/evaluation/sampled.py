@@ -73,7 +73,7 @@ def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None
 
 def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
                       temperature: float = 1.0, limit: int | None = None, seed: int = 0, model=None,
-                      tokenizer=None) -> dict:
+                      tokenizer=None, allow_stale: bool = False) -> dict:
     """pass@k of a finished run's members and the base on its held-out set; written to the summary.
 
     Args:
@@ -94,7 +94,7 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     from evolora.evaluation.rerun import _check_run, load_members
 
     check_options(samples, temperature, ks)
-    summary_path, members, summary = _check_run(Path(run_dir), limit)
+    summary_path, members, summary = _check_run(Path(run_dir), limit, allow_stale=allow_stale)
     config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
     limit = limit or config.eval.limit
     items = task.held_out(limit, random.Random(config.run.seed))

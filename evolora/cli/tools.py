@@ -1,7 +1,7 @@
-"""The command line's standalone tools: the operator registry and the verifier sandbox.
+"""The command line's standalone tools: presets, the operator registry and the verifier sandbox.
 
-Registered on the app by :mod:`evolora.cli` (``evolora operators``, ``evolora sandbox``); neither
-loads a model or reads a config.
+Registered on the app by :mod:`evolora.cli` (``evolora init``, ``evolora operators``,
+``evolora sandbox``); none loads a model.
 """
 
 from __future__ import annotations
@@ -14,6 +14,30 @@ from rich.console import Console
 from rich.table import Table
 
 from evolora.cli.display import fail
+
+
+def init(
+    preset: str = typer.Argument(..., metavar="PRESET", help="A shipped config: arith, gsm, code, ... (the tasks/ folder)."),
+    dest: Optional[Path] = typer.Argument(None, metavar="DEST", help="File or folder to write (default ./PRESET.yaml)."),
+) -> None:
+    """Write an editable copy of a preset config; run it with: evolora evolve DEST."""
+    from evolora.config import ConfigError
+    from evolora.config.presets import preset_path
+
+    try:
+        source = preset_path(preset)
+    except ConfigError as error:
+        fail(str(error))
+    dest = Path(source.name) if dest is None else dest / source.name if dest.is_dir() else dest
+    if dest.exists():
+        fail(f"{dest} already exists; give another DEST or remove it first")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "x", encoding="utf-8") as handle:  # never overwrites
+            handle.write(source.read_text(encoding="utf-8"))
+    except OSError as error:
+        fail(f"cannot write {dest}: {error.strerror}")
+    typer.echo(f"wrote {dest}; edit it, then run: evolora evolve {dest}")
 
 
 def operators(kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation.")) -> None:

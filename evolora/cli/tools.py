@@ -40,9 +40,15 @@ def init(
     typer.echo(f"wrote {dest}; edit it, then run: evolora evolve {dest}")
 
 
-def operators(kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation.")) -> None:
+def operators(
+    kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation."),
+    modules: list[str] = typer.Option([], "--import", metavar="MODULE", help=(
+        "Import a module of your own first (e.g. my_ops, from the current folder): its @register operators are listed too.")),
+) -> None:
     """List every registered operator with its kind, parameters and defaults."""
     from evolora.operators import REGISTRY
+
+    _import_user_modules(modules)
 
     table = Table(title="evolora operators")
     for column in ("kind", "name", "parameters (default, allowed)", "description"):
@@ -54,6 +60,23 @@ def operators(kind: Optional[str] = typer.Option(None, help="selection, replacem
     for row in rows:
         table.add_row(*row)
     Console(width=160).print(table)
+
+
+def _import_user_modules(modules: list[str]) -> None:
+    """Import each module (the current folder first on the path, as ``python -m`` has it), so
+    its ``@register`` decorators run; exit 2 naming a module that cannot be imported."""
+    import importlib
+    import os
+    import sys
+
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # ImportError, or the module's own error while it runs
+            fail(f"cannot import {module!r}: {error}; run from the folder that holds {module.replace('.', '/')}.py "
+                 "or put it on PYTHONPATH")
 
 
 def sandbox(

@@ -128,3 +128,26 @@ def test_the_gguf_conversion_prints_one_line_unless_verbose(tmp_path, monkeypatc
         if not verbose:
             (line,) = err.strip().splitlines()
             assert line.startswith("converting SmolLM2-135M-Instruct GGUF to safetensors in") and " done in " in line
+
+
+def test_the_lazy_public_api_is_visible_to_type_checkers():
+    """``evolora/__init__.py`` imports every lazy name under TYPE_CHECKING, from the module __getattr__ uses."""
+    import ast
+
+    import evolora
+
+    tree = ast.parse((ROOT / "evolora" / "__init__.py").read_text())
+    guarded = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    seen = {alias.name: node.module for node in guarded.body for alias in node.names}
+    assert seen == evolora._EXPORTS
+
+
+def test_run_bank_is_annotated_with_what_the_run_uses():
+    import typing
+
+    from evolora.bank import LocalBank, RemoteBank, RunBank
+    from evolora.run import Run
+
+    assert typing.get_type_hints(Run, {**vars(__import__("evolora.bank", fromlist=["x"]))})["bank"] == RunBank
+    assert {"slots", "model"} <= set(typing.get_type_hints(LocalBank)) and "tokenizer" in typing.get_type_hints(RemoteBank)
+    assert callable(getattr(RemoteBank, "reconnect", None))

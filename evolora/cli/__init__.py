@@ -1,6 +1,7 @@
 """The ``evolora`` command line (typer).
 
-    evolora evolve tasks/gsm.yaml [--out DIR] [--set a.b=value ...] [--seed N]
+    evolora evolve gsm [--out DIR] [--set a.b=value ...] [--seed N]      # a preset, or a path: tasks/gsm.yaml
+    evolora init gsm [DEST]                                              # an editable copy of a preset
     evolora evolve --resume RUN_DIR [--set run.steps=20]
     evolora evolve CONFIG --set 'run.loggers=[jsonl,tensorboard,wandb]'   # trackers: evolora.loggers
     evolora operators [--kind mutation]
@@ -25,15 +26,25 @@ from rich.table import Table
 
 from evolora.cli.display import console, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
-from evolora.cli.tools import operators, sandbox
+from evolora.cli.tools import init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
-app.command()(operators)
-app.command()(sandbox)
-app.command("evaluate")(evaluate_command)
-app.command("export")(export_command)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from evolora import __version__
+
+        typer.echo(f"evolora {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA)."""
 
 
 def _check_writable(out: Path) -> None:
@@ -56,7 +67,7 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
             check_resume(load_run_config(resume), config)
             return config, resume
         if config_path is None:
-            fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
+            fail("give a config file or preset (e.g. gsm, tasks/gsm.yaml) or --resume RUN_DIR")
         config = load_config(config_path, overrides, seed=seed)
     except ConfigError as error:
         fail(str(error))
@@ -69,7 +80,7 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
 
 @app.command()
 def evolve(
-    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config, e.g. tasks/gsm.yaml."),
+    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config or preset, e.g. gsm or tasks/gsm.yaml."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<config>-<time>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set evolution.gamma=0.5"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (overrides run.seed)."),
@@ -80,6 +91,13 @@ def evolve(
     """Run PopuLoRA self-play: teachers propose, students solve, adapters learn and evolve."""
     config, out = _prepare(config_path, overrides, seed, out, resume)
     _execute(config, out, resume=resume is not None, evaluate=not no_eval, verbose=verbose)
+
+
+app.command()(init)  # registered after evolve: --help lists commands in this order
+app.command()(operators)
+app.command("evaluate")(evaluate_command)
+app.command("export")(export_command)
+app.command()(sandbox)
 
 
 DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
@@ -263,7 +281,7 @@ def _accuracy(held: dict | None) -> str:
 
 @app.command()
 def study(
-    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config, e.g. tasks/arith.yaml."),
+    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config or preset, e.g. arith or tasks/arith.yaml."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
     arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, no_evolution, random_reward, or the config's study.arms."),
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),

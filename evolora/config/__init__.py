@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
+from evolora.config.presets import preset_names, resolve_config_path
 from evolora.config.run import RunConfig, check_workers
 from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
 from evolora.config.strict_yaml import MAX_CHARS, StrictYAMLError, check_text, load_yaml, short, yaml_error_line
@@ -102,11 +103,19 @@ class LearnerConfig(_Section):
 
 
 class OperatorChoice(_Section):
+    """An operator and its parameters: ``{name: tournament, params: {size: 3}}``, or the bare name
+    (``truncation``, ``--set evolution.selection=truncation``) for its defaults."""
+
     name: str
     """A registered operator name, or ``package.module:function`` for a user function."""
     params: dict[str, Any] = Field(default_factory=dict)
     """The operator's parameters; omitted ones take their defaults (``evolora operators`` and the
     operator table of the configuration reference list names, defaults and ranges)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
 
 
 class EvolutionConfig(_Section):
@@ -226,7 +235,8 @@ def _format_validation_error(error: ValidationError) -> str:
             known = _section_keys(item["loc"][:-1])
             message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
                        if known else "unknown key; check the spelling against the documented keys")
-        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)} (got {_short(item.get('input'))})")
+        got = item.get("input")  # a whole section or config is never echoed: the message names its keys
+        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {_short(got)})"))
     if len(lines) > 2:
         lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
     return "invalid config:\n" + "\n".join(lines)
@@ -321,17 +331,19 @@ def _check_task(config: Config) -> None:
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: int | None = None) -> Config:
-    """Read a YAML config, apply ``--set`` overrides and the seed, and validate it.
+    """Read a YAML config (a path, or a preset name such as ``"arith"``: :mod:`evolora.config.presets`),
+    apply ``--set`` overrides and the seed, and validate it.
 
     Raises:
         ConfigError: unreadable or undecodable file, malformed YAML, a top level that is not a
             mapping (an empty file included), or any invalid value (message names the key).
     """
-    path = Path(path)
+    path = resolve_config_path(path)  # a file, else a preset name: "gsm", "arith.yaml"
     try:
         raw = path.read_bytes()
     except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as tasks/gsm.yaml") from None
+        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as "
+                          f"tasks/gsm.yaml or a preset name ({', '.join(preset_names())})") from None
     return _validated(_mapping(path, raw), overrides or [], seed)
 
 

@@ -13,6 +13,8 @@ every member against the base).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import time
 from pathlib import Path
@@ -21,6 +23,9 @@ from evolora.config import load_run_config
 from evolora.game import MEMBER_ROLES
 from evolora.io import write_json_atomic
 from evolora.run_dir import final_step
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 
@@ -46,7 +51,8 @@ UNUSED_SLOT = "unused"
 """The slot of a base-only bank (:func:`load_members` with no members)."""
 
 
-def load_members(run_dir: str | Path, members: list[str], *, model=None, tokenizer=None,
+def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None,
                  num_threads: int | None = None, overrides: list[str] | tuple[str, ...] = ()) -> tuple:
     """A finished run's ``members`` (ids saved in ``final/<id>/``) in one routed adapter bank.
 
@@ -86,7 +92,8 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
     return config, task, tokenizer, bank
 
 
-def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, tokenizer=None,
+def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None,
                  overrides: list[str] | tuple[str, ...] = (), out: str | Path | None = None,
                  allow_stale: bool = False) -> dict:
     """Re-run held-out evaluation of a finished run and update ``final/summary.json``.

@@ -22,7 +22,7 @@ import torch
 from evolora.config import load_run_config
 from evolora.critic.evaluation import critic_evaluation
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.tasks import make_task
 
 

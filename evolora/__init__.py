@@ -28,7 +28,7 @@ _EXPORTS = {
     "load_config": "evolora.config",
     "load_run_config": "evolora.config",
     "config_from_dict": "evolora.config",
-    "AdapterBank": "evolora.population",
+    "AdapterBank": "evolora.bank.local",
     "Individual": "evolora.population",
     "Population": "evolora.population",
     "Bank": "evolora.bank",

@@ -1,7 +1,7 @@
 """LoRA factors of one adapter outside a model: random draws, checks, PEFT adapter directories.
 
 An adapter's factors are {module: (A (r, d_in), B (d_out, r))}, ΔW = (alpha / r) · B A. These
-helpers need no model: :class:`evolora.population.AdapterBank` checks what it is given against
+helpers need no model: :class:`evolora.bank.local.AdapterBank` checks what it is given against
 its own parameters, :class:`evolora.distributed.sharded_bank.ShardedBank` against shape-and-dtype stand-ins
 (``device="meta"`` tensors) of its workers' parameters, so both refuse the same adapters.
 Source: PopuLoRA (arXiv 2605.16727) §2 (children overwrite the slot they take over).

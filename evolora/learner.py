@@ -122,7 +122,7 @@ def policy_update_many(bank: LocalBank, jobs: dict[str, tuple[torch.optim.Optimi
     cost one forward/backward instead of P. Source: PopuLoRA (arXiv 2605.16727) §2 step 5.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank`.
+        bank: the :class:`evolora.bank.local.AdapterBank`.
         jobs: {slot: (its optimizer over ``bank.parameters(slot)``, its samples)}.
         algorithm, clip_eps, kl_coef, epochs, micro_batch, max_grad_norm: see
             :class:`evolora.config.LearnerConfig`; ``micro_batch`` counts rows of any adapter.

@@ -18,7 +18,7 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
 replays exactly what the uninterrupted run would have done. ``run.backend: ray`` puts the
 adapters on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`, the same bank protocol as
-:class:`evolora.population.AdapterBank`); a lost worker is restarted, the workers restored from the
+:class:`evolora.bank.local.AdapterBank`); a lost worker is restarted, the workers restored from the
 newest checkpoint and the steps since replayed (:func:`evolora.distributed.recovery.run_step_with_recovery`).
 """
 
@@ -44,7 +44,8 @@ from evolora.league import League
 from evolora.model.device import model_device, resolve_device
 from evolora import metrics
 from evolora.operators import population_diversity
-from evolora.population import AdapterBank, Individual, Population
+from evolora.bank.local import AdapterBank
+from evolora.population import Individual, Population
 from evolora.selfplay.memory import ProblemMemory
 from evolora.selfplay.reward_control import randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr

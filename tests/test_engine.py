@@ -109,7 +109,7 @@ def test_every_factor_write_refreshes_the_engine(tiny, monkeypatch):
     bank.set_factors("A0", bank.get_factors("A1"))  # before the decoder exists: nothing to refresh
     bank.rollout(tokenizer, prompts[:1], ["A0"], max_new_tokens=2, greedy=True)
     bank.set_factors("A1", bank.get_factors("A0"))
-    monkeypatch.setattr("evolora.population.policy_update_many", lambda bank, jobs, **settings: {})
+    monkeypatch.setattr("evolora.bank.local.policy_update_many", lambda bank, jobs, **settings: {})
     bank.update({"A0": (None, []), "A1": (None, [])})
     assert graph.decoder.refreshed == [["A1"], ["A0", "A1"]]
 

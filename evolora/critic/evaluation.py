@@ -36,11 +36,11 @@ if TYPE_CHECKING:
 def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: dict[str, str],
                       judges: dict[str, str], *,
                       limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
-                      batch_size: int, seed: int) -> dict:
+                      batch_size: int | None, seed: int) -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` or a Ray :class:`evolora.distributed.sharded_bank.ShardedBank`
+        bank: the :class:`evolora.bank.local.AdapterBank` or a Ray :class:`evolora.distributed.sharded_bank.ShardedBank`
             (rollouts and verdict scores through the bank protocol). answerers, judges: {bank slot: id}; the
             base (slot ``"__base__"``, id ``"base"``) is added first to each as the reference.
         limit: held-out problems (``task.held_out(limit, random.Random(seed))``). n: samples per
@@ -60,6 +60,7 @@ def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: d
     if not items:
         return {}
     answerers, judges = {BASE: "base", **answerers}, {BASE: "base", **judges}
+    batch_size = batch_size or bank.batch_size  # None (eval.batch_size unset): the engine's, by device
     rollout = partial(bank.rollout, tokenizer)
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
@@ -109,7 +110,7 @@ def verdict_scores(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[st
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
     to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
     verdict is the same on all of them. Deterministic (no sampling). ``bank``: any bank of the
-    protocol (:meth:`evolora.population.AdapterBank.logprobs`; on Ray each judge's rows run on
+    protocol (:meth:`evolora.bank.local.AdapterBank.logprobs`; on Ray each judge's rows run on
     its worker, :meth:`evolora.distributed.sharded_bank.ShardedBank.logprobs`)."""
     from evolora.learner import Sample
 

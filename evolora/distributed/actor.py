@@ -3,7 +3,7 @@
 The driver (:class:`evolora.distributed.sharded_bank.ShardedBank`) wraps this class with ``ray.remote`` and
 calls its methods through Ray; it never runs in the driver's process. The worker builds its
 own base model from the run's ``model`` section, holds the LoRA factors of its slots in an
-:class:`evolora.population.AdapterBank` and their AdamW optimizers, and runs rollouts, the
+:class:`evolora.bank.local.AdapterBank` and their AdamW optimizers, and runs rollouts, the
 log-probs and the policy updates of those slots. What crosses the process boundary is token
 ids, text, samples and rewards; factors and optimizer state only for evolution, rollback and
 checkpoints. Source: PopuLoRA (arXiv 2605.16727) §2 (one frozen base shared by every adapter).
@@ -24,7 +24,7 @@ import torch
 from evolora.learner import Sample, UpdateResult
 from evolora.model import load_base
 from evolora.model.device import generator_on, resolve_device
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import Completion, RolloutStats
 
 
@@ -47,7 +47,7 @@ class Worker:
 
     Raises:
         ModelNotFoundError, ValueError: as :func:`evolora.model.load_base` and
-            :class:`evolora.population.AdapterBank` (surfaced to the driver by Ray).
+            :class:`evolora.bank.local.AdapterBank` (surfaced to the driver by Ray).
     """
 
     def __init__(self, model: dict, lora: dict, slots: list[str], engine: str = "auto"):
@@ -116,7 +116,7 @@ class Worker:
 
     def rollout(self, prompts: list[list[int]], adapters: list[str], segments: tuple,
                 options: dict, before: tuple = ()) -> tuple[list[Completion], int, float]:
-        """:meth:`evolora.population.AdapterBank.rollout` on this worker's rows, after the ops
+        """:meth:`evolora.bank.local.AdapterBank.rollout` on this worker's rows, after the ops
         ``before`` (:meth:`_before`): (completions in row order, tokens generated, seconds).
         ``options["generator_state"]`` (:func:`pack` ed) seeds a private generator."""
         self._check()
@@ -140,7 +140,7 @@ class Worker:
         return results, self.bank.nonfinite(list(samples)), time.perf_counter() - began
 
     def logprobs(self, names: list[str], samples: list[Sample]) -> tuple:
-        """:meth:`evolora.population.AdapterBank.logprobs` of this worker's rows: (the (B, T_c)
+        """:meth:`evolora.bank.local.AdapterBank.logprobs` of this worker's rows: (the (B, T_c)
         float32 log-probs, :func:`pack` ed; seconds)."""
         self._check()
         began = time.perf_counter()

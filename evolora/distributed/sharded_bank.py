@@ -6,7 +6,7 @@
     bank.logprobs(names, samples)              # teacher-forced log-probs, each row on its adapter's worker
     bank.get_factors / set_factors             # factors through the object store (evolution, checkpoints)
 
-:class:`ShardedBank` offers the bank protocol of :class:`evolora.population.AdapterBank` (what
+:class:`ShardedBank` offers the bank protocol of :class:`evolora.bank.local.AdapterBank` (what
 :class:`evolora.run.Run` calls), so the run, its league, matchmaking, evolution, logs and
 checkpoints stay on the driver unchanged. Games cross workers: a teacher on worker A and its
 student on worker B exchange only text and token ids. Determinism: the slot → worker map is
@@ -33,6 +33,7 @@ import torch
 from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.distributed.placement import placement
 from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, WorkerLost, wait_for_workers
+from evolora.generation.engine import BATCH_SIZE
 from evolora.generation.routed import BASE
 from evolora.distributed.actor import pack, unpack
 
@@ -73,7 +74,7 @@ class ShardedBank:
             slot i lives on worker ``i mod run.workers``.
 
     Attributes:
-        slots, rank, alpha: as :class:`evolora.population.AdapterBank`. owner: {slot: worker index}.
+        slots, rank, alpha, batch_size: as :class:`evolora.bank.local.AdapterBank`. owner: {slot: worker index}.
         device: the workers' device, ``cuda`` (one GPU each) or ``cpu``, as :func:`placement` decided.
         tokenizer: the replicas' tokenizer (fetched from worker 0). shapes: {module: (A shape, B shape)}.
 
@@ -94,6 +95,7 @@ class ShardedBank:
             ray.init(address=config.run.ray_address, include_dashboard=False)
         self._placement, options = placement(workers, device=config.model.device)
         self.device = "cuda" if options[0].get("num_gpus") else "cpu"  # placement's decision, never the worker's guess
+        self.batch_size = BATCH_SIZE[self.device]  # what each worker's engine takes when a rollout gives none
         actor = ray.remote(max_restarts=MAX_RESTARTS)(Worker)
         model, lora = {**config.model.model_dump(), "device": self.device}, config.lora.model_dump(mode="json")
         engine = config.generation.engine
@@ -177,7 +179,7 @@ class ShardedBank:
     # -- the bank protocol ------------------------------------------------------------------------
     def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (), stats=None,
                 **options) -> list:
-        """:meth:`evolora.population.AdapterBank.rollout` with each row on its adapter's worker
+        """:meth:`evolora.bank.local.AdapterBank.rollout` with each row on its adapter's worker
         (``"__base__"`` rows on worker 0); ``tokenizer`` is unused (each worker has the same one).
         A ``generator`` option travels as its state; each worker then starts from that state. Each worker's
         bank generates with its own engine (``generation.engine``, resolved on the worker's device).
@@ -228,7 +230,7 @@ class ShardedBank:
         return {slot: merged[slot] for slot in jobs}
 
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
-        """:meth:`evolora.population.AdapterBank.logprobs` with each row on its adapter's worker
+        """:meth:`evolora.bank.local.AdapterBank.logprobs` with each row on its adapter's worker
         (``"__base__"`` rows together on the worker with the fewest rows, ties: the lowest index),
         all workers at once, reassembled in row order.
 

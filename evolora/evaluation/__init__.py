@@ -66,7 +66,7 @@ def evaluate(
         batch_size: rows per decode batch; None: the default of ``rollout`` (a bank's engine: by device).
         bank: route rows with :func:`evolora.generation.routed.routed` when given (else PEFT's mixed batches).
         rollout: ``(prompts, adapters, **options) -> completions`` to generate with instead of
-            ``model`` (a bank's :meth:`~evolora.population.AdapterBank.rollout`, in-process or on Ray workers).
+            ``model`` (a bank's :meth:`~evolora.bank.local.AdapterBank.rollout`, in-process or on Ray workers).
 
     Returns:
         {adapter name: EvalResult}.
@@ -98,7 +98,7 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
     :func:`evolora.evaluation.rerun.evaluate_run`.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` holding the members.
+        bank: the :class:`evolora.bank.local.AdapterBank` holding the members.
         members: {bank slot: member id} to evaluate; the base model is added as "base" when
             ``eval_config.base`` is true.
         eval_config: the run's :class:`evolora.config.EvalConfig` (limit, base, max_new_tokens,

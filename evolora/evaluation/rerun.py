@@ -61,14 +61,14 @@ def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | N
     ``--set KEY=VALUE`` strings applied to that config first (e.g. a task parameter to evaluate under).
 
     Returns:
-        (config, task, tokenizer, :class:`evolora.population.AdapterBank` with a slot per member;
+        (config, task, tokenizer, :class:`evolora.bank.local.AdapterBank` with a slot per member;
         with no members, one unused zero slot, so the bank still serves the bare base ``"__base__"``).
 
     Raises:
         FileNotFoundError: no ``config.yaml``, or a member's adapter directory is missing.
         ConfigError: an override is malformed or gives an invalid value (the message names the key).
     """
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.tasks import make_task
 
     run_dir = Path(run_dir)

@@ -1,6 +1,6 @@
 """The engine seam: what a bank asks of whatever generates its rollouts.
 
-An :class:`Engine` does three things for the :class:`evolora.population.AdapterBank` that owns it:
+An :class:`Engine` does three things for the :class:`evolora.bank.local.AdapterBank` that owns it:
 
 * :meth:`Engine.generate`: one :class:`~evolora.generation.types.Completion` per (prompt, adapter)
   row, with :class:`~evolora.generation.types.Sampling` options, stop strings and

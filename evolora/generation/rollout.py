@@ -106,7 +106,7 @@ def generate(
         temperature, top_p: sampling parameters (ignored when greedy).
         batch_size: rows per batch (rows sorted by prompt length, then grouped by adapter in a batch).
         stats: accumulates generated tokens and seconds when given.
-        bank: the :class:`evolora.population.AdapterBank` of ``model``; when given, rows are
+        bank: the :class:`evolora.bank.local.AdapterBank` of ``model``; when given, rows are
             routed with :func:`evolora.generation.routed.routed` (batched matmuls, ~base speed) and decoded
             by :func:`evolora.generation.decode.decode` (preallocated KV cache, shrinking batch). None:
             ``transformers``' ``generate`` with PEFT's mixed-adapter batches (the reference path).

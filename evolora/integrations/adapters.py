@@ -111,7 +111,7 @@ def unflatten(vector: Tensor, template: Mapping[str, tuple[Tensor, Tensor]]) -> 
 
 
 def write_to_bank(adapter: Adapter, bank: Bank, slot: str) -> None:
-    """Overwrite ``bank``'s ``slot`` with ``adapter`` (an :class:`evolora.population.AdapterBank`).
+    """Overwrite ``bank``'s ``slot`` with ``adapter`` (an :class:`evolora.bank.local.AdapterBank`).
 
     Raises:
         ValueError: modules or shapes differ from the bank's (the message names the first one).

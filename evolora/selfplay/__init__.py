@@ -152,7 +152,7 @@ def play_step(
     """Play one step of proposer-vs-solver games (teachers vs students) and compute every sample's reward.
 
     Args:
-        bank, tokenizer: the :class:`evolora.population.AdapterBank` and the base's tokenizer.
+        bank, tokenizer: the :class:`evolora.bank.local.AdapterBank` and the base's tokenizer.
         task: the game (prompts, parsing, verifier, grading).
         proposers, solvers: the members on each side of the game (:class:`evolora.game.Game`):
             teachers and students, or the same one-element list when one agent plays both sides

@@ -22,11 +22,15 @@ allocated once by the engine, mutated in place, and each capture is explicit and
 only values that change its shape. The RNG is the engine's own device generator, registered with
 every graph, its state copied from and back to the caller's generator around each call.
 
-Equality with the eager engine (fp32): the prefill and the first token are the eager engine's;
-the step draws the same noise (``exponential_`` over (B, V) for all B rows of the call every
-step, as :func:`choose_tokens` does, so a row draws the same whether or not others ended) and
-computes the logits with the same modules up to fp32 summation order; greedy and sampled tokens
-are equal seed for seed (tested on the CPU).
+Equality with the eager engine (fp32): the prefill and the first token are the eager engine's,
+and the step computes the logits with the same modules up to fp32 summation order, so greedy
+tokens are equal. Sampling draws ``exponential_`` noise over all rows of the call every step, as
+:func:`choose_tokens` does (a row draws the same whether or not others ended). Uncaptured (the
+CPU), the draw is (B, V) for the B rows of the call, as the eager engine's: sampled tokens are
+equal seed for seed for any B (tested). Captured, the draw must have a fixed shape per graph, so
+it is (bucket(B), V): the same values as the eager engine's draw when B is a bucket size (the
+generator advances by the draw's size), another draw of the same distribution otherwise. Keying
+graphs by B instead would capture a graph (and keep a noise buffer) per distinct batch size.
 
 Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; vLLM V1 / nano-vllm bucketed graph capture.
 """
@@ -120,7 +124,7 @@ def _sample(b: _Buffers, logits: torch.Tensor, rows: int, *, greedy: bool, top_p
         tail[..., -1:] = False
         scores = scores.masked_fill(tail.scatter(1, index, tail), -float("inf"))
     noise = b.noise[total].exponential_(1, generator=generator)
-    noise = noise.index_select(0, b.noise_rows[:rows]) if rows != total else noise
+    noise = noise.index_select(0, b.noise_rows[:rows]) if rows != total else noise  # slot i = row i when equal
     return (scores.softmax(dim=-1) / noise).argmax(dim=-1)
 
 
@@ -281,8 +285,9 @@ class GraphDecoder:
         b.temperature.fill_(temperature)
         b.tail.fill_(1 - top_p)
         use_top_p = not greedy and top_p < 1.0
-        if not greedy and total not in b.noise:
-            b.noise[total] = torch.empty(total, w.vocab, dtype=torch.float32, device=w.device)
+        draws = total if not self.capture else size  # noise rows: see the module docstring
+        if not greedy and draws not in b.noise:
+            b.noise[draws] = torch.empty(draws, w.vocab, dtype=torch.float32, device=w.device)
         rng = self._enter_rng(generator) if (self.capture and not greedy) else generator
 
         rows, ends, checked = size, [None] * total, 0  # ends[i]: the step of row i's EOS / stop
@@ -295,7 +300,7 @@ class GraphDecoder:
                     if rows == 0 or steps == max_new_tokens:
                         break
                 window = min(b.capacity, -(-(width + steps) // WINDOW) * WINDOW)
-                self._runner(rows, window, greedy, use_top_p, 0 if greedy else total, rng)()
+                self._runner(rows, window, greedy, use_top_p, 0 if greedy else draws, rng)()
                 steps += 1
         finally:
             if rng is not None and rng is self.rng:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import time
 from datetime import datetime
@@ -50,7 +51,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_print_versi
 def _check_writable(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
+        probe = out / f".write-test-{os.getpid()}"  # per process: two on one directory never unlink each other's
         probe.write_text("ok")
         probe.unlink()
     except OSError as error:
@@ -104,10 +105,16 @@ DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk 
                errno.EROFS: "the file system is read-only"}
 
 
-def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False) -> dict:
-    """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table."""
+def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False,
+             study: bool = False) -> dict | None:
+    """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table.
+
+    Nothing is written before the run directory's lock is held (:func:`evolora.run_dir.lock_run_dir`,
+    atomic: one ``flock``), and what the directory holds is read again under the lock, so a second
+    process on the same directory either gets the lock message or sees the first one's run: ``evolve``
+    refuses a directory that holds a run; a study run (``study``) finished meanwhile is skipped
+    (returns None) and one started meanwhile is resumed."""
     _check_device(config)
-    _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
     from evolora.run_dir import RunDirLocked, lock_run_dir
     from evolora.versions import guard_versions
@@ -122,15 +129,28 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
         fail(f"model.name {_short_name(config.model.name)}: {error.strerror}; give an embedded name, "
              "a Hugging Face id or a local directory")
     try:
-        with lock_run_dir(out):
-            return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
+        lock = lock_run_dir(out)
+        lock.__enter__()
     except RunDirLocked as error:
         fail(str(error))
+    except OSError as error:
+        fail(f"cannot write to output directory {out}: {error.strerror}; choose another with --out")
+    try:
+        if not resume and (out / "metrics.jsonl").exists():  # another process wrote it before this one got the lock
+            if not study:
+                fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
+            if (out / "final" / "summary.json").is_file():
+                console.print(f"{out} was finished by another process; skipped", highlight=False)
+                return None
+            resume = True
+        return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
     except OSError as error:
         if error.errno not in DISK_ERRORS:
             raise
         fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
               f"intact: make room, then continue with: evolora evolve --resume {out}")
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def _short_name(name: str) -> str:
@@ -299,7 +319,7 @@ def study(
     for number, item in enumerate(plan, start=1):
         console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
         if item.state != "done":
-            _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose)
+            _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose, study=True)
     if len(plan) > 1:
         compare([item.out for item in plan], out / "report")
         _study_tables(out)

@@ -147,9 +147,9 @@ def export_command(
     except (FileNotFoundError, ValueError, ConfigError) as error:
         fail(str(error))
     role = plan.member["role"] + ("" if plan.member["role"] in MEMBER_ROLES else ", not a student")
-    console.print(f"exporting {plan.member['id']} ({role}; {plan.criterion}), the adapter of step {plan.step} "
-                  f"in {plan.adapter_dir}, as "
-                  f"{'a merged model' if merge else 'its PEFT adapter'} ...", highlight=False, soft_wrap=True)
+    console.print(f"exporting {plan.member['id']} ({role}; {plan.criterion}) as "
+                  f"{'a merged model' if merge else 'its PEFT adapter'}: the adapter of step {plan.step} "
+                  f"from {plan.adapter_dir} ...", highlight=False, soft_wrap=True)
     _stale_note(run_dir, plan.step)
     quiet_libraries()
     try:

@@ -23,14 +23,14 @@ from peft.utils import get_peft_model_state_dict
 from evolora.generation import heap
 from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.game import Game
-from evolora.learner import make_optimizer, policy_update_many, routed_logprobs
+from evolora.learner import make_optimizer, policy_update_many
 from evolora.model.device import generator_on, model_device
 from evolora.model.targets import ALL_LINEAR, resolve_target_modules
 from evolora.operators import Adapter
-from evolora.generation.rollout import Completion, RolloutStats, generate
+from evolora.generation.engine import Engine, make_engine
 from evolora.generation.routed import BASE
+from evolora.generation.types import Completion, RolloutStats, Sampling
 from evolora.schedule import set_lr
-from evolora.generation.segments import generate_segments
 
 
 @dataclass
@@ -149,14 +149,20 @@ class AdapterBank:
         slots: adapter names, one per population slot (e.g. ``["T0", "T1", "S0", "S1"]``).
         rank, alpha, target_modules: LoRA shape, as in :class:`evolora.config.LoRAConfig`
             (``all-linear`` resolved by :func:`evolora.model.targets.resolve_target_modules`).
+        engine: ``generation.engine``, the engine that generates the rollouts and scores the
+            samples (:func:`evolora.generation.engine.make_engine`; ``auto``: graph on CUDA, else eager).
+
+    Attributes:
+        engine: the :class:`evolora.generation.engine.Engine` the bank owns; told of every factor
+            write (:meth:`set_factors`, :meth:`update`) through its ``refresh``.
 
     Raises:
-        ValueError: when ``rank`` exceeds a target module's smaller dimension, or a target name
-            matches no linear layer.
+        ValueError: when ``rank`` exceeds a target module's smaller dimension, a target name
+            matches no linear layer, or the engine is unknown or cannot run here.
     """
 
     def __init__(self, base, slots: list[str], *, rank: int, alpha: float,
-                 target_modules: tuple[str, ...] | str = ALL_LINEAR):
+                 target_modules: tuple[str, ...] | str = ALL_LINEAR, engine: str = "auto"):
         if not slots:
             raise ValueError("an adapter bank needs at least one slot")
         target_modules = resolve_target_modules(base, target_modules)
@@ -178,6 +184,7 @@ class AdapterBank:
         }
         self._good: dict[str, Adapter] = {}  # slot -> its last finite factors (see snapshot)
         self.model.eval()
+        self.engine: Engine = make_engine(engine, self)
 
     # -- factors -------------------------------------------------------------------------
     def get_factors(self, slot: str) -> Adapter:
@@ -211,6 +218,7 @@ class AdapterBank:
         for name, layer in self.layers.items():
             layer.lora_A[slot].weight.copy_(factors[name][0])
             layer.lora_B[slot].weight.copy_(factors[name][1])
+        self.engine.refresh([slot])
 
     def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
         """Give ``slot`` diverse non-zero ΔW drawn by :func:`random_factors` (design §3)."""
@@ -242,28 +250,28 @@ class AdapterBank:
                 param.requires_grad_(other == slot)
 
     # -- the bank protocol of a run (evolora.distributed.sharded_bank.ShardedBank offers the same over Ray actors) --
-    def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, routing: str = "routed",
-                segments: tuple = (), stats: RolloutStats | None = None, **options) -> list[Completion]:
-        """One completion per (prompt, adapter) row: :func:`evolora.generation.rollout.generate`, or
-        :func:`evolora.generation.segments.generate_segments` when ``segments`` are given.
+    def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (),
+                stats: RolloutStats | None = None, batch_size: int | None = None,
+                generator: torch.Generator | None = None, **options) -> list[Completion]:
+        """One completion per (prompt, adapter) row, by the bank's :attr:`engine`
+        (:meth:`evolora.generation.engine.Engine.generate`).
 
         Args:
             tokenizer: the base's tokenizer; prompts: N token id lists; adapters: N slot names
-                (or ``"__base__"``); routing: "routed" (this bank routes the rows) or "peft".
-            options: the sampling and batching keywords of :func:`evolora.generation.rollout.generate`;
-                a ``generator`` on another device than the model's is replaced by one there with its
-                seed (:func:`evolora.model.device.generator_on`).
+                (or ``"__base__"``); segments: a multi-segment rollout's structure (empty: free form).
+            batch_size: rows per decode batch; None: the engine's default for the device.
+            generator: the sampling RNG; one on another device than the model's is replaced by one
+                there with its seed (:func:`evolora.model.device.generator_on`).
+            options: the fields of :class:`evolora.generation.types.Sampling` (``max_new_tokens``,
+                ``greedy``, ``temperature``, ``top_p``, ``stop``, ``keep_stop``).
 
         Returns:
-            N :class:`evolora.generation.rollout.Completion`, in the order of ``prompts``.
+            N :class:`evolora.generation.types.Completion`, in the order of ``prompts``.
         """
-        router = self if routing == "routed" else None
-        if "generator" in options:  # sampling draws on the model's device
-            options["generator"] = generator_on(options["generator"], model_device(self.model))
-        if segments:
-            return generate_segments(self.model, tokenizer, prompts, adapters, segments, stats=stats, bank=router,
-                                     **options)
-        return generate(self.model, tokenizer, prompts, adapters, stats=stats, bank=router, **options)
+        if generator is not None:  # sampling draws on the model's device
+            generator = generator_on(generator, model_device(self.model))
+        return self.engine.generate(tokenizer, prompts, adapters, Sampling(**options), segments=tuple(segments),
+                                    batch_size=batch_size, stats=stats, generator=generator)
 
     def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], lr: float | None = None, **settings) -> dict:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`
@@ -277,7 +285,9 @@ class AdapterBank:
             set_lr((optimizer for optimizer, _ in jobs.values()), lr)
         heap.trim()
         with heap.mapped_blocks():
-            return policy_update_many(self, jobs, **settings)
+            results = policy_update_many(self, jobs, **settings)
+        self.engine.refresh(list(jobs))
+        return results
 
     @torch.no_grad()
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
@@ -292,7 +302,7 @@ class AdapterBank:
             raise ValueError(f"{len(samples)} samples but {len(names)} adapter names; give one name per sample")
         for name in sorted(set(names) - {BASE}):
             self._check_slot(name)
-        return routed_logprobs(self, list(names), list(samples))
+        return self.engine.logprobs(list(names), list(samples))
 
     def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> torch.optim.Optimizer:
         """A fresh AdamW over ``slot``'s parameters (founders, children, rolled-back members)."""

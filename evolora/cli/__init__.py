@@ -24,7 +24,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, fail, result_console
+from evolora.cli.display import console, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.tools import init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
@@ -110,12 +110,17 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
     _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
     from evolora.run_dir import RunDirLocked, lock_run_dir
+    from evolora.versions import guard_versions
 
     try:
+        guard_versions(report=warn)  # torch, transformers, peft outside the tested range: one line each
         check_model_available(config.model.name)
         check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
     except (ModelNotFoundError, ValueError) as error:
         fail(str(error))
+    except OSError as error:  # e.g. a model.name longer than a file name may be
+        fail(f"model.name {_short_name(config.model.name)}: {error.strerror}; give an embedded name, "
+             "a Hugging Face id or a local directory")
     try:
         with lock_run_dir(out):
             return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
@@ -128,14 +133,22 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
               f"intact: make room, then continue with: evolora evolve --resume {out}")
 
 
+def _short_name(name: str) -> str:
+    from evolora.config.strict_yaml import short
+
+    return short(name)
+
+
 def _check_device(config: Config) -> None:
     """Exit 2 with one line, before anything is written or loaded, when ``model.device`` names a GPU
-    torch does not see here (in process; each Ray worker resolves its own device)."""
+    torch does not see here, or ``generation.engine: graph`` finds none (in process; each Ray
+    worker resolves its own device)."""
+    from evolora.generation.engine import resolve_engine
     from evolora.model.device import resolve_device
 
     if config.run.backend == "local":
         try:
-            resolve_device(config.model.device)
+            resolve_engine(config.generation.engine, resolve_device(config.model.device))
         except ValueError as error:
             fail(str(error))
 

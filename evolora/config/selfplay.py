@@ -127,13 +127,11 @@ class SelfPlayConfig(_Section):
     critic_reviews: Int | None = Field(default=None, ge=2)
     """Answers each critic reviews per step, up to half from each true class (the rest from the
     other; :func:`evolora.critic.pick_reviews`); None: every parsed answer of its student."""
-    generation_batch_size: Int = Field(default=16, ge=1)
-    """Rows per ``generate`` call (all adapters mixed in one batch)."""
+    generation_batch_size: Int | None = Field(default=None, ge=1)
+    """Rows per decode batch (all adapters mixed in one batch); None: the engine's default for the
+    device (16 on a CPU, 256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
     teacher_prompt: Literal["per_proposal", "per_teacher"] = "per_proposal"
     """per_teacher: one prompt per teacher and step for all its proposals (one GRPO group, prefilled once)."""
-    routing: Literal["routed", "peft"] = "routed"
-    """How a batch mixing several adapters runs: ``routed`` (each row through its own adapter in one
-    pass, :mod:`evolora.generation.routed`) or ``peft`` (PEFT's ``adapter_names``); the same tokens."""
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: dict[str, str],
                       judges: dict[str, str], *,
                       limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
-                      batch_size: int, seed: int, routing: str = "routed") -> dict:
+                      batch_size: int, seed: int) -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
@@ -60,7 +60,7 @@ def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: d
     if not items:
         return {}
     answerers, judges = {BASE: "base", **answerers}, {BASE: "base", **judges}
-    rollout = partial(bank.rollout, tokenizer, routing=routing)
+    rollout = partial(bank.rollout, tokenizer)
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
     sampled = rollout([prompts[i] for _, i in rows], [s for s, _ in rows], max_new_tokens=max_new_tokens,

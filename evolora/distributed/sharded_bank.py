@@ -96,7 +96,8 @@ class ShardedBank:
         self.device = "cuda" if options[0].get("num_gpus") else "cpu"  # placement's decision, never the worker's guess
         actor = ray.remote(max_restarts=MAX_RESTARTS)(Worker)
         model, lora = {**config.model.model_dump(), "device": self.device}, config.lora.model_dump(mode="json")
-        self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w)) for w in range(workers)]
+        engine = config.generation.engine
+        self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w), engine) for w in range(workers)]
         self._seconds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._overhead = 0.0
         self._deferred: dict[int, list[tuple]] = defaultdict(list)  # ops that ride on the worker's next call (_send)
@@ -174,11 +175,12 @@ class ShardedBank:
         return self._wait(phase, began, {w: self._send(w, method, a) for w, a in args.items()})
 
     # -- the bank protocol ------------------------------------------------------------------------
-    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, routing: str = "routed",
-                segments: tuple = (), stats=None, **options) -> list:
+    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (), stats=None,
+                **options) -> list:
         """:meth:`evolora.population.AdapterBank.rollout` with each row on its adapter's worker
         (``"__base__"`` rows on worker 0); ``tokenizer`` is unused (each worker has the same one).
-        A ``generator`` option travels as its state; each worker then starts from that state.
+        A ``generator`` option travels as its state; each worker then starts from that state. Each worker's
+        bank generates with its own engine (``generation.engine``, resolved on the worker's device).
         One Ray call per worker with rows; the step's deferred seed and snapshot ride on it.
 
         Returns:
@@ -195,7 +197,7 @@ class ShardedBank:
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)
-        out = self._each("rollout", "rollout", {w: ([prompts[i] for i in r], [adapters[i] for i in r], routing,
+        out = self._each("rollout", "rollout", {w: ([prompts[i] for i in r], [adapters[i] for i in r],
                                                     tuple(segments), options) for w, r in sorted(rows.items())})
         completions: list = [None] * len(prompts)
         for worker, (done, _, _) in out.items():

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from evolora.model.device import resolve_device
+from evolora.versions import guard_versions
 from evolora.model.gguf import convert_gguf, is_converted
 from evolora.model.targets import check_rank, check_targets
 from evolora.model.tiny import tiny_model
@@ -342,8 +343,10 @@ def load_base(
 
     Raises:
         ValueError: unknown ``dtype``, ``num_threads < 1``, or a device torch does not see.
+        VersionError: a package version evolora is known not to run with (:mod:`evolora.versions`).
         ModelNotFoundError: the model cannot be found locally; the message says how to fix it.
     """
+    guard_versions()  # torch, transformers, peft outside the tested range: an error or one warning, once
     device = resolve_device(device)
     if dtype == "auto":
         from evolora.model.dtype import auto_dtype

@@ -197,7 +197,7 @@ def play_step(
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(solve_rows)}
     attempts = bank.rollout(
         tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
-        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
+        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats,
         stop=config.student_stop,
     ) if solve_rows else []
     seconds["rollout_student"] = time.perf_counter() - began
@@ -304,7 +304,7 @@ def _teacher_rollout(bank: Bank, tokenizer: Tokenizer, requests: list[ProposalRe
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]
         done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slots[i] for i in rows], segments=segments,
-                            **sampling, batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
+                            **sampling, batch_size=config.generation_batch_size, stats=stats,
                             **({} if segments else {"stop": config.teacher_stop}))
         for i, completion in zip(rows, done):
             out[i] = completion

@@ -43,7 +43,7 @@ def gate_by_agreement(bank: Bank, tokenizer: Tokenizer, task: Task, games: list,
         return
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(rows)}
     answers = bank.rollout(tokenizer, [prompts[g] for g in rows], [BASE] * len(rows), **config.sampling("student"),
-                           batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
+                           batch_size=config.generation_batch_size, stats=stats,
                            stop=config.student_stop)
     correct = {g: 0 for g in prompts}
     for g, answer in zip(rows, answers):

@@ -284,7 +284,7 @@ class GSMTask(PooledVerifier):
             return Verdict(False, None, "not_numeric", seconds)
         reasons = grounding_reasons(proposal.problem, proposal.program, answer, self.grounding) if self.grounding else []
         if self._seeded is not None:
-            reasons = self._seeded.reasons(proposal) + reasons
+            reasons = self._seeded.reasons(proposal, answer) + reasons
         return Verdict(not reasons, answer, reasons[0] if reasons else "ok", seconds)
 
     # ------------------------------------------------------------------ student side

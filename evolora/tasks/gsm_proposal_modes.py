@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 import re
+from fractions import Fraction
 
 from evolora.tasks.base import Message, Proposal, ProposalRequest, Segment
 from evolora.tasks.code_values import FENCE
@@ -42,9 +43,23 @@ SEEDED_INSTRUCTION = (
     "those numbers in the same order and asks one question.")
 NUMBERS_INSTRUCTION = (
     "Here is a math word problem with its numbers left out ({names}) and a Python program that "
-    "solves it.\n\n{example}\n\nChoose new numbers for {names} and write the call to answer.")
+    "solves it.\n\n{example}\n\nFor example, {calls} make two problems. Choose other numbers for "
+    "{names} and write the call to answer.")
 _PLACEHOLDER = re.compile(r"\{([a-h])\}")
 _AFTER_FENCE = re.compile(r"```[^\n]*\n\s*Problem\s*:", re.IGNORECASE)
+
+
+def _fill(template: str, args: list[Fraction]) -> str:
+    """``template`` with ``{a}``, ``{b}``, ... replaced by ``args`` in order of the names."""
+    return _PLACEHOLDER.sub(lambda m: number_literal(args[PARAMS.index(m.group(1))]), template)
+
+
+def _nearby(value: float, rng: random.Random) -> float:
+    """An example number for a prompt: a whole number between half and twice ``value`` (at least 1),
+    or ``value`` itself when it is not whole (0.25, 1.5: a rate or a fraction)."""
+    if value != int(value):
+        return value
+    return rng.randint(max(1, int(value) // 2), max(2, 2 * int(value)))
 
 
 class SeededProposals:
@@ -77,8 +92,13 @@ class SeededProposals:
         names = seed.function[len("def answer("):seed.function.index(")")]
         if self.mode == "numbers":  # the seed's numbers stay out of view: a 135M model copies them
             example = f"Problem: {seed.template()}\n```python\n{seed.function}\n```"
-            text = NUMBERS_INSTRUCTION.format(example=example, names=names)
+            calls = [[_nearby(v, rng) for v in seed.values] for _ in range(2)]
+            text = NUMBERS_INSTRUCTION.format(example=example, names=names, calls=" or ".join(
+                f"print(answer({', '.join(map(number_literal, c))}))" for c in calls))
             prefix = f"Problem: {seed.template()}\n```python\n{seed.function}\nprint(answer("
+            shown = tuple(_fill(seed.template(), [Fraction(str(v)) for v in c]) for c in calls)
+            return ProposalRequest([{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}], prefix,
+                                   examples=(seed.problem, *shown), segments=self.segments)
         else:
             text = SEEDED_INSTRUCTION.format(example=f"Problem: {seed.problem}\n```python\n{seed.program}\n```")
             prefix = f"```python\n{seed.function}\nprint(answer("
@@ -102,8 +122,8 @@ class SeededProposals:
             problem = head.split(":", 1)[1].strip() if head.lower().startswith("problem:") else head
             parts = split_program(program)
             if parts is not None and len(parts[1]) == len(set(_PLACEHOLDER.findall(problem))):
-                args = parts[1]
-                problem = _PLACEHOLDER.sub(lambda m: number_literal(args[PARAMS.index(m.group(1))]), problem)
+                program, problem = f"{parts[0]}\nprint(answer({', '.join(map(number_literal, parts[1]))}))", \
+                    _fill(problem, parts[1])
         else:
             after = _AFTER_FENCE.search(text, fence.start())
             problem = text[after.end():].strip() if after else ""
@@ -111,6 +131,6 @@ class SeededProposals:
             return None
         return Proposal(problem=problem, program=program, raw=text)
 
-    def reasons(self, proposal: Proposal) -> list[str]:
-        """:func:`evolora.tasks.gsm_seeds.seed_reasons` of the proposal against the seeds."""
-        return seed_reasons(proposal.problem, proposal.program, self.by_function)
+    def reasons(self, proposal: Proposal, answer: float | int | None) -> list[str]:
+        """:func:`evolora.tasks.gsm_seeds.seed_reasons` of the proposal (and its printed answer) against the seeds."""
+        return seed_reasons(proposal.problem, proposal.program, self.by_function, answer)

@@ -121,10 +121,11 @@ def load_seeds(path: Path = SEEDS_PATH) -> list[Seed]:
 
 
 def split_program(program: str) -> tuple[str, list[Fraction]] | None:
-    """(function, call arguments) of a seeded program ``def answer(...): ... print(answer(x, y))``;
-    None when the last line is not one call of ``answer`` on non-negative number literals."""
+    """(function, call arguments) of a seeded program ``def answer(...): ... print(answer(x, y))``
+    (a comment after the call is ignored); None when the last line is not one call of ``answer`` on
+    non-negative number literals."""
     function, _, call = program.rstrip().rpartition("\n")
-    match = _CALL.fullmatch(call.strip())
+    match = _CALL.fullmatch(call.split("#", 1)[0].strip())  # a trailing comment ("# Output: 6") is dropped
     if not function.startswith("def answer(") or match is None:
         return None
     try:
@@ -142,18 +143,20 @@ def cues(text: str) -> set[str]:
     return {c for c in CUES if any(w.startswith(c) for w in words)} | {w for w in words if w in NUMBER_WORDS}
 
 
-def seed_reasons(problem: str, program: str, seeds: dict[str, list[Seed]]) -> list[str]:
+def seed_reasons(problem: str, program: str, seeds: dict[str, list[Seed]], answer: float | int | None = None) -> list[str]:
     """Why a seeded proposal does not vary a seed faithfully; [] when it does.
 
     Args:
         problem: the proposal's text; program: its program (function + call).
         seeds: the task's seeds by function text.
+        answer: the number the program printed (None: not checked).
 
     Returns:
         ``structure`` (the function is no seed's, or the call's arity differs), ``quantity_order``
         (the problem's numbers, in order, are not the call's arguments), ``cues`` (the relation
         words or number words differ from every seed with this function), ``copied_seed`` (the
-        arguments are a seed's own numbers).
+        arguments are a seed's own numbers), ``not_whole`` (the answer is not a whole number > 0, as
+        every GSM8K answer is: new numbers that split 7 people in halves make a question without answer).
     """
     parts = split_program(program)
     if parts is None or parts[0] not in seeds:
@@ -169,4 +172,6 @@ def seed_reasons(problem: str, program: str, seeds: dict[str, list[Seed]]) -> li
         reasons.append("cues")
     if any(args == [Fraction(str(v)) for v in s.values] for s in candidates):
         reasons.append("copied_seed")
+    if answer is not None and not (answer > 0 and Fraction(str(answer)).denominator == 1):
+        reasons.append("not_whole")
     return reasons

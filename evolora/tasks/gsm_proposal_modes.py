@@ -31,7 +31,7 @@ from fractions import Fraction
 
 from evolora.tasks.base import Message, Proposal, ProposalRequest, Segment
 from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_seeds import PARAMS, Seed, load_seeds, number_literal, seed_reasons, split_program
+from evolora.tasks.gsm_seeds import PARAMS, Seed, function_value, load_seeds, number_literal, seed_reasons, split_program
 
 PROPOSAL_MODES = ("free", "seeded", "numbers")
 """Values of ``task.params.proposal``."""
@@ -60,6 +60,17 @@ def _nearby(value: float, rng: random.Random) -> float:
     if value != int(value):
         return value
     return rng.randint(max(1, int(value) // 2), max(2, 2 * int(value)))
+
+
+def _example_call(seed: Seed, rng: random.Random, tries: int = 20) -> list[float]:
+    """Numbers near the seed's (:func:`_nearby`) whose answer is whole and positive, as GSM8K's are
+    (the first of ``tries`` draws that is; else the last draw): the prompt's example calls."""
+    for _ in range(tries):
+        call = [_nearby(v, rng) for v in seed.values]
+        value = function_value(seed.function, call)
+        if value is not None and value > 0 and value == int(value) and list(map(float, call)) != list(seed.values):
+            return call
+    return call
 
 
 class SeededProposals:
@@ -92,7 +103,7 @@ class SeededProposals:
         names = seed.function[len("def answer("):seed.function.index(")")]
         if self.mode == "numbers":  # the seed's numbers stay out of view: a 135M model copies them
             example = f"Problem: {seed.template()}\n```python\n{seed.function}\n```"
-            calls = [[_nearby(v, rng) for v in seed.values] for _ in range(2)]
+            calls = [_example_call(seed, rng) for _ in range(2)]
             text = NUMBERS_INSTRUCTION.format(example=example, names=names, calls=" or ".join(
                 f"print(answer({', '.join(map(number_literal, c))}))" for c in calls))
             prefix = f"Problem: {seed.template()}\n```python\n{seed.function}\nprint(answer("

@@ -30,6 +30,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from evolora.parsing import PARSE_ERRORS
+from evolora.tasks.gsm_data import _arithmetic_value
 from evolora.tasks.gsm_grounding import NUMBER_WORDS, _NUMBER, grounding_reasons, stated_quantities
 
 SEEDS_PATH = Path(__file__).resolve().parent.parent / "data" / "gsm_seeds.json"
@@ -108,6 +109,26 @@ def seed_from_gsm8k(question: str, program: str, answer: float) -> Seed | None:
     lines = [f"def answer({', '.join(PARAMS[:len(stated)])}):", *(f"    {line}" for line in body[:-1]),
              f"    return {body[-1][len('print('):-1]}"]
     return Seed(problem=question, function="\n".join(lines), values=tuple(float(v) for v in stated))
+
+
+def function_value(function: str, args: list[float]) -> float | None:
+    """The value of a seed's ``answer`` function on ``args``, by the arithmetic-only evaluator of
+    :mod:`evolora.tasks.gsm_data` (no ``exec``); None on division by zero or a malformed line.
+
+    >>> function_value("def answer(a):\\n    step1 = a / 2\\n    return a + step1", [48])
+    72.0
+    """
+    variables = dict(zip(PARAMS, map(float, args)))
+    for line in function.splitlines()[1:]:
+        target, _, expr = line.strip().partition(" = ") if not line.strip().startswith("return ") else \
+            ("", "", line.strip()[len("return "):])
+        value = _arithmetic_value(expr, variables)
+        if value is None:
+            return None
+        if not target:
+            return value
+        variables[target] = value
+    return None
 
 
 def load_seeds(path: Path = SEEDS_PATH) -> list[Seed]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from evolora.parsing import PARSE_ERRORS
 from evolora.tasks.gsm_data import _arithmetic_value
-from evolora.tasks.gsm_grounding import NUMBER_WORDS, _NUMBER, grounding_reasons, stated_quantities
+from evolora.tasks.gsm_grounding import ALLOWED_CONSTANTS, NUMBER_WORDS, UNIT_CONSTANTS, _NUMBER, grounding_reasons, stated_quantities
 
 SEEDS_PATH = Path(__file__).resolve().parent.parent / "data" / "gsm_seeds.json"
 """The seed slice shipped in the package: {"seeds": [{"problem", "function", "values"}]}."""
@@ -85,12 +85,16 @@ def number_literal(value: float | int | Fraction) -> str:
 
 def seed_from_gsm8k(question: str, program: str, answer: float) -> Seed | None:
     """The seed of a GSM8K train problem and its rebuilt program, or None when the program is not
-    a function of the stated numbers: a literal that is neither a stated number (each stated number
-    distinct) nor explained by the grounding rules, a stated number unused, or a rule broken."""
+    surely a function of the stated numbers: a literal that is neither a stated number (each stated
+    number distinct) nor explained by the grounding rules, a stated number unused, a rule broken, a
+    stated number that a literal could also mean implicitly (2 and "half"; 60 and "hours"), or a step
+    that no later step uses (an annotation is missing: the program is not the whole solution)."""
     if grounding_reasons(question, program, answer):
         return None
     stated = [v for v, _ in stated_quantities(question)]
     if not 1 <= len(stated) <= len(PARAMS) or len(set(stated)) != len(stated) or any(v <= 0 for v in stated):
+        return None
+    if set(stated) & _implicit_values(question):  # a literal 2 could be the stated 2 or "half"
         return None
     names = {v: PARAMS[i] for i, v in enumerate(stated)}
     tree = ast.parse(program)
@@ -106,6 +110,9 @@ def seed_from_gsm8k(question: str, program: str, answer: float) -> Seed | None:
     body = [ast.unparse(Rename().visit(statement)) for statement in tree.body]
     if len(used) != len(stated) or not body[-1].startswith("print(") or not body[-1].endswith(")"):
         return None
+    steps = [line.split(" = ", 1)[0] for line in body[:-1]]
+    if any(not re.search(rf"\b{step}\b", " ".join(body[k + 1:])) for k, step in enumerate(steps)):
+        return None  # a step no later line uses: an annotation is missing, the program is not the solution
     lines = [f"def answer({', '.join(PARAMS[:len(stated)])}):", *(f"    {line}" for line in body[:-1]),
              f"    return {body[-1][len('print('):-1]}"]
     return Seed(problem=question, function="\n".join(lines), values=tuple(float(v) for v in stated))
@@ -129,6 +136,15 @@ def function_value(function: str, args: list[float]) -> float | None:
             return value
         variables[target] = value
     return None
+
+
+def _implicit_values(question: str) -> set[Fraction]:
+    """Values a program literal may stand for without a digit in the text: the grounding rules'
+    allowed constants, number words and unit constants whose cue the text has."""
+    text = question.lower()
+    words = {NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text) if w in NUMBER_WORDS}
+    units = {v for v, cue_words in UNIT_CONSTANTS.items() if any(c in text for c in cue_words)}
+    return set(ALLOWED_CONSTANTS) | words | units
 
 
 def load_seeds(path: Path = SEEDS_PATH) -> list[Seed]:

@@ -1,7 +1,7 @@
 """Build the gsm seed slice shipped in the package (``evolora/data/gsm_seeds.json``).
 
 From GSM8K train (MIT license): every problem whose program, rebuilt from the calculator
-annotations, is a function of its stated numbers (:func:`evolora.tasks.gsm_seeds.seed_from_gsm8k`),
+annotations, is a function of its stated numbers (:func:`evolora.tasks.gsm_seeds.seed_from_program`),
 with at most ``--max-steps`` calculations and ``--max-chars`` characters, in file order, up to
 ``--count`` seeds.
 
@@ -14,7 +14,7 @@ import argparse
 import json
 
 from evolora.tasks.gsm_data import _final_answer, _program_from_calculations, _read_jsonl
-from evolora.tasks.gsm_seeds import SEEDS_PATH, seed_from_gsm8k
+from evolora.tasks.gsm_seeds import SEEDS_PATH, seed_from_program
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
         program = _program_from_calculations(row["answer"])
         if program is None or len(row["question"]) > args.max_chars or program.count("\n") > args.max_steps:
             continue
-        seed = seed_from_gsm8k(row["question"], program, _final_answer(row["answer"]))
+        seed = seed_from_program(row["question"], program, _final_answer(row["answer"]))
         if seed is not None:
             seeds.append({"problem": seed.problem, "function": seed.function,
                           "values": [int(v) if v == int(v) else v for v in seed.values]})

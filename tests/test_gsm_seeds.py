@@ -10,7 +10,7 @@ import pytest
 
 from evolora.tasks.gsm import GSMTask
 from evolora.tasks.gsm_data import _program_from_calculations
-from evolora.tasks.gsm_seeds import Seed, cues, load_seeds, seed_from_gsm8k, seed_reasons, split_program
+from evolora.tasks.gsm_seeds import Seed, cues, load_seeds, seed_from_program, seed_reasons, split_program
 
 CLIPS = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
          "How many clips did Natalia sell altogether in April and May?")
@@ -18,7 +18,7 @@ CLIPS_ANSWER = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48
 
 
 def _seed() -> Seed:
-    return seed_from_gsm8k(CLIPS, _program_from_calculations(CLIPS_ANSWER), 72)
+    return seed_from_program(CLIPS, _program_from_calculations(CLIPS_ANSWER), 72)
 
 
 def test_a_gsm8k_problem_becomes_a_function_of_its_stated_numbers():
@@ -27,7 +27,7 @@ def test_a_gsm8k_problem_becomes_a_function_of_its_stated_numbers():
     assert seed.values == (48.0,) and seed.program.endswith("print(answer(48))")
     assert seed.template().startswith("Natalia sold clips to {a} of her friends")
     # a literal that no stated number explains (an intermediate result) makes no seed
-    assert seed_from_gsm8k("Tom has 3 bags of 4 apples. How many apples?", "print(3 * 4 + 7)", 19) is None
+    assert seed_from_program("Tom has 3 bags of 4 apples. How many apples?", "print(3 * 4 + 7)", 19) is None
 
 
 def test_every_shipped_seed_reproduces_its_gsm8k_answer_shape():
@@ -106,3 +106,21 @@ def test_numbers_mode_fills_the_template_and_the_verdict_follows_the_program():
 def test_an_unknown_proposal_mode_fails_before_any_model_loads():
     with pytest.raises(ValueError, match="proposal in"):
         GSMTask(proposal="template")
+
+
+def test_simple_seeds_join_the_draw_with_their_fraction():
+    from evolora.tasks.gsm_seeds import simple_seeds
+
+    simple = simple_seeds()
+    assert len(simple) == 13 and any(s.problem.startswith("A box holds 6 eggs") for s in simple)
+    task = GSMTask(proposal="numbers", simple_fraction=1.0, workers=1, runs=1)
+    rng = random.Random(0)
+    assert all(task.proposal_request(rng).examples[0] in {s.problem for s in simple} for _ in range(10))
+    request = task.proposal_request(rng)
+    seed = next(s for s in simple if s.problem == request.examples[0])
+    args = ", ".join(str(int(v) + 2) for v in seed.values)
+    verdict = task.verify([task.parse_proposal(request.prefix + f"{args}))\n")])[0]
+    task.close()
+    assert verdict.reason in {"ok", "not_whole"} and verdict.answer is not None
+    with pytest.raises(ValueError, match="simple_fraction"):
+        GSMTask(proposal="numbers", simple_fraction=1.5)

@@ -104,6 +104,9 @@ class GSMTask(PooledVerifier):
             blanked; the teacher writes only the new numbers).
         value_tokens: token limit of the numbers segment of ``seeded`` and ``numbers`` (>= 1).
         value_temperature: sampling temperature of that segment (> 0; None: the teacher's).
+        simple_fraction: with ``seeded`` or ``numbers``, the probability in [0, 1] that a seed is one of
+            evolora's simple problems (one or two steps; a 135M student sometimes solves them) rather
+            than one of the 300 GSM8K train seeds shipped in ``evolora/data/gsm_seeds.json``.
     """
 
     name = "gsm"
@@ -136,10 +139,13 @@ class GSMTask(PooledVerifier):
         proposal: str = "free",
         value_tokens: int = 24,
         value_temperature: float | None = 1.0,
+        simple_fraction: float = 0.0,
     ) -> None:
-        if proposal not in PROPOSAL_MODES or value_tokens < 1 or not (value_temperature is None or value_temperature > 0):
+        if (proposal not in PROPOSAL_MODES or value_tokens < 1 or not (value_temperature is None or value_temperature > 0)
+                or not 0.0 <= simple_fraction <= 1.0):
             raise ValueError(f"gsm task: need proposal in {list(PROPOSAL_MODES)} (got {proposal!r}), value_tokens "
-                             f">= 1 (got {value_tokens}) and value_temperature > 0 or null (got {value_temperature!r})")
+                             f">= 1 (got {value_tokens}), value_temperature > 0 or null (got {value_temperature!r}) "
+                             f"and 0 <= simple_fraction <= 1 (got {simple_fraction!r})")
         _check_params(num_examples=num_examples, runs=runs, workers=workers, gsm8k_fraction=gsm8k_fraction,
                       timeout_s=timeout_s, memory_mb=memory_mb, output_limit=output_limit, tolerance=tolerance,
                       example_set=example_set, structured=structured, problem_tokens=problem_tokens,
@@ -170,7 +176,7 @@ class GSMTask(PooledVerifier):
         self._eval: list[HeldOutItem] | None = None
         self._pool: SandboxPool | None = None
         self.proposal = proposal
-        self._seeded = SeededProposals(proposal, value_tokens, problem_tokens, value_temperature) if proposal != "free" else None
+        self._seeded = SeededProposals(proposal, value_tokens, problem_tokens, value_temperature, simple_fraction) if proposal != "free" else None
 
     # ------------------------------------------------------------------ teacher side
     def proposal_prompt(self, rng: random.Random) -> list[Message]:

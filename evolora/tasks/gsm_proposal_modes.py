@@ -31,7 +31,7 @@ from fractions import Fraction
 
 from evolora.tasks.base import Message, Proposal, ProposalRequest, Segment
 from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_seeds import PARAMS, Seed, function_value, load_seeds, number_literal, seed_reasons, split_program
+from evolora.tasks.gsm_seeds import PARAMS, Seed, function_value, load_seeds, simple_seeds, number_literal, seed_reasons, split_program
 
 PROPOSAL_MODES = ("free", "seeded", "numbers")
 """Values of ``task.params.proposal``."""
@@ -80,16 +80,20 @@ class SeededProposals:
         mode: ``seeded`` or ``numbers``.
         value_tokens: token limit of the numbers segment (>= 1).
         value_temperature: sampling temperature of the numbers segment (> 0; None: the teacher's).
+        simple_fraction: probability in [0, 1] that a request's seed is one of evolora's simple
+            problems (:func:`evolora.tasks.gsm_seeds.simple_seeds`) instead of a GSM8K one.
         problem_tokens: token limit of the problem segment of ``seeded`` (>= 1).
         seeds: the seeds (default: the slice shipped in the package, :func:`load_seeds`).
     """
 
     def __init__(self, mode: str, value_tokens: int, problem_tokens: int, value_temperature: float | None = None,
-                 seeds: list[Seed] | None = None) -> None:
+                 simple_fraction: float = 0.0, seeds: list[Seed] | None = None) -> None:
         self.mode = mode
         self.seeds = load_seeds() if seeds is None else seeds
+        self.simple = simple_seeds() if simple_fraction > 0 else []
+        self.simple_fraction = simple_fraction
         self.by_function: dict[str, list[Seed]] = {}
-        for seed in self.seeds:
+        for seed in [*self.seeds, *self.simple]:
             self.by_function.setdefault(seed.function, []).append(seed)
         values = Segment(stop=("\n",), max_new_tokens=value_tokens, temperature=value_temperature)
         self.segments = (values,) if mode == "numbers" else (
@@ -99,7 +103,7 @@ class SeededProposals:
         """One teacher request on a seed drawn with ``rng``: the prompt, the forced start (the seed's
         function up to ``print(answer(``; in ``numbers`` the blanked problem before it), the seed's
         problem as the shown example (a copy of it pays the copied reward) and the segments."""
-        seed = rng.choice(self.seeds)
+        seed = rng.choice(self.simple if self.simple and rng.random() < self.simple_fraction else self.seeds)
         names = seed.function[len("def answer("):seed.function.index(")")]
         if self.mode == "numbers":  # the seed's numbers stay out of view: a 135M model copies them
             example = f"Problem: {seed.template()}\n```python\n{seed.function}\n```"

@@ -83,7 +83,7 @@ def number_literal(value: float | int | Fraction) -> str:
     return str(value.numerator) if value.denominator == 1 else repr(float(value))
 
 
-def seed_from_gsm8k(question: str, program: str, answer: float) -> Seed | None:
+def seed_from_program(question: str, program: str, answer: float) -> Seed | None:
     """The seed of a GSM8K train problem and its rebuilt program, or None when the program is not
     surely a function of the stated numbers: a literal that is neither a stated number (each stated
     number distinct) nor explained by the grounding rules, a stated number unused, a rule broken, a
@@ -145,6 +145,18 @@ def _implicit_values(question: str) -> set[Fraction]:
     words = {NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text) if w in NUMBER_WORDS}
     units = {v for v, cue_words in UNIT_CONSTANTS.items() if any(c in text for c in cue_words)}
     return set(ALLOWED_CONSTANTS) | words | units
+
+
+SIMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "gsm_simple_examples.json"
+"""evolora's own one- and two-step problems (``example_set: simple``); 13 of the 16 are seeds."""
+
+
+def simple_seeds(path: Path = SIMPLE_PATH) -> list[Seed]:
+    """The seeds among evolora's simple examples ("A box holds 6 eggs. How many eggs are in 4
+    boxes?"): problems a 135M student sometimes solves, where GSM8K's rarely are."""
+    with open(path, encoding="utf-8") as f:
+        examples = json.load(f)["examples"]
+    return [s for e in examples if (s := seed_from_program(e["problem"], e["program"], e["answer"])) is not None]
 
 
 def load_seeds(path: Path = SEEDS_PATH) -> list[Seed]:

@@ -204,8 +204,9 @@ def seed_reasons(problem: str, program: str, seeds: dict[str, list[Seed]], answe
         ``structure`` (the function is no seed's, or the call's arity differs), ``quantity_order``
         (the problem's numbers, in order, are not the call's arguments), ``cues`` (the relation
         words or number words differ from every seed with this function), ``copied_seed`` (the
-        arguments are a seed's own numbers), ``not_whole`` (the answer is not a whole number > 0, as
-        every GSM8K answer is: new numbers that split 7 people in halves make a question without answer).
+        arguments are a seed's own numbers), ``not_positive`` (the answer is not > 0, as every GSM8K
+        answer is: "Lucy gives Linda $26 ... Lucy had $1" leaves Linda -51 dollars; a fractional count
+        is the grounding rule ``whole_count``'s, a fractional sum of money is fine).
     """
     parts = split_program(program)
     if parts is None or parts[0] not in seeds:
@@ -221,6 +222,6 @@ def seed_reasons(problem: str, program: str, seeds: dict[str, list[Seed]], answe
         reasons.append("cues")
     if any(args == [Fraction(str(v)) for v in s.values] for s in candidates):
         reasons.append("copied_seed")
-    if answer is not None and not (answer > 0 and Fraction(str(answer)).denominator == 1):
-        reasons.append("not_whole")
+    if answer is not None and not answer > 0:
+        reasons.append("not_positive")
     return reasons

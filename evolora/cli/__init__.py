@@ -288,8 +288,9 @@ def _print_summary(summary: dict) -> None:
         from evolora.cli.display import critic_table
 
         console.print(critic_table(summary["critic_eval"]))
-    if verdict["sentence"]:
-        console.print(verdict["sentence"], highlight=False)
+    for sentence in (verdict["sentence"], verdict.get("in_run")):
+        if sentence:
+            console.print(sentence, highlight=False)
 
 
 def _accuracy(held: dict | None) -> str:

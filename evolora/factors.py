@@ -42,7 +42,7 @@ def check_factors(factors: Adapter, reference: Mapping[str, tuple[torch.Tensor, 
 
 
 def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]], generator: torch.Generator, *,
-                   b_std: float) -> Adapter:
+                   b_std: float, dtype: torch.dtype = torch.float32) -> Adapter:
     """Diverse non-zero factors for one adapter: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
 
     Shapes: ``shapes`` {module: ((r, d_in), (d_out, r))} in; {module: (A, B)} out on the generator's
@@ -53,8 +53,8 @@ def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]
     factors = {}
     for name, (a_shape, b_shape) in shapes.items():
         bound = 1.0 / a_shape[1] ** 0.5
-        a = (torch.rand(a_shape, generator=generator, device=generator.device) * 2 - 1) * bound
-        b = torch.randn(b_shape, generator=generator, device=generator.device) * b_std
+        a = (torch.rand(a_shape, generator=generator, dtype=dtype, device=generator.device) * 2 - 1) * bound
+        b = torch.randn(b_shape, generator=generator, dtype=dtype, device=generator.device) * b_std
         factors[name] = (a, b)
     return factors
 

@@ -25,7 +25,6 @@ import torch
 from evolora.bank import Bank
 from evolora.evolution import Birth, evolve
 from evolora.matchmaking import HallOfFame
-from evolora.operators import Adapter
 from evolora.population import Individual, Population
 from evolora.ratings import Ratings
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -53,6 +53,10 @@ from evolora.step_record import step_record
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 from evolora.distributed.recovery import run_step_with_recovery
+
+if TYPE_CHECKING:
+    from evolora.bank import RunBank
+    from evolora.hf_types import CausalLM, Tokenizer
 
 Callback = Callable[["Run", dict, list[GameRecord]], None]
 """Called after every step with the run, the step's metrics record and its games."""
@@ -92,7 +96,12 @@ class Run:
             one, before anything is written.
     """
 
-    def __init__(self, config: Config, out_dir: str | Path, *, model=None, tokenizer=None, task=None):
+    bank: RunBank
+    """Every adapter of the run: :class:`evolora.population.AdapterBank` in process, or
+    :class:`evolora.distributed.sharded_bank.ShardedBank` on Ray (:data:`evolora.bank.RunBank`)."""
+
+    def __init__(self, config: Config, out_dir: str | Path, *, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None, task=None):
         if model is None and config.run.backend == "local":
             # a GPU that is not there, or a graph engine without one: refused before anything is written
             resolve_engine(config.generation.engine, resolve_device(config.model.device))

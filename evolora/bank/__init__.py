@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 class Bank(Protocol):
     """The operations every adapter bank offers (local or on Ray workers)."""
 
+    slots: list[str]
+    """The bank's slot names: the members' slots, then the hall of fame's."""
     batch_size: int
     """Rows per decode batch when a rollout gives none: the engine's default for the bank's device
     (:data:`evolora.generation.engine.BATCH_SIZE`)."""
@@ -98,3 +100,20 @@ class LocalBank(Bank, Protocol):
 
     def activate(self, slot: str) -> None:
         """Route every row through ``slot`` (single-adapter forward passes)."""
+
+
+@runtime_checkable
+class RemoteBank(Bank, Protocol):
+    """A bank whose adapters live on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`):
+    what a run asks of it beyond :class:`Bank`."""
+
+    tokenizer: Any
+    """The base model's tokenizer, fetched from a worker (the run tokenizes prompts with it)."""
+
+    def reconnect(self) -> None:
+        """Wait for every worker (Ray restarts a dead one); the caller then restores a checkpoint."""
+
+
+RunBank = LocalBank | RemoteBank
+"""What :attr:`evolora.run.Run.bank` holds: the in-process bank (its ``model`` read for the device)
+or the Ray bank (its ``tokenizer`` and ``reconnect`` read by the run and its recovery)."""

@@ -15,6 +15,8 @@ for the held-out protocol (the base model as the reference).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import random
 from collections import Counter
 from functools import partial
@@ -27,8 +29,12 @@ from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
 from evolora.tasks.base import Task
 
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
-def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, str], judges: dict[str, str], *,
+
+def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: dict[str, str],
+                      judges: dict[str, str], *,
                       limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
                       batch_size: int | None, seed: int) -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
@@ -97,7 +103,8 @@ VERDICT_WORDS = ((" correct", " Correct"), (" incorrect", " Incorrect"))
 
 
 @torch.no_grad()
-def verdict_scores(bank: Bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+def verdict_scores(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, str],
+                   reviews: list[tuple[str, str]], *,
                    batch_size: int) -> dict[str, list[float]]:
     """{judge id: its score of each (problem, answer)}: log Σ π(" correct" | " Correct") − log Σ
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
@@ -142,7 +149,7 @@ def _top(group: list[int], scores: dict[int, float]) -> int:
     return max(judged, key=lambda r: scores[r]) if judged else group[0]
 
 
-def _verdicts(bank: Bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+def _verdicts(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
               max_new_tokens: int, batch_size: int, rollout) -> dict[str, list[str | None]]:
     """{judge id: its greedy verdict on each (problem, answer), in order}."""
     prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix)

@@ -22,6 +22,8 @@ from the last checkpoint and repeats the step. Source: PopuLoRA (arXiv 2605.1672
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -34,6 +36,9 @@ from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, Worker
 from evolora.generation.engine import BATCH_SIZE
 from evolora.generation.routed import BASE
 from evolora.distributed.actor import pack, unpack
+
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
 PREFETCH_MAX_BYTES = 1 << 19
 """Largest adapter (bytes of its factors) :meth:`ShardedBank.prefetch` fetches ahead. A prefetch
@@ -172,7 +177,7 @@ class ShardedBank:
         return self._wait(phase, began, {w: self._send(w, method, a) for w, a in args.items()})
 
     # -- the bank protocol ------------------------------------------------------------------------
-    def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (), stats=None,
+    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (), stats=None,
                 **options) -> list:
         """:meth:`evolora.bank.local.AdapterBank.rollout` with each row on its adapter's worker
         (``"__base__"`` rows on worker 0); ``tokenizer`` is unused (each worker has the same one).

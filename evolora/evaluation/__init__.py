@@ -7,6 +7,8 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (greedy pass@1 of every member vs the ba
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import random
 from dataclasses import dataclass
@@ -19,6 +21,9 @@ from evolora.io import write_text_atomic
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.generation.routed import BASE
 from evolora.tasks.base import HeldOutItem, Task
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 @dataclass(frozen=True)
@@ -39,8 +44,8 @@ class EvalResult:
 
 
 def evaluate(
-    model,
-    tokenizer,
+    model: CausalLM,
+    tokenizer: Tokenizer,
     task: Task,
     items: list[HeldOutItem],
     adapters: list[str],
@@ -86,7 +91,7 @@ def evaluate(
 __all__ = ["BASE", "EvalResult", "evaluate"]
 
 
-def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
+def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
                       limit: int | None = None,
                       answers_path: str | Path | None = None) -> tuple[dict[str, dict], int]:
     """The one held-out evaluation of a run's members, used at a run's end and by

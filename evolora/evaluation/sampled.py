@@ -13,6 +13,8 @@ Estimator: 1 − C(n − c, k) / C(n, k) per problem, averaged (Chen et al., arX
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import random
 import time
 from pathlib import Path
@@ -26,11 +28,15 @@ from evolora.io import write_json_atomic
 from evolora.report.stats import pass_at_k
 from evolora.tasks.base import HeldOutItem, Task
 
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
+
 DEFAULT_KS = (1, 4, 16)
 """The k of pass@k reported by default (k > n samples are left out)."""
 
 
-def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *, samples: int,
+def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *,
+                   samples: int,
                    temperature: float, max_new_tokens: int, batch_size: int, seed: int,
                    greedy: bool = False) -> dict[str, list[int]]:
     """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
@@ -72,8 +78,8 @@ def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None
 
 
 def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
-                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model=None,
-                      tokenizer=None) -> dict:
+                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model: CausalLM | None = None,
+                      tokenizer: Tokenizer | None = None, allow_stale: bool = False) -> dict:
     """pass@k of a finished run's members and the base on its held-out set; written to the summary.
 
     Args:
@@ -94,7 +100,7 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     from evolora.evaluation.rerun import _check_run, load_members
 
     check_options(samples, temperature, ks)
-    summary_path, members, summary = _check_run(Path(run_dir), limit)
+    summary_path, members, summary = _check_run(Path(run_dir), limit, allow_stale=allow_stale)
     config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
     limit = limit or config.eval.limit
     items = task.held_out(limit, random.Random(config.run.seed))

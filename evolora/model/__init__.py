@@ -27,6 +27,7 @@ import torch
 from evolora.model.device import resolve_device
 from evolora.versions import guard_versions
 from evolora.model.gguf import convert_gguf, is_converted
+from evolora.model.targets import check_rank, check_targets
 from evolora.model.tiny import tiny_model
 
 if TYPE_CHECKING:
@@ -243,16 +244,8 @@ def check_lora_fits(name: str, rank: int, target_modules: tuple[str, ...] | str)
         return
     if isinstance(target_modules, str):  # all-linear: every linear layer the config describes
         target_modules = tuple(shapes)
-    missing = [m for m in target_modules if m not in shapes]
-    if missing:
-        raise ValueError(f"lora.target_modules {missing} are not linear modules of {name}; "
-                         f"choose from {sorted(shapes)}")
-    for module in target_modules:
-        d_in, d_out = shapes[module]
-        if rank > min(d_in, d_out):
-            limit = min(min(shapes[m]) for m in target_modules)
-            raise ValueError(f"lora.rank={rank} exceeds the smaller dimension of {module} ({d_in} -> {d_out}) "
-                             f"in {name}; set lora.rank <= {limit}")
+    check_targets(target_modules, tuple(shapes), name)
+    check_rank(rank, {module: shapes[module] for module in target_modules}, name)
 
 
 def resolve_model(name: str) -> Path | str:

@@ -17,7 +17,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from evolora.selfplay.agreement import gate_by_agreement
 from evolora.selfplay.guidance import add_guidance
 from evolora.selfplay.memory import ProblemMemory, same_answer
 from evolora.tasks.base import ProposalRequest, Task, normalise_problem
+
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
 
 def proposal_request(task: Task, rng: random.Random) -> ProposalRequest:
@@ -133,7 +136,7 @@ class StepOutcome:
 
 def play_step(
     bank: Bank,
-    tokenizer,
+    tokenizer: Tokenizer,
     task: Task,
     proposers: list[Individual],
     solvers: list[Individual],
@@ -289,7 +292,8 @@ def _pair_solve_rates(pairs: list[tuple[str, str]], games: list[GameRecord]) -> 
     return rates
 
 
-def _teacher_rollout(bank: Bank, tokenizer, requests: list[ProposalRequest], slots: list[str], config: SelfPlayConfig,
+def _teacher_rollout(bank: Bank, tokenizer: Tokenizer, requests: list[ProposalRequest], slots: list[str],
+                     config: SelfPlayConfig,
                      stats: RolloutStats) -> list[Completion]:
     """Every teacher completion, in request order: free-form rows in one batched ``generate``,
     structured rows (the same ``segments``) through :func:`evolora.generation.segments.generate_segments`

@@ -14,14 +14,20 @@ PopuLoRA (arXiv 2605.16727) §2 step 3.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from evolora.config.selfplay import SelfPlayConfig
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
 from evolora.tasks.base import Task
 from evolora.bank import Bank
 
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
-def gate_by_agreement(bank: Bank, tokenizer, task: Task, games: list, config: SelfPlayConfig, stats=None) -> None:
+
+def gate_by_agreement(bank: Bank, tokenizer: Tokenizer, task: Task, games: list, config: SelfPlayConfig,
+                      stats=None) -> None:
     """Set ``game.agreement`` on every valid game and invalidate those below the threshold, in place.
 
     Args:

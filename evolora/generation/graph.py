@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 import torch
 
+from evolora.bank import LocalBank
 from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_step import StaticWeights, decode_step
@@ -145,7 +146,7 @@ def _step(w: StaticWeights, b: _Buffers, rows: int, window: int, *, greedy: bool
 
 
 class GraphDecoder:
-    """Static-shape decode over an :class:`evolora.population.AdapterBank`'s model and adapters.
+    """Static-shape decode over an :class:`evolora.bank.local.AdapterBank`'s model and adapters.
 
     Args:
         bank: the adapter bank (its model a ``llama``/``mistral``/``qwen2``/``qwen3`` causal LM).
@@ -157,7 +158,7 @@ class GraphDecoder:
         ValueError: an unsupported model type, or ``check_every < 1``.
     """
 
-    def __init__(self, bank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
+    def __init__(self, bank: LocalBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
                  compile: bool = False) -> None:
         if check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")

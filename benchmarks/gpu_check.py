@@ -180,7 +180,8 @@ def main() -> int:
                         help="the models of the parity check")
     parser.add_argument("--speed", choices=("auto", "on", "off"), default="auto",
                         help="the graph engine's speed part (auto: on CUDA only)")
-    parser.add_argument("--engine", default="graph", help="generation.engine of the gsm step (when the key exists)")
+    parser.add_argument("--engine", default="auto",
+                        help="generation.engine of the gsm step (auto: graph on CUDA, eager on the CPU)")
     parser.add_argument("--skip-gsm", action="store_true", help="leave out the gsm step")
     parser.add_argument("--quick", action="store_true", help="tiny models and sizes everywhere (with --device cpu: "
                                                              "the smoke test of every part)")

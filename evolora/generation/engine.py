@@ -199,8 +199,8 @@ class GraphEngine(EagerEngine):
             self.decoder = self._factory(self.bank)
         return self._decode_batch
 
-    def _decode_batch(self, model, tokenizer, input_ids, attention, names, *, bank: LocalBank | None, max_new_tokens, eos_ids, stop,
-                      generator, greedy, temperature, top_p) -> torch.Tensor:
+    def _decode_batch(self, model, tokenizer, input_ids, attention, names, *, bank: LocalBank | None,
+                      max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
         """(B, t) new tokens of one batch from the graph decoder."""
         return self.decoder.decode(
             input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,

@@ -352,13 +352,13 @@ class GraphDecoder:
                 live = [i for i in range(total) if ends[i] is None or ends[i] >= t - 1]
                 if not live:
                     break
-                index = torch.tensor(live)
+                index = torch.tensor(live, device="cpu")  # the host check works on CPU copies
                 hit = stopped(out[index, :t], index, t)
                 for i, h in zip(live, hit.tolist()):
                     if h and (ends[i] is None or ends[i] > t - 1):
                         ends[i] = t - 1
                         b.out[i, t:] = pad_id
-            ended = torch.tensor([ends[int(r)] is not None if r < total else True for r in slot_rows])
+            ended = torch.tensor([ends[int(r)] is not None if r < total else True for r in slot_rows], device="cpu")
             done |= ended
             b.done[:rows] = done.to(b.done.device)
         alive = torch.nonzero(~done).flatten()

@@ -172,3 +172,16 @@ def test_buckets_and_bad_input(setup):
         GraphDecoder(bank, check_every=0)
     with pytest.raises(ValueError, match="CUDA"):
         GraphDecoder(bank, capture=True)
+
+
+def test_more_rows_than_the_largest_bucket_run_in_chunks(setup, monkeypatch):
+    """Largest bucket 4 here: six rows run as 4 + 2, padded to the longer; greedy tokens as one batch."""
+    import evolora.generation.graph as graph_module
+
+    bank, tokenizer, ids, attention = setup
+    pad = tokenizer.pad_token_id
+    free = _eager(bank, ids, attention, NAMES, 12, set(), pad, **GREEDY)
+    eos = _eos_that_ends_some_rows(free)
+    ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
+    monkeypatch.setattr(graph_module, "BUCKETS", (1, 2, 4))
+    assert torch.equal(_graph(GraphDecoder(bank), ids, attention, NAMES, 12, eos, pad, **GREEDY), ref)

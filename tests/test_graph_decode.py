@@ -185,3 +185,31 @@ def test_more_rows_than_the_largest_bucket_run_in_chunks(setup, monkeypatch):
     ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
     monkeypatch.setattr(graph_module, "BUCKETS", (1, 2, 4))
     assert torch.equal(_graph(GraphDecoder(bank), ids, attention, NAMES, 12, eos, pad, **GREEDY), ref)
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny, greedy):
+    """The real decoder behind :class:`GraphEngine` (uncaptured), some siblings not adapted (k_proj, gate/up):
+    plain rows, stop strings, segments."""
+    from evolora.generation.engine import EagerEngine, GraphEngine
+    from evolora.generation.types import Segment
+
+    model, tokenizer = tiny
+    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3)
+    prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("a problem", "another one", "x")]
+    names = ["A0", "A1", BASE]
+    calls = [dict(max_new_tokens=10, greedy=greedy, temperature=0.8, top_p=0.9),
+             dict(max_new_tokens=16, greedy=True, stop=("e",), keep_stop=False),
+             dict(segments=(Segment(max_new_tokens=5), Segment(forced="\n```python\n", max_new_tokens=6)),
+                  max_new_tokens=9, temperature=0.01)]
+    eager = [bank.rollout(tokenizer, prompts, names, generator=torch.Generator().manual_seed(5), **c) for c in calls]
+    bank.engine = GraphEngine(bank, GraphDecoder)
+    graph = [bank.rollout(tokenizer, prompts, names, generator=torch.Generator().manual_seed(5), **c) for c in calls]
+    for ours, ref in zip(graph, eager):
+        assert [(c.completion_ids, c.truncated, c.mask) for c in ours] == [(c.completion_ids, c.truncated, c.mask)
+                                                                            for c in ref]
+    bank.init_factors("A1", torch.Generator().manual_seed(8), b_std=0.5)  # the bank refreshes its engine
+    after = bank.rollout(tokenizer, prompts, names, max_new_tokens=10, greedy=True)
+    bank.engine = EagerEngine(bank)
+    assert [c.completion_ids for c in after] == [c.completion_ids for c in
+                                                 bank.rollout(tokenizer, prompts, names, max_new_tokens=10, greedy=True)]

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import time
@@ -24,7 +23,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, fail, result_console
+from evolora.cli.display import DISK_ERRORS, console, fail, result_console
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.tools import operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
@@ -83,8 +82,6 @@ def evolve(
     _execute(config, out, resume=resume is not None, evaluate=not no_eval, verbose=verbose)
 
 
-DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-               errno.EROFS: "the file system is read-only"}
 
 
 def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False,

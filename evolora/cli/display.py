@@ -6,6 +6,7 @@ Only the CLI calls these: the library itself never changes global warning filter
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -62,6 +63,11 @@ def critic_table(critic_eval: dict):
         + (f", AUC {s['auc']:.3f})" if s.get("auc") is not None else ")")
         for j, s in critic_eval["judges"].items())
     return table
+
+
+DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+               errno.EROFS: "the file system is read-only"}
+"""OSError numbers the command line reports as a full or read-only disk (exit 2, one line)."""
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -27,8 +27,13 @@ multi-LoRA batching.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from evolora.bank import LocalBank
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from evolora.bank import LocalBank
@@ -152,8 +157,8 @@ def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor) -> torch.Tens
         h.view(x.shape[0], onehot.shape[1], -1).mul_(onehot[:, :, None])
         if y.dtype == h.dtype:
             y.addmm_(h, group.b)
-        else:
-            y.add_(torch.mm(h, group.b).to(y.dtype))
+        else:  # a bf16 base: the fp32 delta added in one kernel (rounded once, into y's dtype)
+            y.add_(torch.mm(h, group.b))
     return y
 
 

@@ -43,7 +43,6 @@ from collections.abc import Callable
 
 import torch
 
-from evolora.bank import LocalBank
 from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_step import StaticWeights, decode_step

@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from evolora.bank import LocalBank
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from evolora.bank import LocalBank
-
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
 """``config.model_type`` values whose decoder layer :func:`decode_step` computes."""
 

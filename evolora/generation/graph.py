@@ -37,6 +37,8 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; vLLM V1 / nano-vllm bucketed 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Callable
 
 import torch
@@ -45,6 +47,9 @@ from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_cache import StaticBuffers, step
 from evolora.generation.static_step import StaticWeights
+
+if TYPE_CHECKING:
+    from evolora.bank import LocalBank
 
 BUCKETS = (1, 2, 4, 8, 16, 32) + tuple(range(64, 513, 32))
 """Batch sizes with a captured step: a batch runs in the smallest bucket that holds its rows."""
@@ -81,7 +86,7 @@ class GraphDecoder:
         ValueError: an unsupported model type, or ``check_every < 1``.
     """
 
-    def __init__(self, bank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
+    def __init__(self, bank: LocalBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
                  compile: bool = False) -> None:
         if check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")

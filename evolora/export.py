@@ -17,6 +17,8 @@ an existing non-empty directory is never overwritten.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import shutil
 from dataclasses import dataclass
@@ -27,6 +29,9 @@ from evolora.config import Config, load_run_config
 from evolora.game import MEMBER_ROLES
 from evolora.io import _umask, atomic_path
 from evolora.run_dir import final_step
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 """Roles ``best`` chooses from: students, or the single agent of a ``single_agent`` run."""
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -235,7 +240,7 @@ def model_card(plan: ExportPlan) -> str:
     return "\n".join(lines)
 
 
-def _write_merged(plan: ExportPlan, directory: Path, model, tokenizer) -> None:
+def _write_merged(plan: ExportPlan, directory: Path, model: CausalLM, tokenizer: Tokenizer) -> None:
     """Merge the member's adapter into ``model`` (float32), cast to the run's dtype, and save the
     model, the tokenizer and a greedy generation config (``do_sample=False``, special token ids)."""
     import torch
@@ -251,7 +256,7 @@ def _write_merged(plan: ExportPlan, directory: Path, model, tokenizer) -> None:
     tokenizer.save_pretrained(str(directory))
 
 
-def export_member(plan: ExportPlan, *, model=None, tokenizer=None) -> Path:
+def export_member(plan: ExportPlan, *, model: CausalLM | None = None, tokenizer: Tokenizer | None = None) -> Path:
     """Write the export ``plan`` describes, atomically; return its directory.
 
     Args:

@@ -110,7 +110,7 @@ def test_alias_bomb_in_a_fresh_process_is_fast_and_small(tmp_path):
               f"try: load_config({str(config)!r})\n"
               "except ConfigError as e: print('refused', e)\n"
               "print('rss_mb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert "refused" in done.stdout, done.stdout + done.stderr[-500:]
     assert int(done.stdout.split("rss_mb")[1]) < 500, done.stdout
 

@@ -1,6 +1,7 @@
 """The ``evolora`` command line (typer).
 
-    evolora evolve tasks/gsm.yaml [--out DIR] [--set a.b=value ...] [--seed N]
+    evolora evolve gsm [--out DIR] [--set a.b=value ...] [--seed N]      # a preset, or a path: tasks/gsm.yaml
+    evolora init gsm [DEST]                                              # an editable copy of a preset
     evolora evolve --resume RUN_DIR [--set run.steps=20]
     evolora evolve CONFIG --set 'run.loggers=[jsonl,tensorboard,wandb]'   # trackers: evolora.loggers
     evolora operators [--kind mutation]
@@ -23,17 +24,27 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import DISK_ERRORS, console, fail, result_console
+from evolora.cli.display import DISK_ERRORS, console, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
-from evolora.cli.tools import operators, sandbox
+from evolora.cli.tools import init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
-app.command()(operators)
-app.command()(sandbox)
-app.command("evaluate")(evaluate_command)
-app.command("export")(export_command)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from evolora import __version__
+
+        typer.echo(f"evolora {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA)."""
 
 
 def _check_writable(out: Path) -> None:
@@ -56,7 +67,7 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
             check_resume(load_run_config(resume), config)
             return config, resume
         if config_path is None:
-            fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
+            fail("give a config file or preset (e.g. gsm, tasks/gsm.yaml) or --resume RUN_DIR")
         config = load_config(config_path, overrides, seed=seed)
     except ConfigError as error:
         fail(str(error))
@@ -69,7 +80,7 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
 
 @app.command()
 def evolve(
-    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config, e.g. tasks/gsm.yaml."),
+    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config or preset, e.g. gsm or tasks/gsm.yaml."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<config>-<time>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set evolution.gamma=0.5"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (overrides run.seed)."),
@@ -82,6 +93,11 @@ def evolve(
     _execute(config, out, resume=resume is not None, evaluate=not no_eval, verbose=verbose)
 
 
+app.command()(init)  # registered after evolve: --help lists commands in this order
+app.command()(operators)
+app.command("evaluate")(evaluate_command)
+app.command("export")(export_command)
+app.command()(sandbox)
 
 
 def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False,
@@ -96,8 +112,10 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
     _check_device(config)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
     from evolora.run_dir import RunDirLocked, lock_run_dir
+    from evolora.versions import guard_versions
 
     try:
+        guard_versions(report=warn)  # torch, transformers, peft outside the tested range: one line each
         check_model_available(config.model.name)
         check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
     except (ModelNotFoundError, ValueError) as error:
@@ -138,12 +156,14 @@ def _short_name(name: str) -> str:
 
 def _check_device(config: Config) -> None:
     """Exit 2 with one line, before anything is written or loaded, when ``model.device`` names a GPU
-    torch does not see here (in process; each Ray worker resolves its own device)."""
+    torch does not see here, or ``generation.engine: graph`` finds none (in process; each Ray
+    worker resolves its own device)."""
+    from evolora.generation.engine import resolve_engine
     from evolora.model.device import resolve_device
 
     if config.run.backend == "local":
         try:
-            resolve_device(config.model.device)
+            resolve_engine(config.generation.engine, resolve_device(config.model.device))
         except ValueError as error:
             fail(str(error))
 
@@ -263,8 +283,9 @@ def _print_summary(summary: dict) -> None:
         from evolora.cli.display import critic_table
 
         console.print(critic_table(summary["critic_eval"]))
-    if verdict["sentence"]:
-        console.print(verdict["sentence"], highlight=False)
+    for sentence in (verdict["sentence"], verdict.get("in_run")):
+        if sentence:
+            console.print(sentence, highlight=False)
 
 
 def _accuracy(held: dict | None) -> str:
@@ -276,7 +297,7 @@ def _accuracy(held: dict | None) -> str:
 
 @app.command()
 def study(
-    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config, e.g. tasks/arith.yaml."),
+    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config or preset, e.g. arith or tasks/arith.yaml."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
     arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, no_evolution, random_reward, or the config's study.arms."),
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),

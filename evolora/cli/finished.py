@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import DISK_ERRORS, console, fail, result_console
+from evolora.cli.display import DISK_ERRORS, console, fail, result_console, warn
 from evolora.config import ConfigError
 
 STALE_HELP = ("Use final/ even when the run holds newer checkpoints (a resume that stopped before its end); "
@@ -41,10 +41,12 @@ def evaluate_command(
     from evolora.quiet import quiet_libraries
     from evolora.evaluation.rerun import evaluate_run
     from evolora.evaluation.sampled import check_options, sampled_pass_at_k
+    from evolora.versions import guard_versions
 
     ks = _ks(k)
     quiet_libraries()
     try:
+        guard_versions(report=warn)
         if samples and (overrides or out):
             raise ValueError("--set and --out apply to greedy evaluation; leave them off with --samples")
         if samples:

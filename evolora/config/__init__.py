@@ -15,14 +15,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
+from evolora.config.presets import preset_names, resolve_config_path
 from evolora.config.run import RunConfig, check_workers
 from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
 from evolora.config.strict_yaml import MAX_CHARS, StrictYAMLError, check_text, load_yaml, short, yaml_error_line
 from evolora.config.types import Algorithm, ConfigError, Device, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
-__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
+__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "GenerationConfig", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
            "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "check_resume", "config_from_dict",
            "dump_config", "load_config", "load_run_config", "parse_override"]
@@ -101,11 +103,19 @@ class LearnerConfig(_Section):
 
 
 class OperatorChoice(_Section):
+    """An operator and its parameters: ``{name: tournament, params: {size: 3}}``, or the bare name
+    (``truncation``, ``--set evolution.selection=truncation``) for its defaults."""
+
     name: str
     """A registered operator name, or ``package.module:function`` for a user function."""
     params: dict[str, Any] = Field(default_factory=dict)
     """The operator's parameters; omitted ones take their defaults (``evolora operators`` and the
     operator table of the configuration reference list names, defaults and ranges)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
 
 
 class EvolutionConfig(_Section):
@@ -140,8 +150,9 @@ class EvalConfig(_Section):
     """Held-out problems evaluated (greedy) per individual; 0 disables."""
     max_new_tokens: Int = Field(default=192, ge=1)
     """Token cap of each greedy held-out answer."""
-    batch_size: Int = Field(default=16, ge=1)
-    """Held-out prompts per ``generate`` call."""
+    batch_size: Int | None = Field(default=None, ge=1)
+    """Held-out prompts per decode batch; None: the engine's default for the device (16 on a CPU,
+    256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
     base: bool = True
     """Also evaluate the bare base model as a reference."""
     critic_limit: Int = Field(default=16, ge=0)
@@ -168,6 +179,7 @@ class Config(_Section):
     population: PopulationConfig = PopulationConfig()
     task: TaskConfig = TaskConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
+    generation: GenerationConfig = GenerationConfig()
     learner: LearnerConfig = LearnerConfig()
     evolution: EvolutionConfig = EvolutionConfig()
     eval: EvalConfig = EvalConfig()
@@ -176,6 +188,7 @@ class Config(_Section):
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
         check_workers(self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame, self.model.device)
+        check_engine(self.generation, self.model.device)
         if not self.arm.evolve:
             if self.selfplay.matchmaking.hall_of_fame:
                 raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "
@@ -222,7 +235,8 @@ def _format_validation_error(error: ValidationError) -> str:
             known = _section_keys(item["loc"][:-1])
             message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
                        if known else "unknown key; check the spelling against the documented keys")
-        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)} (got {_short(item.get('input'))})")
+        got = item.get("input")  # a whole section or config is never echoed: the message names its keys
+        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {_short(got)})"))
     if len(lines) > 2:
         lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
     return "invalid config:\n" + "\n".join(lines)
@@ -287,7 +301,7 @@ def config_from_dict(data: dict) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping of sections (run, model, ...), got {type(data).__name__}")
     try:
-        config = Config.model_validate(data)
+        config = Config.model_validate(migrate_routing(data))
     except ValidationError as error:
         raise ConfigError(_format_validation_error(error)) from None
     _check_operators(config)
@@ -317,17 +331,19 @@ def _check_task(config: Config) -> None:
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: int | None = None) -> Config:
-    """Read a YAML config, apply ``--set`` overrides and the seed, and validate it.
+    """Read a YAML config (a path, or a preset name such as ``"arith"``: :mod:`evolora.config.presets`),
+    apply ``--set`` overrides and the seed, and validate it.
 
     Raises:
         ConfigError: unreadable or undecodable file, malformed YAML, a top level that is not a
             mapping (an empty file included), or any invalid value (message names the key).
     """
-    path = Path(path)
+    path = resolve_config_path(path)  # a file, else a preset name: "gsm", "arith.yaml"
     try:
         raw = path.read_bytes()
     except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as tasks/gsm.yaml") from None
+        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as "
+                          f"tasks/gsm.yaml or a preset name ({', '.join(preset_names())})") from None
     return _validated(_mapping(path, raw), overrides or [], seed)
 
 

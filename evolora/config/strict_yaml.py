@@ -24,7 +24,6 @@ import re
 from typing import Any
 
 import yaml
-from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_NODES = 5_000

@@ -13,6 +13,8 @@ every member against the base).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import time
 from pathlib import Path
@@ -21,6 +23,9 @@ from evolora.config import load_run_config
 from evolora.game import MEMBER_ROLES
 from evolora.io import write_json_atomic
 from evolora.run_dir import final_step
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 
@@ -46,7 +51,8 @@ UNUSED_SLOT = "unused"
 """The slot of a base-only bank (:func:`load_members` with no members)."""
 
 
-def load_members(run_dir: str | Path, members: list[str], *, model=None, tokenizer=None,
+def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None,
                  num_threads: int | None = None, overrides: list[str] | tuple[str, ...] = ()) -> tuple:
     """A finished run's ``members`` (ids saved in ``final/<id>/``) in one routed adapter bank.
 
@@ -55,14 +61,14 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
     ``--set KEY=VALUE`` strings applied to that config first (e.g. a task parameter to evaluate under).
 
     Returns:
-        (config, task, tokenizer, :class:`evolora.population.AdapterBank` with a slot per member;
+        (config, task, tokenizer, :class:`evolora.bank.local.AdapterBank` with a slot per member;
         with no members, one unused zero slot, so the bank still serves the bare base ``"__base__"``).
 
     Raises:
         FileNotFoundError: no ``config.yaml``, or a member's adapter directory is missing.
         ConfigError: an override is malformed or gives an invalid value (the message names the key).
     """
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.tasks import make_task
 
     run_dir = Path(run_dir)
@@ -79,19 +85,21 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
                                      device=config.model.device)
     lora = config.lora
     slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
-    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
+                       engine=config.generation.engine)
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     return config, task, tokenizer, bank
 
 
-def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, tokenizer=None,
+def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None,
                  overrides: list[str] | tuple[str, ...] = (), out: str | Path | None = None,
                  allow_stale: bool = False) -> dict:
     """Re-run held-out evaluation of a finished run and update ``final/summary.json``.
 
     The evaluation is the run's own (:func:`evolora.evaluation.held_out_accuracy`, with the
-    run's ``eval`` section and ``selfplay.routing``), unless ``limit`` or ``overrides`` change it.
+    run's ``eval`` section, on the engine of ``generation.engine``), unless ``limit`` or ``overrides`` change it.
 
     Args:
         run_dir: a run directory with ``config.yaml`` and ``final/summary.json``.
@@ -132,7 +140,7 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     began = time.perf_counter()
     eval_config = config.eval.model_copy(update={"enabled": True})
     held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,
-                                        seed=config.run.seed, routing=config.selfplay.routing,
+                                        seed=config.run.seed,
                                         limit=limit or config.eval.limit,
                                         answers_path=record_dir / "final" / "held_out.jsonl")
     task.close()

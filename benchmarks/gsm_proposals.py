@@ -19,7 +19,7 @@ import torch
 
 from evolora.config import load_config
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.routed import BASE
 from evolora.selfplay import _teacher_rollout, proposal_request
 from evolora.tasks import make_task

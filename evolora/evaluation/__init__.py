@@ -7,6 +7,8 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (greedy pass@1 of every member vs the ba
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import random
 from dataclasses import dataclass
@@ -19,6 +21,9 @@ from evolora.io import write_text_atomic
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.generation.routed import BASE
 from evolora.tasks.base import HeldOutItem, Task
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 @dataclass(frozen=True)
@@ -39,14 +44,14 @@ class EvalResult:
 
 
 def evaluate(
-    model,
-    tokenizer,
+    model: CausalLM,
+    tokenizer: Tokenizer,
     task: Task,
     items: list[HeldOutItem],
     adapters: list[str],
     *,
     max_new_tokens: int,
-    batch_size: int = 16,
+    batch_size: int | None = 16,
     bank: Bank | None = None,
     rollout=None,
 ) -> dict[str, EvalResult]:
@@ -58,9 +63,10 @@ def evaluate(
             ``task.grade_held_out(completions, items)`` (batched; e.g. HumanEval for ``code``).
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
+        batch_size: rows per decode batch; None: the default of ``rollout`` (a bank's engine: by device).
         bank: route rows with :func:`evolora.generation.routed.routed` when given (else PEFT's mixed batches).
         rollout: ``(prompts, adapters, **options) -> completions`` to generate with instead of
-            ``model`` (a bank's :meth:`~evolora.population.AdapterBank.rollout`, in-process or on Ray workers).
+            ``model`` (a bank's :meth:`~evolora.bank.local.AdapterBank.rollout`, in-process or on Ray workers).
 
     Returns:
         {adapter name: EvalResult}.
@@ -70,9 +76,15 @@ def evaluate(
     heap.trim()  # a run's last update leaves freed blocks in the heap; the KV buffers then add to live memory only
     if rollout is None:
         rollout = partial(generate, model, tokenizer, bank=bank)
-    with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
-        completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,
-                              greedy=True, batch_size=batch_size)
+    completions = [None] * len(rows)
+    size = batch_size or (bank.batch_size if bank is not None else 16)  # None: the engine's default for the device
+    for chunk in row_chunks([len(prompts[i]) for _, i in rows], size, max_new_tokens):
+        with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
+            done = rollout([prompts[rows[r][1]] for r in chunk], [rows[r][0] for r in chunk],
+                           max_new_tokens=max_new_tokens, greedy=True, batch_size=len(chunk))
+        for r, completion in zip(chunk, done):
+            completions[r] = completion
+        heap.trim()
     grades = task.grade_held_out([c.text for c in completions], [items[i] for _, i in rows])
     answers: dict[str, list] = {adapter: [] for adapter in adapters}
     for (adapter, _), completion, grade in zip(rows, completions, grades):
@@ -82,23 +94,53 @@ def evaluate(
             for adapter, pairs in answers.items()}
 
 
-__all__ = ["BASE", "EvalResult", "evaluate"]
+__all__ = ["BASE", "EVAL_TOKEN_BUDGET", "EvalResult", "evaluate", "row_chunks"]
 
 
-def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
-                      routing: str = "routed", limit: int | None = None,
+EVAL_TOKEN_BUDGET = 6144
+"""Decoder positions (rows × (longest prompt + ``max_new_tokens``)) one evaluation batch may hold.
+
+The batch's prefill activations and KV cache grow with it, and a batch of 48 gsm rows raised the
+peak RSS of ``evolora evaluate`` on SmolLM2-135M to 3.68 GB against 1.25 GB for batches of 16
+(docs/performance.md): 6144 positions cut gsm's 48 rows (prompts of 68-152 tokens + 192 new) into
+batches of 20, 19 and 9."""
+
+
+def row_chunks(lengths: list[int], batch_size: int, max_new_tokens: int,
+               budget: int = EVAL_TOKEN_BUDGET) -> list[list[int]]:
+    """Indices of ``lengths`` (prompt tokens per row) in batches, shortest prompts first: each at
+    most ``batch_size`` rows and, above one row, at most ``budget`` decoder positions counted as
+    rows × (longest prompt of the batch + ``max_new_tokens``).
+
+    >>> row_chunks([10, 300, 20, 30], batch_size=3, max_new_tokens=90, budget=400)
+    [[0, 2, 3], [1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    chunks: list[list[int]] = []
+    for i in order:
+        if chunks:
+            chunk = chunks[-1]
+            rows = len(chunk) + 1
+            if rows <= batch_size and rows * (lengths[i] + max_new_tokens) <= budget:
+                chunk.append(i)
+                continue
+        chunks.append([i])
+    return chunks
+
+
+def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
+                      limit: int | None = None,
                       answers_path: str | Path | None = None) -> tuple[dict[str, dict], int]:
     """The one held-out evaluation of a run's members, used at a run's end and by
     :func:`evolora.evaluation.rerun.evaluate_run`.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` holding the members.
+        bank: the :class:`evolora.bank.local.AdapterBank` holding the members.
         members: {bank slot: member id} to evaluate; the base model is added as "base" when
             ``eval_config.base`` is true.
         eval_config: the run's :class:`evolora.config.EvalConfig` (limit, base, max_new_tokens,
             batch_size, enabled).
         seed: the run seed (tasks that sample their held-out set use ``random.Random(seed)``).
-        routing: "routed" (one mixed-adapter stream) or "peft" (PEFT's own adapter switching).
         limit: problems per member; default ``eval_config.limit``.
         answers_path: when given, every greedy answer is written there (atomically) as JSON
             lines {"member", "item", "question", "answer", "group", "completion", "grade"}.
@@ -119,7 +161,7 @@ def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str]
     if eval_config.base:
         names[BASE] = "base"
     results = evaluate(None, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
-                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer, routing=routing))
+                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer))
     if answers_path is not None:
         write_text_atomic(answers_path, "".join(
             json.dumps({"member": names[slot], "item": i, "question": item.question, "answer": item.answer,

@@ -13,6 +13,8 @@ Estimator: 1 − C(n − c, k) / C(n, k) per problem, averaged (Chen et al., arX
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import random
 import time
 from pathlib import Path
@@ -26,13 +28,17 @@ from evolora.io import write_json_atomic
 from evolora.report.stats import pass_at_k
 from evolora.tasks.base import HeldOutItem, Task
 
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
+
 DEFAULT_KS = (1, 4, 16)
 """The k of pass@k reported by default (k > n samples are left out)."""
 
 
-def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *, samples: int,
+def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *,
+                   samples: int,
                    temperature: float, max_new_tokens: int, batch_size: int, seed: int,
-                   routing: str = "routed", greedy: bool = False) -> dict[str, list[int]]:
+                   greedy: bool = False) -> dict[str, list[int]]:
     """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
     for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. One seeded generator drives
     every draw, so a call replays exactly. ``greedy``: argmax answers instead (``temperature``
@@ -40,7 +46,7 @@ def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], 
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in slots for i in range(len(items)) for _ in range(samples)]
     generator = torch.Generator(device="cpu").manual_seed(seed)  # the bank seeds one with it on its device
-    done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [slot for slot, _ in rows], routing=routing,
+    done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [slot for slot, _ in rows],
                         max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
                         batch_size=batch_size, generator=generator)
     grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
@@ -72,8 +78,8 @@ def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None
 
 
 def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
-                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model=None,
-                      tokenizer=None) -> dict:
+                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model: CausalLM | None = None,
+                      tokenizer: Tokenizer | None = None, allow_stale: bool = False) -> dict:
     """pass@k of a finished run's members and the base on its held-out set; written to the summary.
 
     Args:
@@ -94,7 +100,7 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     from evolora.evaluation.rerun import _check_run, load_members
 
     check_options(samples, temperature, ks)
-    summary_path, members, summary = _check_run(Path(run_dir), limit)
+    summary_path, members, summary = _check_run(Path(run_dir), limit, allow_stale=allow_stale)
     config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
     limit = limit or config.eval.limit
     items = task.held_out(limit, random.Random(config.run.seed))
@@ -102,8 +108,7 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     began = time.perf_counter()
     counts = correct_counts(bank, tokenizer, task, items, [*members, BASE], samples=samples, temperature=temperature,
-                            max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed,
-                            routing=config.selfplay.routing)
+                            max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed)
     task.close()
     record = {"samples": samples, "temperature": temperature, "limit": len(items), "seed": seed,
               "seconds": round(time.perf_counter() - began, 1),

@@ -11,7 +11,6 @@ Unfinished runs are left out and every n is printed. Source: PopuLoRA (arXiv 260
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval, trend_metric
 from evolora.report.stats import paired_difference

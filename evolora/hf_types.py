@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 __all__ = ["CausalLM", "Tokenizer"]
 
 CausalLM: TypeAlias = "PreTrainedModel"
-"""A ``transformers`` causal language model (the frozen base, with or without PEFT's LoRA layers)."""
+"""A ``transformers`` causal language model: the frozen base, with or without PEFT's LoRA layers (an
+adapter bank's ``PeftModel`` wrapper passes where this is asked: it forwards to the base)."""
 
 Tokenizer: TypeAlias = "PreTrainedTokenizerBase"
 """The base model's ``transformers`` tokenizer (fast or slow)."""

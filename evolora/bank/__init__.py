@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import torch
 
+    from evolora.hf_types import Tokenizer
+
 
 @runtime_checkable
 class Bank(Protocol):
@@ -53,7 +55,7 @@ class Bank(Protocol):
     def update(self, jobs: dict, **settings: Any) -> dict:
         """One RL update per slot: ``jobs`` is {slot: (optimizer, samples)}; returns {slot: result}."""
 
-    def rollout(self, tokenizer: Any, prompts: list[list[int]], adapters: list[str], **options: Any) -> list:
+    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], **options: Any) -> list:
         """Sample one completion per prompt, prompt i with the adapter in slot ``adapters[i]``."""
 
     def logprobs(self, names: list[str], samples: list) -> Any:

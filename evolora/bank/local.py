@@ -12,6 +12,7 @@ takes over the slot of the individual it replaces).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -28,6 +29,9 @@ from evolora.model.device import generator_on, model_device
 from evolora.model.targets import ALL_LINEAR, resolve_target_modules
 from evolora.operators import Adapter
 from evolora.schedule import set_lr
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 class AdapterBank:
@@ -53,7 +57,7 @@ class AdapterBank:
             matches no linear layer, or the engine is unknown or cannot run here.
     """
 
-    def __init__(self, base, slots: list[str], *, rank: int, alpha: float,
+    def __init__(self, base: CausalLM, slots: list[str], *, rank: int, alpha: float,
                  target_modules: tuple[str, ...] | str = ALL_LINEAR, engine: str = "auto"):
         if not slots:
             raise ValueError("an adapter bank needs at least one slot")
@@ -147,7 +151,7 @@ class AdapterBank:
                 param.requires_grad_(other == slot)
 
     # -- the bank protocol of a run (evolora.distributed.sharded_bank.ShardedBank offers the same over Ray actors) --
-    def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (),
+    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (),
                 stats: RolloutStats | None = None, batch_size: int | None = None,
                 generator: torch.Generator | None = None, **options) -> list[Completion]:
         """One completion per (prompt, adapter) row, by the bank's :attr:`engine`
@@ -279,7 +283,7 @@ class AdapterBank:
             raise KeyError(f"unknown adapter slot {slot!r}; slots are {self.slots}")
 
 
-def _check_rank(base, rank: int, target_modules: tuple[str, ...]) -> None:
+def _check_rank(base: CausalLM, rank: int, target_modules: tuple[str, ...]) -> None:
     matched = False
     for name, module in base.named_modules():
         if isinstance(module, torch.nn.Linear) and name.split(".")[-1] in target_modules:

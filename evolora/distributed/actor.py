@@ -40,7 +40,7 @@ class Worker:
     """A base replica plus the adapter slots ``slots`` and their optimizers (PopuLoRA arXiv 2605.16727 §2).
 
     Args:
-        model: the run's ``model`` section as a dict (name, dtype, num_threads, device).
+        model_config: the run's ``model`` section as a dict (name, dtype, num_threads, device).
         lora: the run's ``lora`` section as a dict (rank, alpha, target_modules).
         slots: the adapter slots this worker owns, in the run's slot order.
         engine: ``generation.engine`` (resolved on this worker's device: ``auto`` is graph on a GPU).
@@ -50,7 +50,7 @@ class Worker:
             :class:`evolora.bank.local.AdapterBank` (surfaced to the driver by Ray).
     """
 
-    def __init__(self, model: dict, lora: dict, slots: list[str], engine: str = "auto"):
+    def __init__(self, model_config: dict, lora: dict, slots: list[str], engine: str = "auto"):
         import os
         import warnings
 
@@ -64,9 +64,10 @@ class Worker:
         with warnings.catch_warnings():  # Ray's own deprecation notice about actor_id inside the property
             warnings.simplefilter("ignore", DeprecationWarning)
             self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        threads = model.get("num_threads") or 1  # a worker shares its node with others: one thread unless told
-        self.device = resolve_device(model.get("device", "auto"))  # Ray gives a GPU worker its own one
-        base, self.tokenizer = load_base(model["name"], dtype=model["dtype"], num_threads=threads, device=self.device)
+        threads = model_config.get("num_threads") or 1  # a worker shares its node with others: one thread unless told
+        self.device = resolve_device(model_config.get("device", "auto"))  # Ray gives a GPU worker its own one
+        base, self.tokenizer = load_base(model_config["name"], dtype=model_config["dtype"], num_threads=threads,
+                                         device=self.device)
         self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
                                 target_modules=_targets(lora["target_modules"]), engine=engine)
         self.optimizers: dict[str, torch.optim.Optimizer] = {}

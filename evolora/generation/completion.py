@@ -18,7 +18,7 @@ The LM head only ever runs on completion positions, through
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -28,8 +28,11 @@ from evolora.generation.logprobs import token_logprobs
 from evolora.generation.routed import routed
 from evolora.model.device import model_device
 
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM
 
-def completion_logprobs(model, samples: Sequence, *, entropy: bool = False):
+
+def completion_logprobs(model: CausalLM, samples: Sequence, *, entropy: bool = False):
     """Log-probabilities of each sample's completion tokens under ``model``'s active adapter.
 
     Rows are laid out ``[pad… prompt | completion …pad]`` so every completion starts at
@@ -121,7 +124,7 @@ def distinct_prefixes(names: Sequence[str], samples: Sequence) -> int:
     return len({(name, tuple(s.prompt_ids)) for name, s in zip(names, samples)})
 
 
-def body_and_head(model):
+def body_and_head(model: CausalLM):
     """(decoder body returning ``last_hidden_state``, bias-free linear LM head) of a causal LM
     (PEFT-wrapped or not), or (None, None) when the head is not a plain linear map."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model

@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import ContextManager
+from typing import TYPE_CHECKING, ContextManager
 
 import torch
 import torch.nn.functional as F
 from transformers.cache_utils import Cache, DynamicLayer
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM
 
 COMPACT_AT = 0.25
 """Cut the batch to its running rows once this fraction of them has ended (and >= 2 rows)."""
@@ -54,7 +57,7 @@ def _skinny_forward(module: torch.nn.Linear):
 
 
 @contextlib.contextmanager
-def skinny_linears(model):
+def skinny_linears(model: CausalLM):
     """Inside, ``nn.Linear`` layers of ``model`` with d_out >= d_in compute few-row inputs as
     (W xᵀ)ᵀ instead of x Wᵀ (same values up to fp32 summation order).
 
@@ -121,7 +124,7 @@ class BufferLayer(DynamicLayer):
         return self.capacity
 
 
-def buffer_cache(model, capacity: int) -> Cache:
+def buffer_cache(model: CausalLM, capacity: int) -> Cache:
     """A ``transformers`` cache of :class:`BufferLayer`, one per decoder layer of ``model``."""
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     return Cache(layers=[BufferLayer(capacity) for _ in range(config.num_hidden_layers)])
@@ -169,8 +172,8 @@ class Decoder:
             the running rows when the batch shrinks.
     """
 
-    def __init__(self, model, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *, capacity: int,
-                 context: Callable[[list[str]], ContextManager]) -> None:
+    def __init__(self, model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *,
+                 capacity: int, context: Callable[[list[str]], ContextManager]) -> None:
         n, width = input_ids.shape
         self.device = device = input_ids.device  # the model's: the batch, masks, rows and cache live there
         self.model, self.context, self.cache = model, context, buffer_cache(model, capacity)
@@ -292,7 +295,7 @@ class Decoder:
         self.fast.close()
 
 
-def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *, max_new_tokens: int,
+def decode(model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *, max_new_tokens: int,
            eos_ids: set[int], pad_id: int, choose: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
            context: Callable[[list[str]], ContextManager] | None = None,
            stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,

@@ -44,6 +44,7 @@ from evolora.model.device import model_device
 
 if TYPE_CHECKING:
     from evolora.bank import LocalBank
+    from evolora.hf_types import CausalLM, Tokenizer
 
 EngineName = Literal["auto", "eager", "graph", "peft"]
 """The values of ``generation.engine``."""
@@ -63,7 +64,7 @@ class Engine(Protocol):
     batch_size: int
     """Rows per decode batch when a call gives none (:data:`BATCH_SIZE` by device)."""
 
-    def generate(self, tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+    def generate(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
                  segments: tuple[Segment, ...] = (), batch_size: int | None = None,
                  stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
         """N completions in the order of ``prompts`` (token id lists), row i by adapter ``adapters[i]``."""
@@ -97,7 +98,7 @@ class EagerEngine:
         """The bank that routes the rows (None: PEFT routes them)."""
         return self.bank
 
-    def generate(self, tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+    def generate(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
                  segments: tuple[Segment, ...] = (), batch_size: int | None = None,
                  stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
         """One completion per (prompt, adapter) row (PopuLoRA arXiv 2605.16727 §2 steps 2-3).
@@ -185,7 +186,7 @@ class GraphEngine(EagerEngine):
             decoder = GraphDecoder
         self._factory, self.decoder = decoder, None
 
-    def generate(self, tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+    def generate(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
                  segments: tuple[Segment, ...] = (), batch_size: int | None = None,
                  stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
         """As :meth:`EagerEngine.generate`, in batches of at most the largest graph bucket (512 rows)."""
@@ -199,8 +200,9 @@ class GraphEngine(EagerEngine):
             self.decoder = self._factory(self.bank)
         return self._decode_batch
 
-    def _decode_batch(self, model, tokenizer, input_ids, attention, names, *, bank: LocalBank | None,
-                      max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
+    def _decode_batch(self, model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *,
+                      bank: LocalBank | None, max_new_tokens, eos_ids, stop, generator, greedy, temperature,
+                      top_p) -> torch.Tensor:
         """(B, t) new tokens of one batch from the graph decoder."""
         return self.decoder.decode(
             input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
@@ -218,7 +220,7 @@ ENGINES: dict[str, Callable[..., Engine]] = {"eager": EagerEngine, "graph": Grap
 """``generation.engine`` name -> engine class, called with the bank."""
 
 
-def model_type(model) -> str:
+def model_type(model: CausalLM) -> str:
     """``config.model_type`` of a causal LM (PEFT-wrapped or not), e.g. ``"llama"``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return base.config.model_type

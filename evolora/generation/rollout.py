@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 from jinja2.exceptions import TemplateError
@@ -26,8 +27,11 @@ from evolora.generation.stops import StopOnText, end_of_turn_ids, stop_cut
 from evolora.generation.types import Completion, RolloutStats  # re-exported: the rollout API
 from evolora.model.device import model_device
 
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
-def chat_prompt(tokenizer, messages: list[dict[str, str]], prefix: str = "") -> list[int]:
+
+def chat_prompt(tokenizer: Tokenizer, messages: list[dict[str, str]], prefix: str = "") -> list[int]:
     """Token ids of ``messages`` rendered with the tokenizer's chat template plus the assistant
     header, then ``prefix`` (a forced start of the answer such as ``"Problem:"`` or
     ``"Verdict:"``, tokenized on its own; "" for none)."""
@@ -43,7 +47,7 @@ PLAIN_TEMPLATE = (
 """The chat template of a base model that has none: ``User: ...`` turns, then ``Assistant:``."""
 
 
-def render_chat(tokenizer, messages: list[dict[str, str]]) -> str:
+def render_chat(tokenizer: Tokenizer, messages: list[dict[str, str]]) -> str:
     """``messages`` as text in the tokenizer's chat template, with the assistant header.
 
     A tokenizer without a template (a base model) gets :data:`PLAIN_TEMPLATE`. A template that
@@ -77,8 +81,8 @@ def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 @torch.no_grad()
 def generate(
-    model,
-    tokenizer,
+    model: CausalLM,
+    tokenizer: Tokenizer,
     prompts: list[list[int]],
     adapters: list[str],
     *,
@@ -151,7 +155,7 @@ def generate(
     return results  # type: ignore[return-value]
 
 
-def check_routing(model, bank: LocalBank) -> None:
+def check_routing(model: CausalLM, bank: LocalBank) -> None:
     """Refuse a ``bank`` that does not hold ``model``: with a bank, rows are routed through the bank's
     adapters, so a different ``model`` would be silently ignored.
 
@@ -183,13 +187,13 @@ BatchDecode = Callable[..., torch.Tensor]
 contract)."""
 
 
-def min_new_tokens(model) -> int:
+def min_new_tokens(model: CausalLM) -> int:
     """The model's ``generation_config.min_new_tokens`` (0 when unset): EOS is masked out before it."""
     return getattr(getattr(model, "generation_config", None), "min_new_tokens", None) or 0
 
 
-def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank: LocalBank, max_new_tokens, eos_ids, stop,
-                   generator, greedy, temperature, top_p) -> torch.Tensor:
+def _decode_routed(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: LocalBank,
+                   max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
     """(B, t) new tokens of one batch: routed LoRA through the preallocated-cache engine."""
     return decode(
         model, input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
@@ -199,8 +203,8 @@ def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank: Local
     )
 
 
-def _decode_peft(model, tokenizer, input_ids, attention, names, *, bank: LocalBank, max_new_tokens, eos_ids, stop,
-                 generator, greedy, temperature, top_p) -> torch.Tensor:
+def _decode_peft(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: LocalBank,
+                 max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
     """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
     width = input_ids.shape[1]
     kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
@@ -212,7 +216,7 @@ def _decode_peft(model, tokenizer, input_ids, attention, names, *, bank: LocalBa
     return output[:, width:]
 
 
-def completion_of(tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],
+def completion_of(tokenizer: Tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],
                 stop: tuple[str, ...], keep_stop: bool) -> Completion:
     """One row's completion: cut after its first EOS, or at its stop string."""
     end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -32,9 +33,13 @@ from evolora.generation.routed import routed
 from evolora.generation.stops import StopOnText, end_of_turn_ids
 from evolora.generation.types import Segment
 
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
+
 
 def generate_segments(
-    model, tokenizer, prompts: list[list[int]], adapters: list[str], segments: tuple[Segment, ...], *,
+    model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str],
+    segments: tuple[Segment, ...], *,
     max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 16,
     stats: RolloutStats | None = None, bank: LocalBank | None = None, generator: torch.Generator | None = None,
     decode: BatchDecode | None = None,
@@ -114,8 +119,8 @@ def generate_segments(
     ]
 
 
-def _routed_batch(model, tokenizer, prompts, adapters, segments, *, max_new_tokens, temperature, top_p, stats,
-                  bank: LocalBank, generator) -> list[Completion]:
+def _routed_batch(model: CausalLM, tokenizer: Tokenizer, prompts, adapters, segments, *, max_new_tokens, temperature,
+                  top_p, stats, bank: LocalBank, generator) -> list[Completion]:
     """One batch of rows through every segment in one :class:`evolora.generation.decode.Decoder`."""
     began = time.perf_counter()
     eos_ids = end_of_turn_ids(model, tokenizer)

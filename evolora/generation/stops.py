@@ -11,14 +11,19 @@ build it here. Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (rollouts of ev
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from transformers import StoppingCriteria
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 class StopOnText(StoppingCriteria):
     """Per-row stop once the last few generated tokens decode to text holding a stop string."""
 
-    def __init__(self, tokenizer, stops: tuple[str, ...], start: int, window: int = 8) -> None:
+    def __init__(self, tokenizer: Tokenizer, stops: tuple[str, ...], start: int, window: int = 8) -> None:
         self.tokenizer, self.stops, self.start, self.window = tokenizer, stops, start, window
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
@@ -31,7 +36,7 @@ class StopOnText(StoppingCriteria):
                             device=generated.device)
 
 
-def stop_cut(tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> int | None:
+def stop_cut(tokenizer: Tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> int | None:
     """Tokens to keep of a row that wrote a stop string, or None when it wrote none.
 
     ``keep``: the shortest prefix whose text holds a stop string. Else the longest prefix
@@ -48,7 +53,7 @@ def stop_cut(tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> i
     return max(j for j in range(k) if len(decode(j)) <= start)
 
 
-def end_of_turn_ids(model, tokenizer) -> set[int]:
+def end_of_turn_ids(model: CausalLM, tokenizer: Tokenizer) -> set[int]:
     """Every token id that ends a rollout: the model's ``generation_config.eos_token_id`` (an id or a
     list, e.g. Llama 3's ``<|end_of_text|>`` and ``<|eot_id|>``) and the tokenizer's ``eos_token``.
 

@@ -31,7 +31,7 @@ from evolora.model.targets import check_rank, check_targets
 from evolora.model.tiny import tiny_model
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from evolora.hf_types import CausalLM, Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ def resolve_model(name: str) -> Path | str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _freeze(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
+def _freeze(model: CausalLM, dtype: torch.dtype) -> CausalLM:
     model = model.to(dtype)
     model.eval()
     for parameter in model.parameters():
@@ -292,7 +292,7 @@ def _freeze(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
     return model
 
 
-def _set_special_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+def _set_special_ids(model: CausalLM, tokenizer: Tokenizer) -> None:
     """Give the tokenizer a pad token (eos if none) and copy pad/eos/bos into the model configs.
 
     The end-of-turn ids are the union of the model's own list and the tokenizer's ``eos_token``:
@@ -325,7 +325,7 @@ def end_of_turn_ids(model_ids: int | list[int] | None, tokenizer_id: int | None)
 
 def load_base(
     name: str, *, dtype: ModelDtype = "float32", num_threads: int | None = None, device: str = "auto"
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+) -> tuple[CausalLM, Tokenizer]:
     """Load a frozen base model and its left-padding tokenizer.
 
     Args:

@@ -13,9 +13,12 @@ weight matrix of the attention and MLP blocks.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM
 
 ALL_LINEAR = "all-linear"
 """The ``lora.target_modules`` value for every linear layer of the decoder blocks (the default)."""
@@ -24,7 +27,7 @@ TargetModules = tuple[str, ...] | Literal["all-linear"]
 """What ``lora.target_modules`` accepts: leaf names, or :data:`ALL_LINEAR`."""
 
 
-def block_linear_names(model: torch.nn.Module) -> tuple[str, ...]:
+def block_linear_names(model: CausalLM) -> tuple[str, ...]:
     """Leaf names of every ``nn.Linear`` of ``model`` except its output embeddings (the LM head),
     in the model's module order, each once.
 
@@ -67,7 +70,7 @@ def check_rank(rank: int, shapes: dict[str, tuple[int, int]], where: str) -> Non
                              f"in {where}; set lora.rank <= {limit}")
 
 
-def resolve_target_modules(model: torch.nn.Module, targets: TargetModules) -> tuple[str, ...]:
+def resolve_target_modules(model: CausalLM, targets: TargetModules) -> tuple[str, ...]:
     """The leaf names to adapt: :func:`block_linear_names` for ``all-linear``, else ``targets``.
 
     Raises:

@@ -130,6 +130,16 @@ def buffer_cache(model: CausalLM, capacity: int) -> Cache:
     return Cache(layers=[BufferLayer(capacity) for _ in range(config.num_hidden_layers)])
 
 
+def top_p_filter(scores: torch.Tensor, tail: float | torch.Tensor) -> torch.Tensor:
+    """(R, V) float ``scores`` with the top-p tail set to -inf (nucleus sampling, Holtzman et al.
+    2019): the tokens, least probable first, whose cumulative softmax mass is <= ``tail`` (1 - p, a
+    float or a (1,) tensor), the most probable token always kept. A new tensor; ``scores`` is unchanged."""
+    ordered, index = torch.sort(scores, descending=False)
+    drop = ordered.softmax(dim=-1).cumsum(dim=-1) <= tail
+    drop[..., -1:] = False
+    return scores.masked_fill(drop.scatter(1, index, drop), -float("inf"))
+
+
 def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, *, greedy: bool, temperature: float,
                   top_p: float, generator: torch.Generator | None) -> torch.Tensor:
     """The next token of each running row from its last-position logits.
@@ -146,10 +156,7 @@ def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, *, greed
         return logits.argmax(dim=-1)
     scores = logits.float() / temperature if temperature != 1.0 else logits.float()
     if top_p < 1.0:
-        ordered, index = torch.sort(scores, descending=False)
-        tail = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
-        tail[..., -1:] = False
-        scores = scores.masked_fill(tail.scatter(1, index, tail), -float("inf"))
+        scores = top_p_filter(scores, 1 - top_p)
     where = scores.device if generator is None else generator.device  # a generator draws on its own device
     noise = torch.empty(total, scores.shape[-1], device=where).exponential_(1, generator=generator).to(scores.device)
     noise = noise if len(rows) == total else noise[rows]

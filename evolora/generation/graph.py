@@ -37,9 +37,8 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; vLLM V1 / nano-vllm bucketed 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 

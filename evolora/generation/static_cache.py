@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from evolora.generation.decode import top_p_filter
 from evolora.generation.static_step import StaticWeights, decode_step
 
 
@@ -69,10 +70,7 @@ def sample(b: StaticBuffers, logits: torch.Tensor, rows: int, *, greedy: bool, t
         return logits.argmax(dim=-1)
     scores = logits.float() / b.temperature
     if top_p:
-        ordered, index = torch.sort(scores, descending=False)
-        tail = ordered.softmax(dim=-1).cumsum(dim=-1) <= b.tail
-        tail[..., -1:] = False
-        scores = scores.masked_fill(tail.scatter(1, index, tail), -float("inf"))
+        scores = top_p_filter(scores, b.tail)
     noise = b.noise[total].exponential_(1, generator=generator)
     noise = noise.index_select(0, b.noise_rows[:rows]) if rows != total else noise  # slot i = row i when equal
     return (scores.softmax(dim=-1) / noise).argmax(dim=-1)

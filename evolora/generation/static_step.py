@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 if TYPE_CHECKING:
     from evolora.bank import LocalBank
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
 """``config.model_type`` values whose decoder layer :func:`decode_step` computes."""

@@ -24,7 +24,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import DISK_ERRORS, console, fail, result_console, warn
+from evolora.cli.display import console, disk_failure, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.tools import init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
@@ -140,10 +140,8 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
             resume = True
         return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
     except OSError as error:
-        if error.errno not in DISK_ERRORS:
-            raise
-        fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
-              f"intact: make room, then continue with: evolora evolve --resume {out}")
+        disk_failure(error, "the last checkpoint is intact: make room, then continue with: "
+                            f"evolora evolve --resume {out}", writing=out)
     finally:
         lock.__exit__(None, None, None)
 

@@ -83,6 +83,15 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def disk_failure(error: OSError, then: str, *, writing: object = "the output") -> None:
+    """Exit 2 with one line for a full or read-only disk (:data:`DISK_ERRORS`): what failed while
+    writing ``error.filename`` (else ``writing``), then ``then`` (what is intact, what to do);
+    re-raise any other OSError."""
+    if error.errno not in DISK_ERRORS:
+        raise error
+    fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or writing}; {then}")
+
+
 def bounded(message: str, *, lines: int = 3, size: int = 500, word: int = 160) -> str:
     """``message`` with every run of more than ``word`` non-space characters cut in its middle, at most
     ``lines`` lines and ``size`` UTF-8 bytes (the last line says what was left out).

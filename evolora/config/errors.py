@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
-from evolora.config.strict_yaml import short
+from evolora.config.strict_yaml import clip, short
 from evolora.config.types import _Section
 
 
@@ -35,22 +33,7 @@ def format_validation_error(error: ValidationError, root: type) -> str:
             message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
                        if known else "unknown key; check the spelling against the documented keys")
         got = item.get("input")  # a whole section or config is never echoed: the message names its keys
-        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {_short(got)})"))
+        lines.append(f"  {clip(where, 80)}: {clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {short(got, 60)})"))
     if len(lines) > 2:
         lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
     return "invalid config:\n" + "\n".join(lines)
-
-
-def _clip(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters (a validator's message may quote a value)."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` on one line, cut to ``limit`` characters (:func:`evolora.config.strict_yaml.short`).
-
-    >>> _short({"name": "x" * 100})
-    "{'name': 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
-    """
-    return short(value, limit)

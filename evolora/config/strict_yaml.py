@@ -53,7 +53,16 @@ def short(value: Any, limit: int = SHORT) -> str:
     >>> short("x" * 200, 12)
     "'xxxxxxxx..."
     """
-    text = " ".join(repr(value).split())
+    return clip(repr(value), limit)
+
+
+def clip(text: str, limit: int = SHORT) -> str:
+    """``text`` on one line (every run of white space one space), cut to ``limit`` characters with ``...``.
+
+    >>> clip("a  b\\nc", 80), clip("x" * 200, 12)
+    ('a b c', 'xxxxxxxxx...')
+    """
+    text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

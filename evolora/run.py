@@ -37,6 +37,7 @@ from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy
+from evolora.fitness import dev_accuracy, member_fitness, rank_correlation
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
@@ -98,6 +99,7 @@ class Run:
         self.operators = resolve_operators(config.evolution)
         self.task = task if task is not None else make_task(config.task.name, **config.task.params)
         self.arm = config.arm  # the game each step plays and whether the outer loop evolves
+        self.dev_items = self._dev_set()  # refuses a validation fitness without a dev set, before the model loads
         population = Population.initial(config.role_sizes)
         capacity = config.selfplay.matchmaking.hall_of_fame
         lora = config.lora
@@ -192,15 +194,20 @@ class Run:
         critic = self._rate_reviews(reviews, outcome, roles) if reviews is not None else None
 
         t0 = time.perf_counter()
-        births = []
+        births, fitness_record = [], None
         evo = self.config.evolution
         if self.arm.evolve and evo.enabled and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
-            births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators)
+            fitness_record = self.fitness_signals(measure=evo.fitness.needs_dev_set)
+            fitness = {m: entry["fitness"] for m, entry in fitness_record["members"].items()}
+            births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators,
+                                        fitness=fitness)
             self.league.enshrine(self.bank, self.arm.game.solver, step)
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
         record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
+        if births or fitness_record is not None:
+            record["fitness"] = fitness_record
         record["faults"] = faults
         if critic is not None:
             record["critic"] = critic
@@ -209,6 +216,49 @@ class Run:
         if timing is not None:
             record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
+
+    def _dev_set(self) -> list | None:
+        """The dev problems of the validation fitness (``evolution.fitness.size`` of
+        :meth:`Task.dev_set`), or None when the task has none.
+
+        Raises:
+            ValueError: ``evolution.fitness`` reads dev accuracy and the task has no dev set.
+        """
+        fitness = self.config.evolution.fitness
+        items = self.task.dev_set(fitness.size)
+        if fitness.needs_dev_set and self.arm.evolve and self.config.evolution.enabled and not items:
+            raise ValueError(f"evolution.fitness {fitness.name!r}: task {self.task.name!r} has no dev set "
+                             "(gsm: give task.params.train_path, a GSM8K train jsonl); use evolution.fitness: rating")
+        return items or None
+
+    def fitness_signals(self, *, measure: bool) -> dict:
+        """Every member's fitness now, with the signals it comes from.
+
+        Args:
+            measure: also measure dev-set accuracy of the solving role (one batched greedy call);
+                without it ``validation`` is None and a validation fitness falls back to nothing.
+
+        Returns:
+            {"name": evolution.fitness.name, "members": {id: {"role", "rating" (μ − 3σ),
+            "validation" (dev accuracy in [0, 1], or None), "fitness"}}}.
+        """
+        members = self.population.members
+        rating = {m.id: self.ratings.conservative(m.id) for m in members}
+        validation = None
+        if measure and self.dev_items:
+            solvers = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
+            evaluation = self.config.eval
+            validation = dev_accuracy(self.bank, self.tokenizer, self.task, solvers, self.dev_items,
+                                      max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size,
+                                      routing=self.config.selfplay.routing)
+        roles = {m.id: m.role for m in members}
+        config = self.config.evolution.fitness
+        fitness = member_fitness(config, {"rating": rating, "validation": validation}, roles) \
+            if validation is not None or not config.needs_dev_set else rating
+        return {"name": config.name, "members": {
+            m.id: {"role": m.role, "rating": rating[m.id],
+                   "validation": None if validation is None else validation.get(m.id),
+                   "fitness": fitness[m.id]} for m in members}}
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
         """The review game of the step (:func:`evolora.critic.review_step`) when the run has critics, else None."""
@@ -351,17 +401,36 @@ class Run:
                                 "solve_or_valid_rate": rate,
                                 "operator": member.operator, "born_step": member.born_step,
                                 "held_out": held_out.get(member.id)})
+        fitness = self._final_fitness(held_out) if evaluate else None
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
                    "hall_of_fame": self.hall.ids if self.hall else [],
                    "held_out_source": self.task.held_out_source if evaluate else None,
                    "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
                    "diversity": self.diversity()}
+        if fitness is not None:
+            summary["fitness"] = fitness
         critic_eval = self.evaluate_critics() if evaluate else {}
         if critic_eval:  # only a run with critics has the key
             summary["critic_eval"] = critic_eval
         write_json_atomic(final / "summary.json", summary)
         return summary
+
+    def _final_fitness(self, held_out: dict[str, dict]) -> dict | None:
+        """The summary's ``fitness``: every member's final fitness signals (dev accuracy measured
+        when the task has a dev set) and, over the solvers with a held-out accuracy, Spearman's ρ of
+        each signal with it (None with fewer than 3 solvers; ``evolora.fitness.pooled_rank_correlation``
+        pools runs). None when evaluation is off."""
+        if not self.config.eval.enabled:
+            return None
+        record = self.fitness_signals(measure=True)
+        accuracy = {m: r["accuracy"] for m, r in held_out.items() if m != "base"}
+        record["dev_size"] = len(self.dev_items or [])
+        record["rank_correlation"] = {
+            signal: rank_correlation({m: e[signal] for m, e in record["members"].items()
+                                      if m in accuracy and e[signal] is not None}, accuracy)
+            for signal in ("rating", "validation", "fitness")}
+        return record
 
     def close(self) -> None:
         """Release the bank's workers (Ray actors; nothing in-process). The run object is done after it."""

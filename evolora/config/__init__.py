@@ -15,13 +15,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from evolora.config.fitness import FitnessConfig
 from evolora.config.population import PopulationConfig, check_evolvable
 from evolora.config.run import RunConfig, check_workers
 from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
 from evolora.config.types import Algorithm, ConfigError, Device, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
-__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
+__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "FitnessConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
            "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "check_resume", "config_from_dict",
            "dump_config", "load_config", "load_run_config", "parse_override"]
@@ -130,6 +131,9 @@ class EvolutionConfig(_Section):
     selection: OperatorChoice = OperatorChoice(name="tournament")
     crossover: OperatorChoice = OperatorChoice(name="svd_merge")
     mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
+    fitness: FitnessConfig = FitnessConfig()
+    """What members are ranked by: ``rating`` (μ − 3σ), ``validation`` (dev-set accuracy) or
+    ``blend`` (:class:`evolora.config.fitness.FitnessConfig`)."""
 
 
 class EvalConfig(_Section):

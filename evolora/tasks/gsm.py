@@ -305,6 +305,19 @@ class GSMTask(PooledVerifier):
         return self._eval[: max(limit, 0)]
 
 
+    def dev_set(self, size: int) -> list[HeldOutItem] | None:
+        """The last ``size`` problems of the GSM8K train file ``train_path`` (a slice of the
+        training distribution; GSM8K's train and test splits share no problem), or None without
+        ``train_path``: the package ships only the test split, and the dev set never takes test items.
+
+        Raises:
+            ValueError: ``train_path`` has a malformed line.
+        """
+        if self.train_path is None:
+            return None
+        return load_gsm8k(Path(self.train_path))[-max(size, 0):] if size > 0 else []
+
+
 def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,
                   example_set, structured, problem_tokens, program_tokens, program_temperature) -> None:
     """Raise ValueError naming every out-of-range :class:`GSMTask` parameter and its allowed range."""

@@ -46,7 +46,7 @@ from evolora import metrics
 from evolora.operators import population_diversity
 from evolora.population import AdapterBank, Individual, Population
 from evolora.selfplay.memory import ProblemMemory
-from evolora.selfplay.reward_control import randomize_rewards, reward_generator
+from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.step_record import step_record
 from evolora.selfplay import GameRecord, play_step
@@ -174,8 +174,9 @@ class Run:
         t0 = time.perf_counter()
         learner = self.config.learner
         samples = outcome.samples
-        if learner.rewards == "random":  # the random-reward control: the learner sees no signal
-            samples = randomize_rewards(samples, roles, reward_generator(self.config.run.seed, step))
+        if learner.rewards != "real":  # a reward control: the learner sees no signal
+            control = permute_rewards if learner.rewards == "permuted" else randomize_rewards
+            samples = control(samples, roles, reward_generator(self.config.run.seed, step))
         jobs = {m.slot: (self.optimizers[m.id], samples[m.id]) for m in self.population.members}
         lr = scheduled_lr(learner.lr, step, self.config.run.steps, learner.lr_schedule, learner.lr_final)
         by_slot = self.bank.update(

@@ -252,7 +252,7 @@ def _accuracy(held: dict | None) -> str:
 def study(
     config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config, e.g. tasks/arith.yaml."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
-    arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, no_evolution, random_reward, or the config's study.arms."),
+    arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, single_agent_total, no_evolution, independent_pairs, random_reward, or the config's study.arms."),
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key in every run: --set run.steps=10"),
     verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),

@@ -90,10 +90,11 @@ class LearnerConfig(_Section):
     """Sequences per forward/backward."""
     max_grad_norm: Float = Field(default=1.0, gt=0)
     """Clip each adapter's gradient to this global L2 norm before its AdamW step."""
-    rewards: Literal["real", "random"] = "real"
-    """``random``: every reward the learner sees is replaced by a Gaussian draw with the mean and
-    standard deviation of that step's real rewards of the same role (the ``random_reward`` control
-    of a study: the same compute, no signal). Ratings, fitness and records keep the real outcomes."""
+    rewards: Literal["real", "permuted", "random"] = "real"
+    """``permuted``: each GRPO group's rewards are shuffled among its samples (the ``random_reward``
+    control of a study: the same groups and trained samples, no signal). ``random``: Gaussian draws
+    with the mean and std of the step's real rewards of the role (trains on more samples than real
+    rewards). :mod:`evolora.selfplay.reward_control`. Ratings, fitness and records keep the real outcomes."""
     weight_decay: Float = Field(default=0.0, ge=0)
     """AdamW weight decay of the adapter factors (0: none)."""
     on_nonfinite: Literal["rollback", "cull"] = "rollback"

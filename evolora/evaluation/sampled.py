@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import time
+import zlib
 from pathlib import Path
 
 import torch
@@ -34,20 +35,34 @@ def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], 
                    temperature: float, max_new_tokens: int, batch_size: int, seed: int,
                    routing: str = "routed", greedy: bool = False) -> dict[str, list[int]]:
     """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
-    for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. One seeded generator drives
-    every draw, so a call replays exactly. ``greedy``: argmax answers instead (``temperature``
-    ignored; with ``samples=1`` the counts are the greedy correct flags)."""
+    for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. Each slot draws from its own
+    generator, seeded from ``(seed, slot name)`` (:func:`slot_seed`), so a slot's samples do not
+    depend on which other slots are evaluated with it: the base draws the same answers in every
+    run's evaluation, and a call replays exactly. ``greedy``: argmax answers instead
+    (``temperature`` ignored; with ``samples=1`` the counts are the greedy correct flags)."""
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
-    rows = [(slot, i) for slot in slots for i in range(len(items)) for _ in range(samples)]
-    generator = torch.Generator(device="cpu").manual_seed(seed)  # the bank seeds one with it on its device
-    done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [slot for slot, _ in rows], routing=routing,
-                        max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
-                        batch_size=batch_size, generator=generator)
-    grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
-    counts = {slot: [0] * len(items) for slot in slots}
-    for (slot, i), grade in zip(rows, grades):
-        counts[slot][i] += grade.label == "correct"
+    counts = {}
+    for slot in slots:
+        rows = [i for i in range(len(items)) for _ in range(samples)]
+        generator = torch.Generator(device="cpu").manual_seed(slot_seed(seed, slot))  # the bank moves it to its device
+        done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slot] * len(rows), routing=routing,
+                            max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
+                            batch_size=batch_size, generator=generator)
+        grades = task.grade_held_out([c.text for c in done], [items[i] for i in rows])
+        counts[slot] = [0] * len(items)
+        for i, grade in zip(rows, grades):
+            counts[slot][i] += grade.label == "correct"
     return counts
+
+
+def slot_seed(seed: int, slot: str) -> int:
+    """The sampling seed of one slot's rows: a function of ``(seed, slot name)`` only (CRC-32 of
+    ``"<seed>:<slot>"``), so a slot draws the same noise whatever is evaluated beside it.
+
+    >>> slot_seed(0, "__base__") == slot_seed(0, "__base__") != slot_seed(1, "__base__")
+    True
+    """
+    return zlib.crc32(f"{seed}:{slot}".encode())
 
 
 def pass_at_k_record(counts: list[int], samples: int, ks: tuple[int, ...]) -> dict[str, float]:

@@ -170,3 +170,42 @@ def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], ou
                 config = load_run_config(run_dir)
             plan.append(StudyRun(arm, seed, run_dir, config, state))
     return plan
+
+
+STUDY_KS = (1, 4, 16)
+"""The k of a study's sampled pass@k (``evolora study --samples``)."""
+
+
+def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = STUDY_KS) -> list[Path]:
+    """Sampled pass@k (:func:`evolora.evaluation.sampled.sampled_pass_at_k`) of every finished run of
+    ``plan`` that has none with ``samples`` answers per problem yet; the base is sampled once per
+    (items, model dtype) and copied into the other runs' records (it draws the same answers in
+    every run). Returns the run directories evaluated now.
+
+    Raises:
+        ValueError: ``samples`` < 1 or no k in 1..samples.
+    """
+    from evolora.evaluation.sampled import check_options, sampled_pass_at_k
+
+    check_options(samples, 1.0, ks)
+    done, bases = [], {}
+    finished = [item for item in plan if (item.out / "final" / "summary.json").is_file()]
+    for item in finished:  # bases already sampled in this study
+        record = json.loads((item.out / "final" / "summary.json").read_text()).get("pass_at_k")
+        if record and record["samples"] == samples and "base" in record["members"]:
+            bases.setdefault(_base_key(item.config, record["limit"]), record["members"]["base"])
+    for item in finished:
+        record = json.loads((item.out / "final" / "summary.json").read_text()).get("pass_at_k")
+        if record and record["samples"] == samples:
+            continue
+        key = _base_key(item.config, item.config.eval.limit)
+        record = sampled_pass_at_k(item.out, samples=samples, ks=ks, base=bases.get(key))
+        bases.setdefault(key, record["members"]["base"])
+        done.append(item.out)
+    return done
+
+
+def _base_key(config: Config, limit: int) -> str:
+    """What makes two runs' base samples the same: task and its parameters, items, model and dtype."""
+    return json.dumps([config.task.name, config.task.params, limit, config.model.name, config.model.dtype,
+                       config.eval.max_new_tokens], sort_keys=True, default=str)

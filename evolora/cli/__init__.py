@@ -256,9 +256,13 @@ def study(
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key in every run: --set run.steps=10"),
     verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),
+    samples: int = typer.Option(0, "--samples", help="Also sampled pass@k (k = 1, 4, 16) of every run's members and the base, with N answers per problem (0: off)."),
 ) -> None:
     """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
-    from evolora.study import parse_arms, parse_seeds, study_plan
+    from evolora.study import parse_arms, parse_seeds, study_pass_at_k, study_plan
+
+    if samples < 0:
+        fail(f"--samples must be 0 (off) or a number of answers per problem >= 1, got {samples}")
 
     out = out if out is not None else Path("runs") / f"study-{config_path.stem}"
     try:
@@ -269,6 +273,9 @@ def study(
         console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
         if item.state != "done":
             _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose)
+    if samples:
+        for run_dir in study_pass_at_k(plan, samples):
+            console.print(f"sampled pass@k ({samples} per problem): {run_dir}", highlight=False)
     if len(plan) > 1:
         compare([item.out for item in plan], out / "report")
         _study_tables(out)

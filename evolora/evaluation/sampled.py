@@ -88,7 +88,7 @@ def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None
 
 def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
                       temperature: float = 1.0, limit: int | None = None, seed: int = 0, model=None,
-                      tokenizer=None) -> dict:
+                      tokenizer=None, base: dict | None = None) -> dict:
     """pass@k of a finished run's members and the base on its held-out set; written to the summary.
 
     Args:
@@ -96,6 +96,8 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
         samples: n sampled answers per problem and member (>= 1); ks: the k reported (<= n).
         temperature: sampling temperature (> 0); limit: held-out problems (default ``eval.limit``);
         seed: the sampling generator's seed; model, tokenizer: an already loaded base.
+        base: the base's entry of an earlier record with the same options, items and model dtype
+            (the base draws the same answers in every run, :func:`correct_counts`): copied, not sampled again.
 
     Returns:
         ``{"samples", "temperature", "limit", "seed", "seconds", "members": {id or "base":
@@ -116,7 +118,8 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     if not items:
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     began = time.perf_counter()
-    counts = correct_counts(bank, tokenizer, task, items, [*members, BASE], samples=samples, temperature=temperature,
+    counts = correct_counts(bank, tokenizer, task, items, [*members] + ([] if base else [BASE]), samples=samples,
+                            temperature=temperature,
                             max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed,
                             routing=config.selfplay.routing)
     task.close()
@@ -124,6 +127,8 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
               "seconds": round(time.perf_counter() - began, 1),
               "members": {("base" if slot == BASE else slot): {**pass_at_k_record(c, samples, ks), "correct_counts": c}
                           for slot, c in counts.items()}}
+    if base:
+        record["members"]["base"] = dict(base)
     summary["pass_at_k"] = record
     write_json_atomic(summary_path, summary)
     return record

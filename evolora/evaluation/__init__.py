@@ -104,8 +104,8 @@ def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str]
             lines {"member", "item", "question", "answer", "group", "completion", "grade"}.
 
     Returns:
-        ({member id or "base": {"correct", "total", "accuracy"}}, number of problems); accuracy
-        is a fraction in [0, 1]. When the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
+        ({member id or "base": {"correct", "total", "accuracy", "items"}}, number of problems); accuracy
+        is a fraction in [0, 1]; "items" is per-item correctness, "1"/"0" per item in order. When the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
         each entry also has "by_group": {group: {"correct", "total"}}, groups in item order.
         Empty when evaluation is disabled or the task has no held-out data.
     """
@@ -129,8 +129,11 @@ def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str]
 
 
 def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:
-    """One member's held-out entry: {"correct", "total", "accuracy"}, and "by_group" when the items have groups."""
-    record = {"correct": result.correct, "total": result.total, "accuracy": result.accuracy}
+    """One member's held-out entry: {"correct", "total", "accuracy", "items"}, and "by_group" when the
+    items have groups. "items" holds per-item correctness in item order, one character each
+    ("1" correct, "0" not), for item-level intervals (:func:`evolora.report.stats.bootstrap_difference`)."""
+    record = {"correct": result.correct, "total": result.total, "accuracy": result.accuracy,
+              "items": "".join("1" if label == "correct" else "0" for label in result.labels)}
     if any(item.group is not None for item in items):
         groups: dict[str, dict[str, int]] = {}
         for item, label in zip(items, result.labels):

@@ -90,6 +90,57 @@ def member_fitness(config: FitnessConfig, signals: Mapping[str, Mapping[str, flo
     return fitness
 
 
+def fitness_dev_set(task: Task, config) -> list[HeldOutItem] | None:
+    """The dev problems of a run (``evolution.fitness.size`` of :meth:`Task.dev_set`), or None
+    when the task has none.
+
+    Args:
+        config: the run's :class:`evolora.config.Config`.
+
+    Raises:
+        ValueError: ``evolution.fitness`` reads dev accuracy, the run evolves, and the task has no dev set.
+    """
+    fitness = config.evolution.fitness
+    items = task.dev_set(fitness.size)
+    if fitness.needs_dev_set and config.arm.evolve and config.evolution.enabled and not items:
+        raise ValueError(f"evolution.fitness {fitness.name!r}: task {task.name!r} has no dev set "
+                         "(gsm: give task.params.train_path, a GSM8K train jsonl); use evolution.fitness: rating")
+    return items or None
+
+
+def fitness_record(config: FitnessConfig, members, ratings, validation: Mapping[str, float] | None) -> dict:
+    """Every member's fitness with the signals it comes from (a step record's ``fitness``).
+
+    Args:
+        members: the population's :class:`evolora.population.Individual` list; ratings: their
+            :class:`evolora.ratings.Ratings`; validation: {id: dev accuracy} of the solvers, or None
+            when not measured (a validation fitness then falls back to μ − 3σ).
+
+    Returns:
+        {"name": config.name, "members": {id: {"role", "rating" (μ − 3σ), "validation" (in [0, 1]
+        or None), "fitness"}}}.
+    """
+    rating = {m.id: ratings.conservative(m.id) for m in members}
+    roles = {m.id: m.role for m in members}
+    fitness = (member_fitness(config, {"rating": rating, "validation": validation}, roles)
+               if validation is not None or not config.needs_dev_set else rating)
+    return {"name": config.name, "members": {
+        m.id: {"role": m.role, "rating": rating[m.id], "validation": None if validation is None else validation.get(m.id),
+               "fitness": fitness[m.id]} for m in members}}
+
+
+def final_fitness(record: dict, held_out: Mapping[str, dict], dev_size: int) -> dict:
+    """The summary's ``fitness``: a :func:`fitness_record` of the final members with ``dev_size``
+    and, over the solvers with a held-out accuracy, Spearman's ρ of each signal with it
+    (``rank_correlation``: {"rating", "validation", "fitness"}; None with fewer than 3 solvers:
+    :func:`pooled_rank_correlation` pools runs)."""
+    accuracy = {m: r["accuracy"] for m, r in held_out.items() if m != "base"}
+    members = record["members"]
+    return {**record, "dev_size": dev_size, "rank_correlation": {
+        signal: rank_correlation({m: e[signal] for m, e in members.items() if m in accuracy and e[signal] is not None},
+                                 accuracy) for signal in ("rating", "validation", "fitness")}}
+
+
 def rank_correlation(signal: Mapping[str, float], held_out: Mapping[str, float]) -> float | None:
     """Spearman's ρ between a fitness signal and held-out accuracy over the members both have.
 

@@ -37,7 +37,7 @@ from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy
-from evolora.fitness import dev_accuracy, member_fitness, rank_correlation
+from evolora.fitness import dev_accuracy, final_fitness, fitness_dev_set, fitness_record
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
@@ -99,7 +99,7 @@ class Run:
         self.operators = resolve_operators(config.evolution)
         self.task = task if task is not None else make_task(config.task.name, **config.task.params)
         self.arm = config.arm  # the game each step plays and whether the outer loop evolves
-        self.dev_items = self._dev_set()  # refuses a validation fitness without a dev set, before the model loads
+        self.dev_items = fitness_dev_set(self.task, config)  # refuses a validation fitness without one, before the model loads
         population = Population.initial(config.role_sizes)
         capacity = config.selfplay.matchmaking.hall_of_fame
         lora = config.lora
@@ -218,33 +218,9 @@ class Run:
             record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
 
-    def _dev_set(self) -> list | None:
-        """The dev problems of the validation fitness (``evolution.fitness.size`` of
-        :meth:`Task.dev_set`), or None when the task has none.
-
-        Raises:
-            ValueError: ``evolution.fitness`` reads dev accuracy and the task has no dev set.
-        """
-        fitness = self.config.evolution.fitness
-        items = self.task.dev_set(fitness.size)
-        if fitness.needs_dev_set and self.arm.evolve and self.config.evolution.enabled and not items:
-            raise ValueError(f"evolution.fitness {fitness.name!r}: task {self.task.name!r} has no dev set "
-                             "(gsm: give task.params.train_path, a GSM8K train jsonl); use evolution.fitness: rating")
-        return items or None
-
     def fitness_signals(self, *, measure: bool) -> dict:
-        """Every member's fitness now, with the signals it comes from.
-
-        Args:
-            measure: also measure dev-set accuracy of the solving role (one batched greedy call);
-                without it ``validation`` is None and a validation fitness falls back to nothing.
-
-        Returns:
-            {"name": evolution.fitness.name, "members": {id: {"role", "rating" (μ − 3σ),
-            "validation" (dev accuracy in [0, 1], or None), "fitness"}}}.
-        """
-        members = self.population.members
-        rating = {m.id: self.ratings.conservative(m.id) for m in members}
+        """Every member's fitness now and its signals (:func:`evolora.fitness.fitness_record`);
+        ``measure``: also dev-set accuracy of the solvers (one batched greedy call)."""
         validation = None
         if measure and self.dev_items:
             solvers = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
@@ -252,14 +228,7 @@ class Run:
             validation = dev_accuracy(self.bank, self.tokenizer, self.task, solvers, self.dev_items,
                                       max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size,
                                       routing=self.config.selfplay.routing)
-        roles = {m.id: m.role for m in members}
-        config = self.config.evolution.fitness
-        fitness = member_fitness(config, {"rating": rating, "validation": validation}, roles) \
-            if validation is not None or not config.needs_dev_set else rating
-        return {"name": config.name, "members": {
-            m.id: {"role": m.role, "rating": rating[m.id],
-                   "validation": None if validation is None else validation.get(m.id),
-                   "fitness": fitness[m.id]} for m in members}}
+        return fitness_record(self.config.evolution.fitness, self.population.members, self.ratings, validation)
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
         """The review game of the step (:func:`evolora.critic.review_step`) when the run has critics, else None."""
@@ -402,7 +371,8 @@ class Run:
                                 "solve_or_valid_rate": rate,
                                 "operator": member.operator, "born_step": member.born_step,
                                 "held_out": held_out.get(member.id)})
-        fitness = self._final_fitness(held_out) if evaluate else None
+        fitness = (final_fitness(self.fitness_signals(measure=True), held_out, len(self.dev_items or []))
+                   if evaluate and self.config.eval.enabled else None)
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
                    "hall_of_fame": self.hall.ids if self.hall else [],
@@ -416,22 +386,6 @@ class Run:
             summary["critic_eval"] = critic_eval
         write_json_atomic(final / "summary.json", summary)
         return summary
-
-    def _final_fitness(self, held_out: dict[str, dict]) -> dict | None:
-        """The summary's ``fitness``: every member's final fitness signals (dev accuracy measured
-        when the task has a dev set) and, over the solvers with a held-out accuracy, Spearman's ρ of
-        each signal with it (None with fewer than 3 solvers; ``evolora.fitness.pooled_rank_correlation``
-        pools runs). None when evaluation is off."""
-        if not self.config.eval.enabled:
-            return None
-        record = self.fitness_signals(measure=True)
-        accuracy = {m: r["accuracy"] for m, r in held_out.items() if m != "base"}
-        record["dev_size"] = len(self.dev_items or [])
-        record["rank_correlation"] = {
-            signal: rank_correlation({m: e[signal] for m, e in record["members"].items()
-                                      if m in accuracy and e[signal] is not None}, accuracy)
-            for signal in ("rating", "validation", "fitness")}
-        return record
 
     def close(self) -> None:
         """Release the bank's workers (Ray actors; nothing in-process). The run object is done after it."""

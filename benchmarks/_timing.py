@@ -20,11 +20,11 @@ def median_seconds(fn: Callable[[], object], repeats: int, *, warmup: bool = Tru
 
 
 def update_bank(model, slots: list[str]):
-    """An :class:`evolora.population.AdapterBank` of ``slots`` on ``model`` (rank 8, alpha 16, every
+    """An :class:`evolora.bank.local.AdapterBank` of ``slots`` on ``model`` (rank 8, alpha 16, every
     Llama projection) with factors drawn from one seeded generator: the bank of the update benchmarks."""
     import torch
 
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
 
     bank = AdapterBank(model, slots, rank=8, alpha=16,
                        target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))

@@ -22,7 +22,7 @@ import torch
 from evolora.config import load_run_config
 from evolora.critic.evaluation import critic_evaluation
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.tasks import make_task
 
 
@@ -41,7 +41,8 @@ def rescore(run_dir: Path, model=None, tokenizer=None, task=None) -> dict:
     slot = _slots(run_dir)
     lora = config.lora
     slots = [slot.get(i, i.upper()) for i in students + critics]
-    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
+                       engine=config.generation.engine)
     for member, name in zip(students + critics, slots):
         bank.load_adapter(name, run_dir / "final" / member)
     task = task or make_task(config.task.name, **config.task.params)
@@ -52,7 +53,7 @@ def rescore(run_dir: Path, model=None, tokenizer=None, task=None) -> dict:
                                limit=evaluation.critic_limit, n=evaluation.critic_samples, sampling=sampling,
                                max_new_tokens=evaluation.max_new_tokens,
                                critic_max_new_tokens=selfplay.critic_max_new_tokens,
-                               batch_size=evaluation.batch_size, seed=config.run.seed, routing=selfplay.routing)
+                               batch_size=evaluation.batch_size, seed=config.run.seed)
     task.close()
     return result
 

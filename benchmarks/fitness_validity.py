@@ -41,8 +41,7 @@ def measure(run_dir: Path, size: int) -> dict:
     config, task, tokenizer, bank = load_members(run_dir, [i["id"] for i in members], num_threads=1)
     began = time.perf_counter()
     dev = dev_accuracy(bank, tokenizer, task, {i["id"]: i["id"] for i in members}, task.dev_set(size),
-                       max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size,
-                       routing=config.selfplay.routing)
+                       max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size)
     task.close()
     return {"dev": dev, "rating": {i["id"]: i["conservative"] for i in members},
             "held_out": {i["id"]: i["held_out"]["accuracy"] for i in members},

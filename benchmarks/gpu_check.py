@@ -14,6 +14,13 @@
    then a checkpoint written there read back onto the CPU with the same values.
 3. Printed: tokens/s of the step's rollouts, and the peak GPU memory beside the estimate from the
    model's shapes (:mod:`evolora.model.memory`).
+4. Speed (on CUDA, or with ``--speed on``; :mod:`gpu_speed`): the graph engine's ms per decode step
+   bare and routed over 8 adapters at batch 16-256, tok/s against HF ``generate``, graph vs eager
+   parity on the device, the same for a random-weight model of Qwen2.5-0.5B's shapes, GPU memory
+   over 100 rollout batches; asserted against the rollout engine's targets. The gsm step runs on
+   the engine named by ``--engine`` (the ``generation.engine`` key), with GPU utilisation sampled.
+
+    python benchmarks/gpu_check.py --device cpu --quick              # every part at tiny sizes, CPU (smoke test)
 
 Without CUDA it says so and exits 0 having checked nothing. Exit 1 when a check fails.
 """
@@ -32,6 +39,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 GSM = ROOT / "tasks" / "gsm.yaml"
+
+GSM_STEP_SECONDS = 5.0
+"""Target seconds of one default gsm step (SmolLM2-135M) on the graph engine on an H100/H200-class GPU."""
 
 LOGP_TOLERANCE = 1e-3
 """Largest |log p_cpu − log p_device| (nats, per token) accepted in fp32 without TF32."""
@@ -71,7 +81,47 @@ def parity(name: str, devices: tuple[str, str], *, tokens: int = 32, seed: int =
     return {"rows": len(ids_a), "tokens": sum(map(len, ids_a)), "max_logp_diff": diff}
 
 
-def gsm_step(name: str, device: str, out: Path) -> dict:
+def engine_override(engine: str | None) -> list[str]:
+    """``["generation.engine=<engine>"]`` where the configuration has that key, else [] (said once)."""
+    from evolora.config import load_config
+
+    if not engine:
+        return []
+    try:
+        load_config(GSM, [f"generation.engine={engine}"])
+    except Exception as error:  # noqa: BLE001 - an unknown key or value: run on the default engine
+        print(f"  generation.engine={engine} not accepted ({' '.join(str(error).split())[:160]}); the gsm step runs on the "
+              f"default engine")
+        return []
+    return [f"generation.engine={engine}"]
+
+
+def utilisation(device: str):
+    """A started sampler of GPU utilisation (%, every 0.1 s, pynvml through torch) and a stop() -> mean or None."""
+    import threading
+
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.wait(0.1):
+            try:
+                samples.append(float(torch.cuda.utilization(torch.device(device))))
+            except Exception:  # noqa: BLE001 - no NVML here
+                return
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+
+    def finish():
+        stop.set()
+        thread.join()
+        return sum(samples) / len(samples) if samples else None
+
+    return finish
+
+
+def gsm_step(name: str, device: str, out: Path, overrides: list[str] = ()) -> dict:
     """One ``tasks/gsm.yaml`` step of ``name`` on ``device``, asserting where every tensor is, then
     its checkpoint read back onto the CPU. Returns the step record's tokens, tokens/s and seconds."""
     from evolora.checkpoint import load_checkpoint
@@ -79,7 +129,7 @@ def gsm_step(name: str, device: str, out: Path) -> dict:
     from evolora.run import Run
 
     config = load_config(GSM, [f"model.name={name}", f"model.device={device}", "model.dtype=float32",
-                                            "run.steps=1", "eval.enabled=false"])
+                                            "run.steps=1", "eval.enabled=false", *overrides])
     run = Run(config, out)
     record, _ = run.run_step()
     where = torch.device(device)
@@ -128,7 +178,16 @@ def main() -> int:
     parser.add_argument("--model", default="smollm2-135m-instruct", help="the model of the gsm step")
     parser.add_argument("--parity", nargs="+", default=["tiny-random", "smollm2-135m-instruct"],
                         help="the models of the parity check")
+    parser.add_argument("--speed", choices=("auto", "on", "off"), default="auto",
+                        help="the graph engine's speed part (auto: on CUDA only)")
+    parser.add_argument("--engine", default="graph", help="generation.engine of the gsm step (when the key exists)")
+    parser.add_argument("--skip-gsm", action="store_true", help="leave out the gsm step")
+    parser.add_argument("--quick", action="store_true", help="tiny models and sizes everywhere (with --device cpu: "
+                                                             "the smoke test of every part)")
     args = parser.parse_args()
+    if args.quick:
+        args.model, args.parity = "tiny-random", ["tiny-random"]
+        args.speed = "on" if args.speed == "auto" else args.speed
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("gpu_check: torch sees no CUDA device here; nothing was checked. Run it on a machine with an "
               "NVIDIA GPU, or pass --device cpu --model tiny-random to exercise the checks on the CPU")
@@ -153,12 +212,31 @@ def main() -> int:
                   f"{args.device}; max |Δ log p| {result['max_logp_diff']:.2e} nats (<= {LOGP_TOLERANCE:g})")
         if cuda:
             torch.cuda.reset_peak_memory_stats(args.device)
+        failed: list[str] = []
+        if args.speed == "on" or (args.speed == "auto" and cuda):
+            from gpu_speed import run_speed
+
+            failed = run_speed(args.device, quick=args.quick, smollm="smollm2-135m-instruct" in models)
+        if args.skip_gsm:
+            if failed:
+                raise AssertionError("targets missed: " + "; ".join(failed))
+            print("gpu_check passed (gsm step left out)")
+            return 0
         began = time.perf_counter()
+        overrides = engine_override(args.engine)
+        busy = utilisation(args.device) if cuda else (lambda: None)
         with tempfile.TemporaryDirectory() as root:
-            step = gsm_step(args.model, args.device, Path(root) / "run")
-        print(f"  tasks/gsm.yaml step on {args.device} ({args.model}): {step['tokens']} tokens, "
-              f"{step['tokens_per_second']:.0f} tok/s, step {step['seconds']:.1f} s (with loading "
-              f"{time.perf_counter() - began:.1f} s); tensors on the device; checkpoint read back on the CPU")
+            step = gsm_step(args.model, args.device, Path(root) / "run", overrides)
+        used = busy()
+        print(f"  tasks/gsm.yaml step on {args.device} ({args.model}, {overrides[0] if overrides else 'default engine'}): "
+              f"{step['tokens']} tokens, {step['tokens_per_second']:.0f} tok/s, step {step['seconds']:.1f} s (with "
+              f"loading {time.perf_counter() - began:.1f} s)"
+              + (f", GPU utilisation {used:.0f} %" if used is not None else "")
+              + "; tensors on the device; checkpoint read back on the CPU")
+        if cuda and overrides and args.model == "smollm2-135m-instruct" and step["seconds"] > GSM_STEP_SECONDS:
+            failed.append(f"gsm step {step['seconds']:.1f} s > {GSM_STEP_SECONDS} s")
+        if failed:
+            raise AssertionError("targets missed: " + "; ".join(failed))
     except AssertionError as error:
         print(f"gpu_check FAILED: {error}")
         return 1

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evolora.config import Config, load_config  # noqa: E402
 from evolora.model.memory import ModelShapes, RunShape, memory_estimate  # noqa: E402
+from evolora.generation.engine import BATCH_SIZE  # noqa: E402
 
 QWEN25_05B = {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
               "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": True}
@@ -43,7 +44,8 @@ def run_shape(config: Config, prompt_tokens: int) -> RunShape:
     slots = sum(config.role_sizes.values()) + selfplay.matchmaking.hall_of_fame
     return RunShape(dtype_bytes=DTYPE_BYTES[config.model.dtype], rank=config.lora.rank, targets=targets,
                     slots=slots, members=sum(config.role_sizes.values()),
-                    rollout_rows=max(selfplay.generation_batch_size, config.eval.batch_size),
+                    rollout_rows=max(selfplay.generation_batch_size or BATCH_SIZE["cuda"],
+                                     config.eval.batch_size or BATCH_SIZE["cuda"]),
                     rollout_tokens=prompt_tokens + generated, train_rows=config.learner.micro_batch,
                     train_tokens=prompt_tokens + completion)
 

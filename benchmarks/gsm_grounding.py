@@ -44,7 +44,7 @@ def agreement(rows: list[dict], samples: int, config_path: str) -> list[float | 
     """The base model's agreement fraction for each rule-passing row (None for the others)."""
     from evolora.config import load_config
     from evolora.model import load_base
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.generation.rollout import chat_prompt
     from evolora.generation.routed import BASE
     from evolora.tasks import make_task

@@ -24,7 +24,7 @@ from evolora.generation.mismatch import path_gap, path_logprobs, summarize
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.learner import Sample
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 
 
 class Recorder:

@@ -41,7 +41,7 @@ def child(args) -> None:
 
     from evolora.learner import Sample, make_optimizer, policy_update_many
     from evolora.model import load_base
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.generation.rollout import chat_prompt, generate
 
     torch.set_num_threads(args.threads)

@@ -40,7 +40,7 @@ import torch
 
 from evolora.learner import Sample, make_optimizer, policy_update_many
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import chat_prompt
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.generation.routed import BASE, routed
 from evolora.selfplay import proposal_request

@@ -27,7 +27,7 @@ import yaml
 
 from evolora.config import SelfPlayConfig
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.generation.routed import BASE
 from evolora.selfplay import _teacher_rollout, proposal_request

@@ -21,7 +21,7 @@ import torch
 
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import chat_prompt, generate
 import evolora.generation.routed as routed_module
 from evolora.generation.routed import BASE

@@ -6,8 +6,10 @@ The notebooks under ``notebooks/`` are the sources: committed without outputs an
 ``tests/test_notebooks.py``. The site shows the copies under ``docs/tutorials/`` that this script
 executed with the notebook's own parameters (the tiny random test model), with a first cell that
 says when, at which commit and on which CPU. ``tests/test_docs.py`` checks that each copy's code
-is its source's, so an edited notebook needs this script run again. The runs' directories go to a
-temporary directory and are deleted.
+is its source's, and ``tests/test_notebooks.py`` runs each source again and checks that the copy's
+outputs are what the current code prints, so an edited notebook or a change in what it computes
+needs this script run again. Each notebook runs in an empty temporary folder (as a reader's
+download would), which is deleted with the runs' directories.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def provenance() -> str:
 
 
 def execute(source: Path, target: Path) -> None:
-    """Run ``source`` top to bottom (its own folder as the working directory, ``OUT`` in a temporary
-    directory) and write it, outputs included (stderr streams apart: library warnings), to ``target``."""
+    """Run ``source`` top to bottom (an empty temporary folder as the working directory, ``OUT``
+    inside it) and write it, outputs included (stderr streams apart: library warnings), to ``target``."""
     import nbclient
     import nbformat
 
@@ -60,7 +62,7 @@ def execute(source: Path, target: Path) -> None:
         position = notebook.cells.index(code[0]) + 1
         notebook.cells.insert(position, injected)
         nbclient.NotebookClient(notebook, timeout=1800, kernel_name="python3",
-                                resources={"metadata": {"path": str(source.parent)}}).execute()
+                                resources={"metadata": {"path": scratch}}).execute()
         notebook.cells.pop(position)
     for number, cell in enumerate((c for c in notebook.cells if c.cell_type == "code"), 1):
         cell.execution_count = number  # as a reader running it top to bottom would see
@@ -72,6 +74,23 @@ def execute(source: Path, target: Path) -> None:
     notebook.cells.insert(1, note)
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
+
+
+def text_outputs(notebook) -> list[list[str]]:
+    """Per code cell, what it shows as text (streams and ``text/plain`` results; images and the
+    wall-clock-dependent provenance left out): what a fresh run must reproduce."""
+    shown = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        texts = []
+        for output in cell.outputs:
+            if output.get("output_type") == "stream" and output.get("name") == "stdout":
+                texts.append(output["text"])
+            elif "text/plain" in output.get("data", {}) and "image/png" not in output["data"]:
+                texts.append(output["data"]["text/plain"])
+        shown.append(texts)
+    return shown
 
 
 def main() -> None:

@@ -23,16 +23,22 @@ from pydantic import BaseModel
 DOCS = Path(__file__).resolve().parent
 
 
-def config_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(key, type, default, description) for every leaf key of ``model``, sections recursed into."""
+def config_rows(model: type[BaseModel], prefix: str = "", instance: BaseModel | None = None) -> list[tuple[str, str, str, str]]:
+    """(key, type, default, description) for every leaf key of ``model``, sections recursed into;
+    ``instance``: the section's default value, whose fields override the class defaults (e.g.
+    ``evolution.selection`` defaults to ``{name: tournament}`` while ``OperatorChoice.name`` has none)."""
     rows = []
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            rows += config_rows(annotation, f"{key}.")
+            value = getattr(instance, name) if instance is not None else field.default
+            rows += config_rows(annotation, f"{key}.", value if isinstance(value, BaseModel) else None)
             continue
-        default = field.default if field.default_factory is None else field.default_factory()
+        if instance is not None:
+            default = getattr(instance, name)
+        else:
+            default = field.default if field.default_factory is None else field.default_factory()
         kind = " ".join(filter(None, [_type_name(annotation), _bounds(field.metadata)]))
         rows.append((key, kind, _show(default), _plain(field.description or "")))
     return rows
@@ -136,13 +142,14 @@ def _args_section(doc: str) -> dict[str, str]:
 
 
 def _table(rows, header: str) -> list[str]:
-    """A Markdown table: ``header``, then one row per tuple; keys and values as code spans."""
+    """A Markdown table: ``header``, then one row per tuple; keys and values as code spans (a pipe in
+    a code span does not split the cell, so it stays unescaped; one in the text is escaped)."""
     cell = lambda s: s.replace("|", "\\|")  # noqa: E731
     columns = header.count("|") - 1
     lines = [header, "|" + "---|" * columns]
     for row in rows:
         *codes, text = row
-        lines.append("| " + " | ".join(f"`{cell(c)}`" if c else "" for c in codes) + f" | {cell(text)} |")
+        lines.append("| " + " | ".join(f"`{c}`" if c else "" for c in codes) + f" | {cell(text)} |")
     return lines
 
 

@@ -17,7 +17,7 @@ The public API, imported on first use (``import evolora`` stays light)::
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -28,7 +28,7 @@ _EXPORTS = {
     "load_config": "evolora.config",
     "load_run_config": "evolora.config",
     "config_from_dict": "evolora.config",
-    "AdapterBank": "evolora.population",
+    "AdapterBank": "evolora.bank.local",
     "Individual": "evolora.population",
     "Population": "evolora.population",
     "Bank": "evolora.bank",
@@ -44,6 +44,19 @@ _EXPORTS = {
 """Public name -> the module that defines it."""
 
 __all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ imports on first use
+    from evolora.bank import Bank
+    from evolora.config import Config, ConfigError, config_from_dict, load_config, load_run_config
+    from evolora.evolution import Birth, evolve
+    from evolora.league import League
+    from evolora.model import load_base
+    from evolora.operators import REGISTRY
+    from evolora.population import AdapterBank, Individual, Population
+    from evolora.ratings import Ratings
+    from evolora.run import Run
+    from evolora.study import study_plan
+    from evolora.tasks import make_task
 
 
 def __getattr__(name: str) -> Any:

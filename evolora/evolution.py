@@ -49,7 +49,7 @@ def evolve(bank: Bank, population: Population, fitness: dict[str, float], config
     """Replace the bottom γ of each role of ``population`` by children of the survivors, in place.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank`; children's factors are written into
+        bank: the :class:`evolora.bank.local.AdapterBank`; children's factors are written into
             the replaced individuals' slots.
         population: updated in place (replaced individuals swapped for children).
         fitness: {individual id: fitness}, higher is better (the loop passes μ − 3σ).

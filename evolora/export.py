@@ -17,6 +17,8 @@ an existing non-empty directory is never overwritten.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import shutil
 from dataclasses import dataclass
@@ -26,6 +28,10 @@ from evolora import __version__
 from evolora.config import Config, load_run_config
 from evolora.game import MEMBER_ROLES
 from evolora.io import _umask, atomic_path
+from evolora.run_dir import final_step
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 """Roles ``best`` chooses from: students, or the single agent of a ``single_agent`` run."""
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -68,6 +74,7 @@ class ExportPlan:
         merge: True for a merged standalone model, False for the PEFT adapter.
         config: the run's validated config; config_text: its ``config.yaml`` as stored.
         summary: the run's ``final/summary.json``.
+        step: the step of the exported adapters.
     """
 
     run_dir: Path
@@ -78,6 +85,8 @@ class ExportPlan:
     config: Config
     config_text: str
     summary: dict
+    step: int = 0
+    """The step of the adapters exported (``final/`` as written when the run finished that step)."""
 
     @property
     def adapter_dir(self) -> Path:
@@ -113,7 +122,7 @@ def choose_member(summary: dict, member: str = "best") -> tuple[dict, str]:
 
 
 def plan_export(run_dir: str | Path, member: str = "best", *, out: str | Path | None = None,
-                merge: bool = True) -> ExportPlan:
+                merge: bool = True, allow_stale: bool = False) -> ExportPlan:
     """Check an export request without loading a model.
 
     Args:
@@ -121,6 +130,8 @@ def plan_export(run_dir: str | Path, member: str = "best", *, out: str | Path | 
         member: ``"best"`` (see :func:`choose_member`) or a member id such as ``"s3"`` (any role).
         out: the output directory; default ``RUN_DIR/export/<id>`` (``<id>-adapter`` without merge).
         merge: merged standalone model (True) or the PEFT adapter (False).
+        allow_stale: export ``final/`` even when a checkpoint is newer
+            (:func:`evolora.run_dir.final_step`); the plan's ``step`` names the step exported.
 
     Raises:
         ExportError: not a finished run (or an unreadable summary), unknown member, missing
@@ -138,6 +149,10 @@ def plan_export(run_dir: str | Path, member: str = "best", *, out: str | Path | 
     except json.JSONDecodeError as error:
         raise ExportError(f"{summary_path} is not valid JSON ({error.msg} at line {error.lineno}); "
                           f"write final/ again with: evolora evolve --resume {run_dir}") from None
+    try:
+        step = final_step(run_dir, summary, allow_stale=allow_stale)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
     row, criterion = choose_member(summary, member)
     for name in ADAPTER_FILES:
         if not (run_dir / "final" / row["id"] / name).is_file():
@@ -146,7 +161,7 @@ def plan_export(run_dir: str | Path, member: str = "best", *, out: str | Path | 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} already exists and is not empty; choose another --out or remove it")
     return ExportPlan(run_dir=run_dir, member=row, criterion=criterion, out=out, merge=merge, config=config,
-                      config_text=(run_dir / "config.yaml").read_text(), summary=summary)
+                      config_text=(run_dir / "config.yaml").read_text(), summary=summary, step=step)
 
 
 def lineage_of(summary: dict, member_id: str) -> list[dict]:
@@ -225,7 +240,7 @@ def model_card(plan: ExportPlan) -> str:
     return "\n".join(lines)
 
 
-def _write_merged(plan: ExportPlan, directory: Path, model, tokenizer) -> None:
+def _write_merged(plan: ExportPlan, directory: Path, model: CausalLM, tokenizer: Tokenizer) -> None:
     """Merge the member's adapter into ``model`` (float32), cast to the run's dtype, and save the
     model, the tokenizer and a greedy generation config (``do_sample=False``, special token ids)."""
     import torch
@@ -241,7 +256,7 @@ def _write_merged(plan: ExportPlan, directory: Path, model, tokenizer) -> None:
     tokenizer.save_pretrained(str(directory))
 
 
-def export_member(plan: ExportPlan, *, model=None, tokenizer=None) -> Path:
+def export_member(plan: ExportPlan, *, model: CausalLM | None = None, tokenizer: Tokenizer | None = None) -> Path:
     """Write the export ``plan`` describes, atomically; return its directory.
 
     Args:

@@ -1,7 +1,7 @@
 """LoRA factors of one adapter outside a model: random draws, checks, PEFT adapter directories.
 
 An adapter's factors are {module: (A (r, d_in), B (d_out, r))}, ΔW = (alpha / r) · B A. These
-helpers need no model: :class:`evolora.population.AdapterBank` checks what it is given against
+helpers need no model: :class:`evolora.bank.local.AdapterBank` checks what it is given against
 its own parameters, :class:`evolora.distributed.sharded_bank.ShardedBank` against shape-and-dtype stand-ins
 (``device="meta"`` tensors) of its workers' parameters, so both refuse the same adapters.
 Source: PopuLoRA (arXiv 2605.16727) §2 (children overwrite the slot they take over).
@@ -42,7 +42,7 @@ def check_factors(factors: Adapter, reference: Mapping[str, tuple[torch.Tensor, 
 
 
 def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]], generator: torch.Generator, *,
-                   b_std: float) -> Adapter:
+                   b_std: float, dtype: torch.dtype = torch.float32) -> Adapter:
     """Diverse non-zero factors for one adapter: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
 
     Shapes: ``shapes`` {module: ((r, d_in), (d_out, r))} in; {module: (A, B)} out on the generator's
@@ -53,8 +53,8 @@ def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]
     factors = {}
     for name, (a_shape, b_shape) in shapes.items():
         bound = 1.0 / a_shape[1] ** 0.5
-        a = (torch.rand(a_shape, generator=generator, device=generator.device) * 2 - 1) * bound
-        b = torch.randn(b_shape, generator=generator, device=generator.device) * b_std
+        a = (torch.rand(a_shape, generator=generator, dtype=dtype, device=generator.device) * 2 - 1) * bound
+        b = torch.randn(b_shape, generator=generator, dtype=dtype, device=generator.device) * b_std
         factors[name] = (a, b)
     return factors
 

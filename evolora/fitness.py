@@ -29,7 +29,7 @@ from evolora.tasks.base import HeldOutItem, Task
 
 
 def dev_accuracy(bank: Bank, tokenizer, task: Task, members: Mapping[str, str], items: list[HeldOutItem], *,
-                 max_new_tokens: int, batch_size: int = 16, routing: str = "routed") -> dict[str, float]:
+                 max_new_tokens: int, batch_size: int | None = None) -> dict[str, float]:
     """Greedy accuracy of each member on the dev ``items``, in one batched call for all of them.
 
     Args:
@@ -41,7 +41,7 @@ def dev_accuracy(bank: Bank, tokenizer, task: Task, members: Mapping[str, str], 
     if not members or not items:
         return {}
     results = evaluate(None, tokenizer, task, items, list(members), max_new_tokens=max_new_tokens,
-                       batch_size=batch_size, rollout=partial(bank.rollout, tokenizer, routing=routing))
+                       batch_size=batch_size, rollout=partial(bank.rollout, tokenizer))
     return {members[slot]: result.accuracy for slot, result in results.items()}
 
 

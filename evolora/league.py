@@ -7,7 +7,7 @@ the hall of fame of frozen champions, and the one way a newborn enters.
     league.evolve(bank, evolution, ...)           # the outer loop's births, each through replace
     league.cull(member, bank, good, ...)          # a non-finite member's replacement, through replace
 
-A member's adapter factors live in the :class:`evolora.population.AdapterBank`; the league
+A member's adapter factors live in the :class:`evolora.bank.local.AdapterBank`; the league
 holds everything else about it, so births from evolution and from culling cannot drift apart.
 The name follows the AlphaStar league (a population of agents, their ratings and past
 champions as frozen opponents).
@@ -25,7 +25,6 @@ import torch
 from evolora.bank import Bank
 from evolora.evolution import Birth, evolve
 from evolora.matchmaking import HallOfFame
-from evolora.operators import Adapter
 from evolora.population import Individual, Population
 from evolora.ratings import Ratings
 

@@ -24,7 +24,7 @@ import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Iterator
+from typing import Iterator, TYPE_CHECKING
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -35,6 +35,9 @@ from evolora.config.types import Algorithm
 from evolora.generation.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
 from evolora.generation.routed import BASE, routed
 from evolora.model.device import model_device
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ def policy_update_many(bank: LocalBank, jobs: dict[str, tuple[torch.optim.Optimi
     cost one forward/backward instead of P. Source: PopuLoRA (arXiv 2605.16727) §2 step 5.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank`.
+        bank: the :class:`evolora.bank.local.AdapterBank`.
         jobs: {slot: (its optimizer over ``bank.parameters(slot)``, its samples)}.
         algorithm, clip_eps, kl_coef, epochs, micro_batch, max_grad_norm: see
             :class:`evolora.config.LearnerConfig`; ``micro_batch`` counts rows of any adapter.
@@ -276,7 +279,7 @@ either way; only speed and memory change."""
 
 
 @contextmanager
-def _checkpointed_layers(model, on: bool) -> Iterator[None]:
+def _checkpointed_layers(model: CausalLM, on: bool) -> Iterator[None]:
     """Decoder-layer activation checkpointing of ``model`` (PEFT-wrapped or not) inside; a model
     without ``transformers``' checkpointing support runs unchanged."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model

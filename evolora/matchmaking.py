@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
@@ -62,8 +62,7 @@ __all__ = [
 ]
 
 Scheme = Literal["per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin", "fixed_pairs"]
-SCHEMES: tuple[str, ...] = ("per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin",
-                            "fixed_pairs")
+SCHEMES: tuple[str, ...] = get_args(Scheme)
 
 
 class _WinProbability(Protocol):

@@ -18,7 +18,7 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
 Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
 replays exactly what the uninterrupted run would have done. ``run.backend: ray`` puts the
 adapters on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`, the same bank protocol as
-:class:`evolora.population.AdapterBank`); a lost worker is restarted, the workers restored from the
+:class:`evolora.bank.local.AdapterBank`); a lost worker is restarted, the workers restored from the
 newest checkpoint and the steps since replayed (:func:`evolora.distributed.recovery.run_step_with_recovery`).
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,13 +38,15 @@ from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy
 from evolora.fitness import dev_accuracy, final_fitness, fitness_dev_set, fitness_record
+from evolora.generation.engine import resolve_engine
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
 from evolora.model.device import model_device, resolve_device
 from evolora import metrics
 from evolora.operators import population_diversity
-from evolora.population import AdapterBank, Individual, Population
+from evolora.bank.local import AdapterBank
+from evolora.population import Individual, Population
 from evolora.selfplay.memory import ProblemMemory
 from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
@@ -52,6 +54,10 @@ from evolora.step_record import step_record
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 from evolora.distributed.recovery import run_step_with_recovery
+
+if TYPE_CHECKING:
+    from evolora.bank import RunBank
+    from evolora.hf_types import CausalLM, Tokenizer
 
 Callback = Callable[["Run", dict, list[GameRecord]], None]
 """Called after every step with the run, the step's metrics record and its games."""
@@ -87,12 +93,19 @@ class Run:
 
     Raises:
         ValueError: a ``model`` given with ``run.backend: ray``, or (in process, without ``model``)
-            a ``model.device`` GPU that torch does not see, before anything is written.
+            a ``model.device`` GPU that torch does not see, or ``generation.engine: graph`` without
+            one, before anything is written.
     """
 
-    def __init__(self, config: Config, out_dir: str | Path, *, model=None, tokenizer=None, task=None):
+    bank: RunBank
+    """Every adapter of the run: :class:`evolora.population.AdapterBank` in process, or
+    :class:`evolora.distributed.sharded_bank.ShardedBank` on Ray (:data:`evolora.bank.RunBank`)."""
+
+    def __init__(self, config: Config, out_dir: str | Path, *, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None, task=None):
         if model is None and config.run.backend == "local":
-            resolve_device(config.model.device)  # a GPU that is not there: refused before anything is written
+            # a GPU that is not there, or a graph engine without one: refused before anything is written
+            resolve_engine(config.generation.engine, resolve_device(config.model.device))
         self.config = config
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -117,7 +130,8 @@ class Run:
 
                 model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
                                              num_threads=config.model.num_threads, device=config.model.device)
-            self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+            self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
+                                    engine=config.generation.engine)
         self.tokenizer = tokenizer
         self.device = model_device(self.bank.model) if config.run.backend == "local" else torch.device("cpu")
         init = torch.Generator(device="cpu").manual_seed(config.run.seed)  # the same founders on every device
@@ -226,8 +240,7 @@ class Run:
             solvers = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
             evaluation = self.config.eval
             validation = dev_accuracy(self.bank, self.tokenizer, self.task, solvers, self.dev_items,
-                                      max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size,
-                                      routing=self.config.selfplay.routing)
+                                      max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size)
         return fitness_record(self.config.evolution.fitness, self.population.members, self.ratings, validation)
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
@@ -324,7 +337,7 @@ class Run:
         :func:`evolora.evaluation.held_out_accuracy`; every answer goes to ``final/held_out.jsonl``."""
         members = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
         results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
-                                       seed=self.config.run.seed, routing=self.config.selfplay.routing,
+                                       seed=self.config.run.seed,
                                        answers_path=self.out_dir / "final" / "held_out.jsonl")
         return results
 
@@ -344,7 +357,7 @@ class Run:
             {m.slot: m.id for m in ranked}, limit=evaluation.critic_limit, n=evaluation.critic_samples,
             sampling=sampling, max_new_tokens=evaluation.max_new_tokens,
             critic_max_new_tokens=selfplay.critic_max_new_tokens, batch_size=evaluation.batch_size,
-            seed=self.config.run.seed, routing=selfplay.routing)
+            seed=self.config.run.seed)
 
     def diversity(self) -> dict[str, float]:
         """Per role with >= 2 members: mean pairwise ‖ΔW_i − ΔW_j‖_F / mean ‖ΔW_i‖_F

@@ -151,3 +151,42 @@ def repair_logs(run_dir: str | Path, step: int) -> list[str]:
 def log_counts(run_dir: str | Path) -> dict[str, int]:
     """Records in each log now: {"metrics": n, "matches": m}."""
     return {name.split(".")[0]: len(_parse_lines(_read(Path(run_dir) / name), name)[0]) for name in LOGS}
+
+
+class StaleFinal(ValueError):
+    """``final/`` holds older adapters than the run's newest checkpoint (a resume stopped before its end)."""
+
+
+def final_step(run_dir: str | Path, summary: dict, *, allow_stale: bool = False) -> int:
+    """The step of the adapters in ``RUN_DIR/final/`` (``summary["steps"]``), checked against the
+    newest checkpoint ``RUN_DIR/checkpoints/step_NNNNNN``.
+
+    A run that finished at step S, was resumed for more steps and stopped before its new end keeps
+    ``final/`` from step S while its checkpoints hold step S' > S: exporting or evaluating
+    ``final/`` then reads adapters older than the run's newest, so it is refused unless
+    ``allow_stale``.
+
+    Returns:
+        The step of ``final/`` (>= 0).
+
+    Raises:
+        StaleFinal: a checkpoint is newer than ``final/`` and ``allow_stale`` is false; the message
+            names both steps and the two ways on (finish the run, or ``--stale-ok``).
+        ValueError: the summary records no step.
+    """
+    step = summary.get("steps")
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise ValueError(f"{Path(run_dir) / 'final' / 'summary.json'} records no step; "
+                         f"write final/ again with: evolora evolve --resume {run_dir}")
+    newest = newest_checkpoint_step(run_dir)
+    if newest is not None and newest > step and not allow_stale:
+        raise StaleFinal(f"{run_dir}/final holds the adapters of step {step}, but the run's checkpoints reach step "
+                         f"{newest} (a resume that stopped before its end): finish it with evolora evolve --resume "
+                         f"{run_dir}, or add --stale-ok to use step {step}'s adapters")
+    return step
+
+
+def newest_checkpoint_step(run_dir: str | Path) -> int | None:
+    """The step of the newest ``RUN_DIR/checkpoints/step_NNNNNN`` by name (intact or not); None when none."""
+    return max((int(p.name[5:]) for p in (Path(run_dir) / "checkpoints").glob("step_*") if p.name[5:].isdigit()),
+               default=None)

@@ -36,6 +36,9 @@ def step_record(step: int, outcome, updates: dict, outcomes, births: list, secon
         "games": len(games),
         "validity_rate": len(valid) / len(games) if games else 0.0,
         "solve_rate": sum(x == "correct" for x in grades) / len(grades) if grades else None,
+        "graded": len(grades),  # student attempts on valid problems, and the correct ones among them
+        "correct": sum(x == "correct" for x in grades),
+        "learnable": sum(g.solve_rate is not None and 0 < g.solve_rate < 1 for g in valid),
         "format_error_rate": sum(x == "format" for x in grades) / len(grades) if grades else None,
         "pair_solve_rates": {f"{t}|{s}": r for (t, s), r in outcome.pair_solve_rates.items()},
         "match_outcomes": outcomes,

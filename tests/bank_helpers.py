@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from evolora.game import Game
-from evolora.population import AdapterBank, Population
+from evolora.bank.local import AdapterBank
+from evolora.population import Population
 from evolora.ratings import Ratings
 
 

@@ -13,7 +13,7 @@ from arch_helpers import ARCHITECTURES, LINEAR_LAYERS, LLAMA_LINEAR, tiny_decode
 from evolora.config import LoRAConfig
 from evolora.learner import Sample, completion_logprobs
 from evolora.model.targets import block_linear_names, resolve_target_modules
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.routed import BASE, routed
 
 SAMPLES = [Sample((5, 6, 7, 8), (10, 11, 2), 1.0, "g"), Sample((12, 13), (14, 15, 16, 2), 0.0, "g"),

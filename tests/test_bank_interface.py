@@ -11,7 +11,7 @@ import pytest
 
 from evolora.bank import BANK_METHODS, Bank, LocalBank
 from evolora.distributed.sharded_bank import ShardedBank
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 
 ROOT = Path(__file__).resolve().parents[1]
 

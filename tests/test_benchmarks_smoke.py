@@ -27,6 +27,7 @@ CASES = {
                r"ratio increment per adapter / \(factors \+ grads \+ Adam\): -?\d+\.\d+x"),
     "rollout_limit": (["--quick"], r"gsm run, 2 steps: peak RSS \d+ MB.*\nratio evolora routed, 8 adapters decode / limit: "
                                    r"\d+\.\d+"),
+    "graph_decode": (["--quick"], r"ratio graph/eager tok/s: \d+\.\d+x"),
     "rl_step": (["--tokens", "6", "--steps", "1"], r"ratio evolora/TRL update time per sample: \d+\.\d+x"),
     "shared_prefix": (["--prompt-tokens", "5", "--teacher-prompt-tokens", "6", "--completion-tokens", "4",
                        "--groups", "1", "--group-size", "4", "--teacher-samples", "2", "--repeats", "1"],
@@ -67,6 +68,17 @@ def test_gpu_check_runs_its_checks_cpu_against_cpu():
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert re.search(r"parity tiny-random: 6 greedy rows, \d+ tokens equal on cpu and cpu", done.stdout), done.stdout
     assert "tasks/gsm.yaml step on cpu (tiny-random)" in done.stdout and "gpu_check passed" in done.stdout
+
+
+def test_gpu_check_speed_part_runs_on_the_cpu_at_tiny_sizes():
+    """The graph engine's speed part: parity graph vs eager (tiny Llama and Qwen2), figures printed, no targets."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--device", "cpu", "--quick", "--skip-gsm"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for label in ("tiny-random", "Qwen2 tiny"):
+        assert f"{label} parity on cpu, fp32: graph and eager tokens equal" in done.stdout, done.stdout
+        assert re.search(rf"{label} batch 4: step -?\d+\.\d+ ms bare, .*HF generate \d+ tok/s", done.stdout), done.stdout
+    assert "gpu_check passed (gsm step left out)" in done.stdout
 
 
 def test_critic_study_pairs_the_best_critic_with_the_base(tmp_path):

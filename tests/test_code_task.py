@@ -313,7 +313,7 @@ def test_humaneval_grading(humaneval_items):
 
 def test_evaluate_uses_the_held_out_hooks(tiny, single_thread, humaneval_items):
     from evolora.evaluation import evaluate
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.generation.routed import BASE
 
     class Recorder(CodeTask):
@@ -336,7 +336,7 @@ def test_evaluate_uses_the_held_out_hooks(tiny, single_thread, humaneval_items):
 
 def test_evaluate_without_hooks_still_uses_solve_prompt_and_grade(tiny, single_thread):
     from evolora.evaluation import evaluate
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.generation.routed import BASE
     from evolora.tasks.toy import ToyTask
 

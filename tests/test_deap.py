@@ -22,7 +22,7 @@ from evolora.integrations.deap import (BankEvaluator, FitnessMin, LoRAIndividual
 from evolora.io import read_jsonl
 from evolora.model import load_base
 from evolora.operators import REGISTRY
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.run import Run
 
 torch.set_num_threads(1)

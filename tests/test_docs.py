@@ -4,6 +4,7 @@ generated references match the code, and every config key is in the configuratio
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,35 @@ def test_the_site_builds_strictly(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
+    site = tmp_path / "site"
+    leaks = {page.relative_to(site).as_posix(): found for page in sorted(site.rglob("*.html"))
+             if (found := markup_leaks(page.read_text(encoding="utf-8")))}
+    assert not leaks, leaks
+    concepts = (site / "concepts" / "index.html").read_text(encoding="utf-8")
+    assert concepts.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') >= 2
+    api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    assert api.count('class="autorefs autorefs-internal"') > 50  # the roles became links
+    config = (site / "reference" / "config" / "index.html").read_text(encoding="utf-8")
+    assert "<code>'tournament'</code>" in config and "<code>'svd_merge'</code>" in config
+    assert re.search(r"<script[^>]+src=\"(https?:)?//", "".join(p.read_text() for p in site.rglob("*.html"))) is None
+    assert "evolora " + __import__("evolora").__version__ in (site / "index.html").read_text(encoding="utf-8")
+
+
+LEAKS = (r"\[", r"\(", "PydanticUndefined", ":func:", ":class:", ":meth:", "\\|")
+"""What a page must not show: raw math (no renderer), pydantic's missing-default marker, Sphinx roles
+that did not become links, and escaped table pipes."""
+
+
+def markup_leaks(html: str) -> list[str]:
+    """The :data:`LEAKS` in the text of a built page (its scripts and styles left out)."""
+    text = re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.DOTALL)
+    return [leak for leak in LEAKS if leak in text]
+
+
+def test_markup_leaks_finds_raw_math_roles_and_undefined_defaults():
+    assert markup_leaks('<p>\\[\\Delta W\\]</p> <td>PydanticUndefined</td> see :func:`run`') == [
+        "\\[", "PydanticUndefined", ":func:"]
+    assert markup_leaks('<script>tex2jax: ["\\(", "\\)"]</script><p><math>x</math> `a \\| b`</p>') == ["\\|"]
 
 
 @pytest.mark.parametrize("page", sorted(gen_reference.PAGES))

@@ -132,23 +132,33 @@ def test_page_examples_run(page, tmp_path, monkeypatch, clean_registry):
 
 
 def test_the_custom_operator_runs_from_the_command_line(tmp_path):
-    """``PYTHONPATH=. evolora evolve my_run.yaml`` as the tutorial says; without the path, exit 2 and the hint."""
+    """The page's command lines as written (generations shortened): ``evolora operators --import my_ops``
+    lists the operator, ``PYTHONPATH=. evolora evolve my_run.yaml`` and the preset line run it; without
+    the path, exit 2 and the hint."""
     page = ROOT / "docs" / "tutorials" / "custom-operator.md"
     for block in blocks(page):
         if block.title:
             (tmp_path / block.title).write_text(block.code)
-    evolora = Path(sys.executable).parent / "evolora"
-    tiny = ["--set", "model.name=tiny-random", "--set", "run.steps=2", "--set", "eval.limit=2", "--set",
-            "selfplay.teacher_max_new_tokens=8", "--set", "selfplay.student_max_new_tokens=8"]
-    command = [str(evolora), "evolve", "my_run.yaml", "--out", "runs/my-run", *tiny]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    (commands,) = [block.code for block in blocks(page) if block.language == "bash"]
+    lines = [line.split("#")[0].strip() for line in commands.splitlines() if line.strip()]
+    assert len(lines) == 3
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
     env.pop("PYTHONPATH", None)
-    refused = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    short = " --set selfplay.teacher_max_new_tokens=8 --set selfplay.student_max_new_tokens=8 --set eval.limit=2"
+
+    def sh(line: str) -> subprocess.CompletedProcess:
+        return subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    listed = sh(lines[0])
+    assert listed.returncode == 0 and "epsilon_greedy" in listed.stdout and "[0, 1]" in listed.stdout, listed.stdout
+    refused = sh(lines[1].removeprefix("PYTHONPATH=. ") + short)
     assert refused.returncode == 2 and "PYTHONPATH=." in refused.stdout + refused.stderr
-    done = subprocess.run(command, cwd=tmp_path, env={**env, "PYTHONPATH": "."}, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "name: my_ops:epsilon_greedy" in (tmp_path / "runs" / "my-run" / "config.yaml").read_text()
+    for line, out in ((lines[1], "runs/my-run"), (lines[2], None)):
+        done = sh(line + short + " --set run.steps=2" + ("" if out else " --out runs/preset"))
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        config = (tmp_path / (out or "runs/preset") / "config.yaml").read_text()
+        assert "name: my_ops:epsilon_greedy" in config and "name: tiny-random" in config
 
 
 def test_every_page_with_a_check_has_examples():

@@ -7,7 +7,7 @@ import torch
 from evolora.config import config_from_dict
 from evolora.model import load_base
 from evolora.model.dtype import auto_dtype, cpu_has_bf16
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 
 
 def test_cpu_flags_decide(tmp_path):

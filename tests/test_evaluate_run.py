@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from evolora.cli import app
 from evolora.evaluation.rerun import evaluate_run
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from run_helpers import finished_arith_run
 
 

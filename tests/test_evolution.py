@@ -8,7 +8,8 @@ import torch
 from evolora.config import EvolutionConfig, OperatorChoice
 from evolora.evolution import evolve
 from evolora.operators.selection import num_replaced
-from evolora.population import AdapterBank, Population
+from evolora.bank.local import AdapterBank
+from evolora.population import Population
 
 
 @pytest.mark.parametrize(("size", "gamma", "elitism", "expected"),

@@ -11,7 +11,7 @@ from peft import PeftModel
 
 from evolora.integrations.adapters import flatten, num_floats, random_adapter, unflatten
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 
 evotorch = pytest.importorskip("evotorch", reason="optional extra: pip install 'evolora[evotorch]'")
 from evotorch.algorithms import CEM, PGPE, SNES, GeneticAlgorithm  # noqa: E402

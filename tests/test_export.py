@@ -59,7 +59,7 @@ def export(*args: str):
 def bank_logits(run_dir: Path, member: str, input_ids: torch.Tensor) -> torch.Tensor:
     """The member's logits through the run's adapter bank (the way the run computed them)."""
     from evolora.model import load_base
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
 
     lora = load_run_config(run_dir).lora
     base, _ = load_base("tiny-random")

@@ -16,7 +16,8 @@ from evolora.league import League
 from evolora.learner import make_optimizer
 from evolora.model import load_base
 from evolora.config.operator_choice import resolve_operators
-from evolora.population import AdapterBank, Population
+from evolora.bank.local import AdapterBank
+from evolora.population import Population
 from evolora.run import Run
 from run_helpers import TINY_OVERRIDES
 

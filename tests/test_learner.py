@@ -10,7 +10,7 @@ import torch
 from evolora.advantages import compute_advantages
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update
 from bank_helpers import random_bank
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 
 
 def test_grpo_advantages_centre_and_scale_per_group():

@@ -7,7 +7,7 @@ import torch
 
 from arch_helpers import tiny_decoder
 from evolora.model.memory import ModelShapes, RunShape, memory_estimate
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3", "mistral"])

@@ -8,7 +8,7 @@ import torch
 from evolora.generation.mismatch import path_gap, summarize
 from evolora.learner import Sample
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 
 NAMES = ["A0", "A1", "A2", "A1"]
 

@@ -110,7 +110,7 @@ def test_hall_of_fame_survives_resume(toy_task, tmp_path, single_thread):
     assert resumed.load_checkpoint() and resumed.hall.ids == [i for i in resumed.hall_slots]
     resumed.train([JsonlLogger(), Checkpointer(1, 4)])
     assert resumed.hall.ids == full.hall.ids and resumed.hall_slots == full.hall_slots
-    drop = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second", "peak_rss_mb")}
+    drop = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second", "peak_rss_mb")}  # noqa: E731
     assert [drop(r) for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")] == \
         [drop(r) for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")]
     assert any("@" in m["student"] for m in read_jsonl(tmp_path / "full" / "matches.jsonl"))

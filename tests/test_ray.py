@@ -246,7 +246,7 @@ def sharded(cluster, single_thread):
     import torch
 
     from evolora.model import load_base
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.distributed.sharded_bank import ShardedBank
 
     config = _config(backend="ray", workers=2)

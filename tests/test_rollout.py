@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bank_helpers import random_bank
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import RolloutStats, chat_prompt, generate
 from evolora.generation.routed import BASE
 

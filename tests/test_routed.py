@@ -8,7 +8,7 @@ import torch
 from evolora.model import load_base
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from bank_helpers import random_bank
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.generation.routed import BASE, routed
 

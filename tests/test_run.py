@@ -91,7 +91,7 @@ def test_resume_reproduces_uninterrupted_run(tiny_config, toy_task, tmp_path):
     resumed.train([JsonlLogger(), Checkpointer(1, 4)])
     a = read_jsonl(tmp_path / "full" / "metrics.jsonl")
     b = read_jsonl(tmp_path / "part" / "metrics.jsonl")
-    drop = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second", "peak_rss_mb")}
+    drop = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second", "peak_rss_mb")}  # noqa: E731
     assert [drop(r) for r in a] == [drop(r) for r in b]
     for slot in full.bank.slots:
         fa, fb = full.bank.get_factors(slot), resumed.bank.get_factors(slot)

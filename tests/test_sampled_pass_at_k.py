@@ -14,7 +14,7 @@ from evolora.cli import app
 from evolora.evaluation.sampled import check_options, correct_counts, pass_at_k_record
 from evolora.generation.routed import BASE
 from evolora.model import load_base
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.tasks import ArithTask
 from evolora.tasks.base import Grade
 from run_helpers import finished_arith_run

@@ -44,3 +44,15 @@ def test_the_sentence_says_whether_the_gain_is_outside_the_noise():
                           "s1": {"correct": 30, "total": 90, "accuracy": 1 / 3}}}
     assert "outside the noise" in run_verdict(large, [])["sentence"]
     assert "nothing to compare" in run_verdict({"held_out": {}}, [])["sentence"]
+
+
+def test_the_in_run_sentence_compares_the_first_and_last_steps_solve_rates():
+    from evolora.report.verdict import solve_rate_sentence
+
+    rising = [{"graded": 40, "correct": c} for c in (2, 3, 10, 20, 30)]
+    assert solve_rate_sentence(rising).startswith("The students' in-run solve rate on valid problems rose: 2/40")
+    flat = [{"graded": 8, "correct": 1}] * 5
+    assert "did not change beyond the noise" in solve_rate_sentence(flat)
+    assert "cannot be compared" in solve_rate_sentence([{"graded": 0, "correct": 0}, {"graded": 4, "correct": 1}])
+    assert solve_rate_sentence([{"solve_rate": 0.5}] * 3) == ""
+    assert run_verdict({"held_out": {}}, rising)["in_run"].endswith("].")

@@ -1,6 +1,7 @@
 """The ``evolora`` command line (typer).
 
-    evolora evolve tasks/gsm.yaml [--out DIR] [--set a.b=value ...] [--seed N]
+    evolora evolve gsm [--out DIR] [--set a.b=value ...] [--seed N]      # a preset, or a path: tasks/gsm.yaml
+    evolora init gsm [DEST]                                              # an editable copy of a preset
     evolora evolve --resume RUN_DIR [--set run.steps=20]
     evolora evolve CONFIG --set 'run.loggers=[jsonl,tensorboard,wandb]'   # trackers: evolora.loggers
     evolora operators [--kind mutation]
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import time
 from datetime import datetime
@@ -23,23 +25,33 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, fail, result_console
+from evolora.cli.display import console, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
-from evolora.cli.tools import operators, sandbox
+from evolora.cli.tools import init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
-app.command()(operators)
-app.command()(sandbox)
-app.command("evaluate")(evaluate_command)
-app.command("export")(export_command)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from evolora import __version__
+
+        typer.echo(f"evolora {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA)."""
 
 
 def _check_writable(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
+        probe = out / f".write-test-{os.getpid()}"  # per process: two on one directory never unlink each other's
         probe.write_text("ok")
         probe.unlink()
     except OSError as error:
@@ -56,7 +68,7 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
             check_resume(load_run_config(resume), config)
             return config, resume
         if config_path is None:
-            fail("give a config file (e.g. tasks/gsm.yaml) or --resume RUN_DIR")
+            fail("give a config file or preset (e.g. gsm, tasks/gsm.yaml) or --resume RUN_DIR")
         config = load_config(config_path, overrides, seed=seed)
     except ConfigError as error:
         fail(str(error))
@@ -69,7 +81,7 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
 
 @app.command()
 def evolve(
-    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config, e.g. tasks/gsm.yaml."),
+    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config or preset, e.g. gsm or tasks/gsm.yaml."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<config>-<time>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set evolution.gamma=0.5"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (overrides run.seed)."),
@@ -82,42 +94,81 @@ def evolve(
     _execute(config, out, resume=resume is not None, evaluate=not no_eval, verbose=verbose)
 
 
+app.command()(init)  # registered after evolve: --help lists commands in this order
+app.command()(operators)
+app.command("evaluate")(evaluate_command)
+app.command("export")(export_command)
+app.command()(sandbox)
+
+
 DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
                errno.EROFS: "the file system is read-only"}
 
 
-def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False) -> dict:
-    """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table."""
+def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False,
+             study: bool = False) -> dict | None:
+    """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table.
+
+    Nothing is written before the run directory's lock is held (:func:`evolora.run_dir.lock_run_dir`,
+    atomic: one ``flock``), and what the directory holds is read again under the lock, so a second
+    process on the same directory either gets the lock message or sees the first one's run: ``evolve``
+    refuses a directory that holds a run; a study run (``study``) finished meanwhile is skipped
+    (returns None) and one started meanwhile is resumed."""
     _check_device(config)
-    _check_writable(out)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
     from evolora.run_dir import RunDirLocked, lock_run_dir
+    from evolora.versions import guard_versions
 
     try:
+        guard_versions(report=warn)  # torch, transformers, peft outside the tested range: one line each
         check_model_available(config.model.name)
         check_lora_fits(config.model.name, config.lora.rank, config.lora.target_modules)
     except (ModelNotFoundError, ValueError) as error:
         fail(str(error))
+    except OSError as error:  # e.g. a model.name longer than a file name may be
+        fail(f"model.name {_short_name(config.model.name)}: {error.strerror}; give an embedded name, "
+             "a Hugging Face id or a local directory")
     try:
-        with lock_run_dir(out):
-            return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
+        lock = lock_run_dir(out)
+        lock.__enter__()
     except RunDirLocked as error:
         fail(str(error))
+    except OSError as error:
+        fail(f"cannot write to output directory {out}: {error.strerror}; choose another with --out")
+    try:
+        if not resume and (out / "metrics.jsonl").exists():  # another process wrote it before this one got the lock
+            if not study:
+                fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
+            if (out / "final" / "summary.json").is_file():
+                console.print(f"{out} was finished by another process; skipped", highlight=False)
+                return None
+            resume = True
+        return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
     except OSError as error:
         if error.errno not in DISK_ERRORS:
             raise
         fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or out}; the last checkpoint is "
               f"intact: make room, then continue with: evolora evolve --resume {out}")
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _short_name(name: str) -> str:
+    from evolora.config.strict_yaml import short
+
+    return short(name)
 
 
 def _check_device(config: Config) -> None:
     """Exit 2 with one line, before anything is written or loaded, when ``model.device`` names a GPU
-    torch does not see here (in process; each Ray worker resolves its own device)."""
+    torch does not see here, or ``generation.engine: graph`` finds none (in process; each Ray
+    worker resolves its own device)."""
+    from evolora.generation.engine import resolve_engine
     from evolora.model.device import resolve_device
 
     if config.run.backend == "local":
         try:
-            resolve_device(config.model.device)
+            resolve_engine(config.generation.engine, resolve_device(config.model.device))
         except ValueError as error:
             fail(str(error))
 
@@ -237,8 +288,9 @@ def _print_summary(summary: dict) -> None:
         from evolora.cli.display import critic_table
 
         console.print(critic_table(summary["critic_eval"]))
-    if verdict["sentence"]:
-        console.print(verdict["sentence"], highlight=False)
+    for sentence in (verdict["sentence"], verdict.get("in_run")):
+        if sentence:
+            console.print(sentence, highlight=False)
 
 
 def _accuracy(held: dict | None) -> str:
@@ -250,7 +302,7 @@ def _accuracy(held: dict | None) -> str:
 
 @app.command()
 def study(
-    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config, e.g. tasks/arith.yaml."),
+    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config or preset, e.g. arith or tasks/arith.yaml."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
     arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, single_agent_total, no_evolution, independent_pairs, random_reward, or the config's study.arms."),
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),
@@ -272,7 +324,7 @@ def study(
     for number, item in enumerate(plan, start=1):
         console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
         if item.state != "done":
-            _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose)
+            _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose, study=True)
     if samples:
         for run_dir in study_pass_at_k(plan, samples):
             console.print(f"sampled pass@k ({samples} per problem): {run_dir}", highlight=False)

@@ -7,6 +7,7 @@ Only the CLI calls these: the library itself never changes global warning filter
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import typer
@@ -63,10 +64,37 @@ def critic_table(critic_eval: dict):
     return table
 
 
+def warn(message: str) -> None:
+    """Print ``message`` as one warning line on stderr."""
+    console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 2) -> None:
-    """Print ``message`` as one error line on stderr and exit with ``code`` (2: a usage or config error)."""
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'
+    """Print ``message`` as one error line on stderr and exit with ``code`` (2: a usage or config error).
+
+    The message is bounded (:func:`bounded`): at most 3 lines and 500 bytes, whatever value it quotes."""
+    console.print(f"[bold red]error:[/] {escape(bounded(message))}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'
     raise typer.Exit(code)
+
+
+def bounded(message: str, *, lines: int = 3, size: int = 500, word: int = 160) -> str:
+    """``message`` with every run of more than ``word`` non-space characters cut in its middle, at most
+    ``lines`` lines and ``size`` UTF-8 bytes (the last line says what was left out).
+
+    >>> bounded("x" * 400, word=20)
+    'xxxxxxxxxxxx...xxxxx'
+    """
+    def cut(match) -> str:
+        text = match.group()
+        return text[: word - 8] + "..." + text[-5:]
+
+    rows = [re.sub(rf"\S{{{word + 1},}}", cut, row) for row in message.splitlines() or [""]]
+    if len(rows) > lines:
+        rows = rows[: lines - 1] + [f"... ({len(rows) - lines + 1} more lines)"]
+    text = "\n".join(rows)
+    if len(text.encode()) > size:
+        text = text.encode()[: size - 3].decode(errors="ignore") + "..."
+    return text
 
 
 def result_console() -> Console:

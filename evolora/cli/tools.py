@@ -1,7 +1,7 @@
-"""The command line's standalone tools: the operator registry and the verifier sandbox.
+"""The command line's standalone tools: presets, the operator registry and the verifier sandbox.
 
-Registered on the app by :mod:`evolora.cli` (``evolora operators``, ``evolora sandbox``); neither
-loads a model or reads a config.
+Registered on the app by :mod:`evolora.cli` (``evolora init``, ``evolora operators``,
+``evolora sandbox``); none loads a model.
 """
 
 from __future__ import annotations
@@ -16,9 +16,39 @@ from rich.table import Table
 from evolora.cli.display import fail
 
 
-def operators(kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation.")) -> None:
+def init(
+    preset: str = typer.Argument(..., metavar="PRESET", help="A shipped config: arith, gsm, code, ... (the tasks/ folder)."),
+    dest: Optional[Path] = typer.Argument(None, metavar="DEST", help="File or folder to write (default ./PRESET.yaml)."),
+) -> None:
+    """Write an editable copy of a preset config; run it with: evolora evolve DEST."""
+    from evolora.config import ConfigError
+    from evolora.config.presets import preset_path
+
+    try:
+        source = preset_path(preset)
+    except ConfigError as error:
+        fail(str(error))
+    dest = Path(source.name) if dest is None else dest / source.name if dest.is_dir() else dest
+    if dest.exists():
+        fail(f"{dest} already exists; give another DEST or remove it first")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "x", encoding="utf-8") as handle:  # never overwrites
+            handle.write(source.read_text(encoding="utf-8"))
+    except OSError as error:
+        fail(f"cannot write {dest}: {error.strerror}")
+    typer.echo(f"wrote {dest}; edit it, then run: evolora evolve {dest}")
+
+
+def operators(
+    kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation."),
+    modules: list[str] = typer.Option([], "--import", metavar="MODULE", help=(
+        "Import a module of your own first (e.g. my_ops, from the current folder): its @register operators are listed too.")),
+) -> None:
     """List every registered operator with its kind, parameters and defaults."""
     from evolora.operators import REGISTRY
+
+    _import_user_modules(modules)
 
     table = Table(title="evolora operators")
     for column in ("kind", "name", "parameters (default, allowed)", "description"):
@@ -30,6 +60,23 @@ def operators(kind: Optional[str] = typer.Option(None, help="selection, replacem
     for row in rows:
         table.add_row(*row)
     Console(width=160).print(table)
+
+
+def _import_user_modules(modules: list[str]) -> None:
+    """Import each module (the current folder first on the path, as ``python -m`` has it), so
+    its ``@register`` decorators run; exit 2 naming a module that cannot be imported."""
+    import importlib
+    import os
+    import sys
+
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # ImportError, or the module's own error while it runs
+            fail(f"cannot import {module!r}: {error}; run from the folder that holds {module.replace('.', '/')}.py "
+                 "or put it on PYTHONPATH")
 
 
 def sandbox(

@@ -16,13 +16,16 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evolora.config.fitness import FitnessConfig
+from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
+from evolora.config.presets import preset_names, resolve_config_path
 from evolora.config.run import RunConfig, check_workers
 from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
+from evolora.config.strict_yaml import MAX_CHARS, StrictYAMLError, check_text, load_yaml, short, yaml_error_line
 from evolora.config.types import Algorithm, ConfigError, Device, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
-__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "FitnessConfig", "Float", "Int", "LearnerConfig", "LoRAConfig",
+__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "FitnessConfig", "Float", "GenerationConfig", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
            "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "check_resume", "config_from_dict",
            "dump_config", "load_config", "load_run_config", "parse_override"]
@@ -102,11 +105,19 @@ class LearnerConfig(_Section):
 
 
 class OperatorChoice(_Section):
+    """An operator and its parameters: ``{name: tournament, params: {size: 3}}``, or the bare name
+    (``truncation``, ``--set evolution.selection=truncation``) for its defaults."""
+
     name: str
     """A registered operator name, or ``package.module:function`` for a user function."""
     params: dict[str, Any] = Field(default_factory=dict)
     """The operator's parameters; omitted ones take their defaults (``evolora operators`` and the
     operator table of the configuration reference list names, defaults and ranges)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
 
 
 class EvolutionConfig(_Section):
@@ -144,8 +155,9 @@ class EvalConfig(_Section):
     """Held-out problems evaluated (greedy) per individual; 0 disables."""
     max_new_tokens: Int = Field(default=192, ge=1)
     """Token cap of each greedy held-out answer."""
-    batch_size: Int = Field(default=16, ge=1)
-    """Held-out prompts per ``generate`` call."""
+    batch_size: Int | None = Field(default=None, ge=1)
+    """Held-out prompts per decode batch; None: the engine's default for the device (16 on a CPU,
+    256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
     base: bool = True
     """Also evaluate the bare base model as a reference."""
     critic_limit: Int = Field(default=16, ge=0)
@@ -172,6 +184,7 @@ class Config(_Section):
     population: PopulationConfig = PopulationConfig()
     task: TaskConfig = TaskConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
+    generation: GenerationConfig = GenerationConfig()
     learner: LearnerConfig = LearnerConfig()
     evolution: EvolutionConfig = EvolutionConfig()
     eval: EvalConfig = EvalConfig()
@@ -180,6 +193,7 @@ class Config(_Section):
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
         check_workers(self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame, self.model.device)
+        check_engine(self.generation, self.model.device)
         if not self.arm.evolve:
             if self.selfplay.matchmaking.hall_of_fame:
                 raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "
@@ -226,20 +240,26 @@ def _format_validation_error(error: ValidationError) -> str:
             known = _section_keys(item["loc"][:-1])
             message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
                        if known else "unknown key; check the spelling against the documented keys")
-        lines.append(f"  {where}: {message} (got {_short(item.get('input'))})")
+        got = item.get("input")  # a whole section or config is never echoed: the message names its keys
+        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {_short(got)})"))
     if len(lines) > 2:
         lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
     return "invalid config:\n" + "\n".join(lines)
 
 
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters (a validator's message may quote a value)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` on one line, cut to ``limit`` characters.
+    """``repr(value)`` on one line, cut to ``limit`` characters (:func:`evolora.config.strict_yaml.short`).
 
     >>> _short({"name": "x" * 100})
     "{'name': 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
     """
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short(value, limit)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -250,11 +270,16 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     """
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--set expects KEY=VALUE such as evolution.gamma=0.5, got {text!r}")
+        raise ConfigError(f"--set expects KEY=VALUE such as evolution.gamma=0.5, got {_short(text, 80)}")
+    shown = text if len(text) <= 80 and text.isprintable() else _short(text, 80)
     try:
-        return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+        check_text(key, "the key")
+        check_text(raw, "the value", limit=MAX_CHARS)
+        return key.strip().split("."), load_yaml(raw) if raw.strip() else ""
+    except StrictYAMLError as error:
+        raise ConfigError(f"--set {shown}: {error}") from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"--set {text}: the value is not valid YAML ({str(error).splitlines()[0]}); quote strings") from None
+        raise ConfigError(f"--set {shown}: the value is not valid YAML ({yaml_error_line(error)}); quote strings") from None
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -266,7 +291,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"--set {text}: {part!r} is a value, not a section")
+                raise ConfigError(f"--set {_short(text, 80)}: {_short(part)} is a value, not a section")
             node = child
         node[path[-1]] = value
     return data
@@ -281,7 +306,7 @@ def config_from_dict(data: dict) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping of sections (run, model, ...), got {type(data).__name__}")
     try:
-        config = Config.model_validate(data)
+        config = Config.model_validate(migrate_routing(data))
     except ValidationError as error:
         raise ConfigError(_format_validation_error(error)) from None
     _check_operators(config)
@@ -311,17 +336,19 @@ def _check_task(config: Config) -> None:
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: int | None = None) -> Config:
-    """Read a YAML config, apply ``--set`` overrides and the seed, and validate it.
+    """Read a YAML config (a path, or a preset name such as ``"arith"``: :mod:`evolora.config.presets`),
+    apply ``--set`` overrides and the seed, and validate it.
 
     Raises:
         ConfigError: unreadable or undecodable file, malformed YAML, a top level that is not a
             mapping (an empty file included), or any invalid value (message names the key).
     """
-    path = Path(path)
+    path = resolve_config_path(path)  # a file, else a preset name: "gsm", "arith.yaml"
     try:
         raw = path.read_bytes()
     except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as tasks/gsm.yaml") from None
+        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as "
+                          f"tasks/gsm.yaml or a preset name ({', '.join(preset_names())})") from None
     return _validated(_mapping(path, raw), overrides or [], seed)
 
 
@@ -340,14 +367,16 @@ def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] 
 def _mapping(path: Path, raw: bytes) -> dict:
     """The top-level mapping of a YAML file's bytes; ConfigError (one line, naming ``path``) otherwise."""
     try:
-        data = yaml.safe_load(raw.decode("utf-8-sig"))
+        data = load_yaml(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, yaml.reader.ReaderError) as error:  # binary, or not UTF-8
         offset = error.start if isinstance(error, UnicodeDecodeError) else error.position
         raise ConfigError(f"{path} is not a YAML text file ({error.reason} at offset {offset})") from None
+    except StrictYAMLError as error:
+        raise ConfigError(f"{path}, {error}") from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path} is not valid YAML: {error}") from None
+        raise ConfigError(f"{path} is not valid YAML: {yaml_error_line(error)}") from None
     if not isinstance(data, dict):
-        got = "an empty document" if data is None else f"the {type(data).__name__} {str(data)[:40]}"
+        got = "an empty document" if data is None else f"the {type(data).__name__} {_short(data, 40)}"
         raise ConfigError(f"{path}: a config must be a mapping of sections (run, model, ...), got {got}")
     return data
 

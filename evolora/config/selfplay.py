@@ -9,14 +9,15 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from evolora.config.types import Float, Int, _Section
+from evolora.game import POPULATION_ROLES
+from evolora.matchmaking import Scheme
 
 class MatchmakingConfig(_Section):
     weighting: Literal["variance", "hard", "uniform"] = "variance"
     """PFSP weighting f(p): p(1 − p), (1 − p)^k, or 1 (paper §2 step 1)."""
     k: Float = Field(default=2.0, gt=0)
     """Exponent of the ``hard`` weighting."""
-    scheme: Literal["per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin",
-                    "fixed_pairs"] = "per_teacher_without_replacement"
+    scheme: Scheme = "per_teacher_without_replacement"
     """How pairs are drawn each step; ``fixed_pairs``: teacher i always meets student i (no cross-play)."""
     hall_of_fame: Int = Field(default=0, ge=0, le=64)
     """Past student champions kept as frozen opponents (AlphaStar league); 0 turns the hall off.
@@ -126,13 +127,11 @@ class SelfPlayConfig(_Section):
     critic_reviews: Int | None = Field(default=None, ge=2)
     """Answers each critic reviews per step, up to half from each true class (the rest from the
     other; :func:`evolora.critic.pick_reviews`); None: every parsed answer of its student."""
-    generation_batch_size: Int = Field(default=16, ge=1)
-    """Rows per ``generate`` call (all adapters mixed in one batch)."""
+    generation_batch_size: Int | None = Field(default=None, ge=1)
+    """Rows per decode batch (all adapters mixed in one batch); None: the engine's default for the
+    device (16 on a CPU, 256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
     teacher_prompt: Literal["per_proposal", "per_teacher"] = "per_proposal"
     """per_teacher: one prompt per teacher and step for all its proposals (one GRPO group, prefilled once)."""
-    routing: Literal["routed", "peft"] = "routed"
-    """How a batch mixing several adapters runs: ``routed`` (each row through its own adapter in one
-    pass, :mod:`evolora.generation.routed`) or ``peft`` (PEFT's ``adapter_names``); the same tokens."""
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
 
@@ -143,10 +142,14 @@ class SelfPlayConfig(_Section):
             raise ValueError("an empty stop string would end every answer at once; give e.g. ['\\n'] or []")
         return value
 
-    def sampling(self, role: Literal["teacher", "student", "critic"]) -> dict[str, float | int]:
-        """The role's rollout settings: {"temperature", "top_p", "max_new_tokens"}."""
-        if role not in ("teacher", "student", "critic"):
-            raise ValueError(f"unknown role {role!r}; use 'teacher', 'student' or 'critic'")
+    def sampling(self, role: str) -> dict[str, float | int]:
+        """The role's rollout settings: {"temperature", "top_p", "max_new_tokens"}.
+
+        Raises:
+            ValueError: ``role`` is none of :data:`evolora.game.POPULATION_ROLES`.
+        """
+        if role not in POPULATION_ROLES:
+            raise ValueError(f"unknown role {role!r}; use one of {', '.join(POPULATION_ROLES)}")
         own = lambda key: getattr(self, f"{role}_{key}")  # noqa: E731
         return {"temperature": own("temperature") if own("temperature") is not None else self.temperature,
                 "top_p": own("top_p") if own("top_p") is not None else self.top_p,

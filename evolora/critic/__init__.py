@@ -18,6 +18,8 @@ ground truth; PopuLoRA (arXiv 2605.16727) §2 (PFSP matchmaking, ratings, per-ro
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import time
 from dataclasses import dataclass, replace
@@ -33,6 +35,9 @@ from evolora.population import Individual
 from evolora.generation.rollout import chat_prompt
 from evolora.selfplay import StepOutcome, to_sample
 from evolora.tasks.base import Task
+
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
 TRUTH = {"correct": "correct", "wrong": "incorrect"}
 """The verifier's grade label of a reviewed answer -> the verdict a perfect critic gives."""
@@ -220,7 +225,7 @@ def score_reviews(reviews: list[Review], rewards: RewardConfig) -> tuple[list[fl
     return scored, weights
 
 
-def review_step(bank: Bank, tokenizer, task: Task, outcome: StepOutcome, students: list[Individual],
+def review_step(bank: Bank, tokenizer: Tokenizer, task: Task, outcome: StepOutcome, students: list[Individual],
                 critics: list[Individual], ratings, config: SelfPlayConfig, *, np_rng: np.random.Generator) -> list[Review]:
     """Play the review game on ``outcome`` (the step's teacher → student games) and fold it in.
 
@@ -251,7 +256,7 @@ def review_step(bank: Bank, tokenizer, task: Task, outcome: StepOutcome, student
     slot = {c.id: c.slot for c in critics}
     generator = torch.Generator(device="cpu").manual_seed(int(np_rng.integers(2**62)))  # the bank seeds its device's
     done = bank.rollout(tokenizer, prompts, [slot[c] for c, _, _ in todo], **config.sampling("critic"),
-                        batch_size=config.generation_batch_size, stats=outcome.rollout, routing=config.routing,
+                        batch_size=config.generation_batch_size, stats=outcome.rollout,
                         stop=("\n",), generator=generator) if todo else []
     texts = [task.critic_prefix + completion.text for completion in done]
     reviews = [Review(critic, games[g].student, g, a, TRUTH[games[g].grades[a]], task.parse_verdict(text), text)

@@ -15,6 +15,8 @@ for the held-out protocol (the base model as the reference).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import random
 from collections import Counter
 from functools import partial
@@ -27,14 +29,18 @@ from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
 from evolora.tasks.base import Task
 
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
-def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, str], judges: dict[str, str], *,
+
+def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: dict[str, str],
+                      judges: dict[str, str], *,
                       limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
-                      batch_size: int, seed: int, routing: str = "routed") -> dict:
+                      batch_size: int | None, seed: int) -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` or a Ray :class:`evolora.distributed.sharded_bank.ShardedBank`
+        bank: the :class:`evolora.bank.local.AdapterBank` or a Ray :class:`evolora.distributed.sharded_bank.ShardedBank`
             (rollouts and verdict scores through the bank protocol). answerers, judges: {bank slot: id}; the
             base (slot ``"__base__"``, id ``"base"``) is added first to each as the reference.
         limit: held-out problems (``task.held_out(limit, random.Random(seed))``). n: samples per
@@ -54,7 +60,8 @@ def critic_evaluation(bank: Bank, tokenizer, task: Task, answerers: dict[str, st
     if not items:
         return {}
     answerers, judges = {BASE: "base", **answerers}, {BASE: "base", **judges}
-    rollout = partial(bank.rollout, tokenizer, routing=routing)
+    batch_size = batch_size or bank.batch_size  # None (eval.batch_size unset): the engine's, by device
+    rollout = partial(bank.rollout, tokenizer)
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
     sampled = rollout([prompts[i] for _, i in rows], [s for s, _ in rows], max_new_tokens=max_new_tokens,
@@ -96,13 +103,14 @@ VERDICT_WORDS = ((" correct", " Correct"), (" incorrect", " Incorrect"))
 
 
 @torch.no_grad()
-def verdict_scores(bank: Bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+def verdict_scores(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, str],
+                   reviews: list[tuple[str, str]], *,
                    batch_size: int) -> dict[str, list[float]]:
     """{judge id: its score of each (problem, answer)}: log Σ π(" correct" | " Correct") − log Σ
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
     to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
     verdict is the same on all of them. Deterministic (no sampling). ``bank``: any bank of the
-    protocol (:meth:`evolora.population.AdapterBank.logprobs`; on Ray each judge's rows run on
+    protocol (:meth:`evolora.bank.local.AdapterBank.logprobs`; on Ray each judge's rows run on
     its worker, :meth:`evolora.distributed.sharded_bank.ShardedBank.logprobs`)."""
     from evolora.learner import Sample
 
@@ -141,7 +149,7 @@ def _top(group: list[int], scores: dict[int, float]) -> int:
     return max(judged, key=lambda r: scores[r]) if judged else group[0]
 
 
-def _verdicts(bank: Bank, tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
+def _verdicts(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
               max_new_tokens: int, batch_size: int, rollout) -> dict[str, list[str | None]]:
     """{judge id: its greedy verdict on each (problem, answer), in order}."""
     prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix)

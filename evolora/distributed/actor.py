@@ -3,7 +3,7 @@
 The driver (:class:`evolora.distributed.sharded_bank.ShardedBank`) wraps this class with ``ray.remote`` and
 calls its methods through Ray; it never runs in the driver's process. The worker builds its
 own base model from the run's ``model`` section, holds the LoRA factors of its slots in an
-:class:`evolora.population.AdapterBank` and their AdamW optimizers, and runs rollouts, the
+:class:`evolora.bank.local.AdapterBank` and their AdamW optimizers, and runs rollouts, the
 log-probs and the policy updates of those slots. What crosses the process boundary is token
 ids, text, samples and rewards; factors and optimizer state only for evolution, rollback and
 checkpoints. Source: PopuLoRA (arXiv 2605.16727) §2 (one frozen base shared by every adapter).
@@ -24,7 +24,7 @@ import torch
 from evolora.learner import Sample, UpdateResult
 from evolora.model import load_base
 from evolora.model.device import generator_on, resolve_device
-from evolora.population import AdapterBank
+from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import Completion, RolloutStats
 
 
@@ -43,13 +43,14 @@ class Worker:
         model: the run's ``model`` section as a dict (name, dtype, num_threads, device).
         lora: the run's ``lora`` section as a dict (rank, alpha, target_modules).
         slots: the adapter slots this worker owns, in the run's slot order.
+        engine: ``generation.engine`` (resolved on this worker's device: ``auto`` is graph on a GPU).
 
     Raises:
         ModelNotFoundError, ValueError: as :func:`evolora.model.load_base` and
-            :class:`evolora.population.AdapterBank` (surfaced to the driver by Ray).
+            :class:`evolora.bank.local.AdapterBank` (surfaced to the driver by Ray).
     """
 
-    def __init__(self, model: dict, lora: dict, slots: list[str]):
+    def __init__(self, model: dict, lora: dict, slots: list[str], engine: str = "auto"):
         import os
         import warnings
 
@@ -67,7 +68,7 @@ class Worker:
         self.device = resolve_device(model.get("device", "auto"))  # Ray gives a GPU worker its own one
         base, self.tokenizer = load_base(model["name"], dtype=model["dtype"], num_threads=threads, device=self.device)
         self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
-                                target_modules=_targets(lora["target_modules"]))
+                                target_modules=_targets(lora["target_modules"]), engine=engine)
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
 
     def _check(self) -> None:
@@ -113,9 +114,9 @@ class Worker:
                 raise ValueError(f"{name} cannot ride on another call; deferrable: {DEFERRABLE}")
             getattr(self, name)(*args)
 
-    def rollout(self, prompts: list[list[int]], adapters: list[str], routing: str, segments: tuple,
+    def rollout(self, prompts: list[list[int]], adapters: list[str], segments: tuple,
                 options: dict, before: tuple = ()) -> tuple[list[Completion], int, float]:
-        """:meth:`evolora.population.AdapterBank.rollout` on this worker's rows, after the ops
+        """:meth:`evolora.bank.local.AdapterBank.rollout` on this worker's rows, after the ops
         ``before`` (:meth:`_before`): (completions in row order, tokens generated, seconds).
         ``options["generator_state"]`` (:func:`pack` ed) seeds a private generator."""
         self._check()
@@ -124,7 +125,7 @@ class Worker:
         state = unpack(options.pop("generator_state", None))
         if state is not None:  # a CPU generator's exact state; a GPU replica samples from its own, seeded alike
             options["generator"] = generator_on(torch.Generator(device="cpu").set_state(state), self.device)
-        done = self.bank.rollout(self.tokenizer, prompts, adapters, routing=routing, segments=segments, stats=stats,
+        done = self.bank.rollout(self.tokenizer, prompts, adapters, segments=segments, stats=stats,
                                  **options)
         return done, stats.tokens, time.perf_counter() - began
 
@@ -139,7 +140,7 @@ class Worker:
         return results, self.bank.nonfinite(list(samples)), time.perf_counter() - began
 
     def logprobs(self, names: list[str], samples: list[Sample]) -> tuple:
-        """:meth:`evolora.population.AdapterBank.logprobs` of this worker's rows: (the (B, T_c)
+        """:meth:`evolora.bank.local.AdapterBank.logprobs` of this worker's rows: (the (B, T_c)
         float32 log-probs, :func:`pack` ed; seconds)."""
         self._check()
         began = time.perf_counter()

@@ -6,7 +6,7 @@
     bank.logprobs(names, samples)              # teacher-forced log-probs, each row on its adapter's worker
     bank.get_factors / set_factors             # factors through the object store (evolution, checkpoints)
 
-:class:`ShardedBank` offers the bank protocol of :class:`evolora.population.AdapterBank` (what
+:class:`ShardedBank` offers the bank protocol of :class:`evolora.bank.local.AdapterBank` (what
 :class:`evolora.run.Run` calls), so the run, its league, matchmaking, evolution, logs and
 checkpoints stay on the driver unchanged. Games cross workers: a teacher on worker A and its
 student on worker B exchange only text and token ids. Determinism: the slot → worker map is
@@ -22,6 +22,8 @@ from the last checkpoint and repeats the step. Source: PopuLoRA (arXiv 2605.1672
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -31,8 +33,12 @@ import torch
 from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.distributed.placement import placement
 from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, WorkerLost, wait_for_workers
+from evolora.generation.engine import BATCH_SIZE
 from evolora.generation.routed import BASE
 from evolora.distributed.actor import pack, unpack
+
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
 PREFETCH_MAX_BYTES = 1 << 19
 """Largest adapter (bytes of its factors) :meth:`ShardedBank.prefetch` fetches ahead. A prefetch
@@ -68,7 +74,7 @@ class ShardedBank:
             slot i lives on worker ``i mod run.workers``.
 
     Attributes:
-        slots, rank, alpha: as :class:`evolora.population.AdapterBank`. owner: {slot: worker index}.
+        slots, rank, alpha, batch_size: as :class:`evolora.bank.local.AdapterBank`. owner: {slot: worker index}.
         device: the workers' device, ``cuda`` (one GPU each) or ``cpu``, as :func:`placement` decided.
         tokenizer: the replicas' tokenizer (fetched from worker 0). shapes: {module: (A shape, B shape)}.
 
@@ -89,9 +95,11 @@ class ShardedBank:
             ray.init(address=config.run.ray_address, include_dashboard=False)
         self._placement, options = placement(workers, device=config.model.device)
         self.device = "cuda" if options[0].get("num_gpus") else "cpu"  # placement's decision, never the worker's guess
+        self.batch_size = BATCH_SIZE[self.device]  # what each worker's engine takes when a rollout gives none
         actor = ray.remote(max_restarts=MAX_RESTARTS)(Worker)
         model, lora = {**config.model.model_dump(), "device": self.device}, config.lora.model_dump(mode="json")
-        self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w)) for w in range(workers)]
+        engine = config.generation.engine
+        self.actors = [actor.options(**options[w]).remote(model, lora, self.shard(w), engine) for w in range(workers)]
         self._seconds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._overhead = 0.0
         self._deferred: dict[int, list[tuple]] = defaultdict(list)  # ops that ride on the worker's next call (_send)
@@ -169,11 +177,12 @@ class ShardedBank:
         return self._wait(phase, began, {w: self._send(w, method, a) for w, a in args.items()})
 
     # -- the bank protocol ------------------------------------------------------------------------
-    def rollout(self, tokenizer, prompts: list[list[int]], adapters: list[str], *, routing: str = "routed",
-                segments: tuple = (), stats=None, **options) -> list:
-        """:meth:`evolora.population.AdapterBank.rollout` with each row on its adapter's worker
+    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (), stats=None,
+                **options) -> list:
+        """:meth:`evolora.bank.local.AdapterBank.rollout` with each row on its adapter's worker
         (``"__base__"`` rows on worker 0); ``tokenizer`` is unused (each worker has the same one).
-        A ``generator`` option travels as its state; each worker then starts from that state.
+        A ``generator`` option travels as its state; each worker then starts from that state. Each worker's
+        bank generates with its own engine (``generation.engine``, resolved on the worker's device).
         One Ray call per worker with rows; the step's deferred seed and snapshot ride on it.
 
         Returns:
@@ -190,7 +199,7 @@ class ShardedBank:
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)
-        out = self._each("rollout", "rollout", {w: ([prompts[i] for i in r], [adapters[i] for i in r], routing,
+        out = self._each("rollout", "rollout", {w: ([prompts[i] for i in r], [adapters[i] for i in r],
                                                     tuple(segments), options) for w, r in sorted(rows.items())})
         completions: list = [None] * len(prompts)
         for worker, (done, _, _) in out.items():
@@ -221,7 +230,7 @@ class ShardedBank:
         return {slot: merged[slot] for slot in jobs}
 
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
-        """:meth:`evolora.population.AdapterBank.logprobs` with each row on its adapter's worker
+        """:meth:`evolora.bank.local.AdapterBank.logprobs` with each row on its adapter's worker
         (``"__base__"`` rows together on the worker with the fewest rows, ties: the lowest index),
         all workers at once, reassembled in row order.
 

@@ -7,6 +7,8 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (greedy pass@1 of every member vs the ba
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import random
 from dataclasses import dataclass
@@ -19,6 +21,9 @@ from evolora.io import write_text_atomic
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.generation.routed import BASE
 from evolora.tasks.base import HeldOutItem, Task
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 @dataclass(frozen=True)
@@ -39,14 +44,14 @@ class EvalResult:
 
 
 def evaluate(
-    model,
-    tokenizer,
+    model: CausalLM,
+    tokenizer: Tokenizer,
     task: Task,
     items: list[HeldOutItem],
     adapters: list[str],
     *,
     max_new_tokens: int,
-    batch_size: int = 16,
+    batch_size: int | None = 16,
     bank: Bank | None = None,
     rollout=None,
 ) -> dict[str, EvalResult]:
@@ -58,9 +63,10 @@ def evaluate(
             ``task.grade_held_out(completions, items)`` (batched; e.g. HumanEval for ``code``).
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
+        batch_size: rows per decode batch; None: the default of ``rollout`` (a bank's engine: by device).
         bank: route rows with :func:`evolora.generation.routed.routed` when given (else PEFT's mixed batches).
         rollout: ``(prompts, adapters, **options) -> completions`` to generate with instead of
-            ``model`` (a bank's :meth:`~evolora.population.AdapterBank.rollout`, in-process or on Ray workers).
+            ``model`` (a bank's :meth:`~evolora.bank.local.AdapterBank.rollout`, in-process or on Ray workers).
 
     Returns:
         {adapter name: EvalResult}.
@@ -72,7 +78,7 @@ def evaluate(
         rollout = partial(generate, model, tokenizer, bank=bank)
     with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
         completions = rollout([prompts[i] for _, i in rows], [a for a, _ in rows], max_new_tokens=max_new_tokens,
-                              greedy=True, batch_size=batch_size)
+                              greedy=True, **({} if batch_size is None else {"batch_size": batch_size}))
     grades = task.grade_held_out([c.text for c in completions], [items[i] for _, i in rows])
     answers: dict[str, list] = {adapter: [] for adapter in adapters}
     for (adapter, _), completion, grade in zip(rows, completions, grades):
@@ -85,20 +91,19 @@ def evaluate(
 __all__ = ["BASE", "EvalResult", "evaluate"]
 
 
-def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
-                      routing: str = "routed", limit: int | None = None,
+def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
+                      limit: int | None = None,
                       answers_path: str | Path | None = None) -> tuple[dict[str, dict], int]:
     """The one held-out evaluation of a run's members, used at a run's end and by
     :func:`evolora.evaluation.rerun.evaluate_run`.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` holding the members.
+        bank: the :class:`evolora.bank.local.AdapterBank` holding the members.
         members: {bank slot: member id} to evaluate; the base model is added as "base" when
             ``eval_config.base`` is true.
         eval_config: the run's :class:`evolora.config.EvalConfig` (limit, base, max_new_tokens,
             batch_size, enabled).
         seed: the run seed (tasks that sample their held-out set use ``random.Random(seed)``).
-        routing: "routed" (one mixed-adapter stream) or "peft" (PEFT's own adapter switching).
         limit: problems per member; default ``eval_config.limit``.
         answers_path: when given, every greedy answer is written there (atomically) as JSON
             lines {"member", "item", "question", "answer", "group", "completion", "grade"}.
@@ -119,7 +124,7 @@ def held_out_accuracy(bank: Bank, tokenizer, task: Task, members: dict[str, str]
     if eval_config.base:
         names[BASE] = "base"
     results = evaluate(None, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
-                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer, routing=routing))
+                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer))
     if answers_path is not None:
         write_text_atomic(answers_path, "".join(
             json.dumps({"member": names[slot], "item": i, "question": item.question, "answer": item.answer,

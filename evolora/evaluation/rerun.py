@@ -13,6 +13,8 @@ every member against the base).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import time
 from pathlib import Path
@@ -20,11 +22,17 @@ from pathlib import Path
 from evolora.config import load_run_config
 from evolora.game import MEMBER_ROLES
 from evolora.io import write_json_atomic
+from evolora.run_dir import final_step
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 
-def _check_run(run_dir: Path, limit: int | None) -> tuple[Path, list[str], dict]:
-    """(summary path, member ids, summary) of a finished run; errors say what is missing."""
+def _check_run(run_dir: Path, limit: int | None, *, allow_stale: bool = False) -> tuple[Path, list[str], dict]:
+    """(summary path, member ids, summary) of a finished run; errors say what is missing, and
+    :func:`evolora.run_dir.final_step` refuses a ``final/`` older than the newest checkpoint
+    (unless ``allow_stale``); the step of ``final/`` is ``summary["steps"]``."""
     summary_path = run_dir / "final" / "summary.json"
     for path in (run_dir / "config.yaml", summary_path):
         if not path.is_file():
@@ -35,6 +43,7 @@ def _check_run(run_dir: Path, limit: int | None) -> tuple[Path, list[str], dict]
     members = [i["id"] for i in summary["individuals"] if i["role"] in MEMBER_ROLES]
     if not members:
         raise ValueError(f"{summary_path} lists no student or agent to evaluate")
+    final_step(run_dir, summary, allow_stale=allow_stale)
     return summary_path, members, summary  # the adapter directories are checked by load_members
 
 
@@ -42,7 +51,8 @@ UNUSED_SLOT = "unused"
 """The slot of a base-only bank (:func:`load_members` with no members)."""
 
 
-def load_members(run_dir: str | Path, members: list[str], *, model=None, tokenizer=None,
+def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None,
                  num_threads: int | None = None, overrides: list[str] | tuple[str, ...] = ()) -> tuple:
     """A finished run's ``members`` (ids saved in ``final/<id>/``) in one routed adapter bank.
 
@@ -51,14 +61,14 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
     ``--set KEY=VALUE`` strings applied to that config first (e.g. a task parameter to evaluate under).
 
     Returns:
-        (config, task, tokenizer, :class:`evolora.population.AdapterBank` with a slot per member;
+        (config, task, tokenizer, :class:`evolora.bank.local.AdapterBank` with a slot per member;
         with no members, one unused zero slot, so the bank still serves the bare base ``"__base__"``).
 
     Raises:
         FileNotFoundError: no ``config.yaml``, or a member's adapter directory is missing.
         ConfigError: an override is malformed or gives an invalid value (the message names the key).
     """
-    from evolora.population import AdapterBank
+    from evolora.bank.local import AdapterBank
     from evolora.tasks import make_task
 
     run_dir = Path(run_dir)
@@ -75,18 +85,21 @@ def load_members(run_dir: str | Path, members: list[str], *, model=None, tokeniz
                                      device=config.model.device)
     lora = config.lora
     slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
-    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules)
+    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
+                       engine=config.generation.engine)
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     return config, task, tokenizer, bank
 
 
-def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, tokenizer=None,
-                 overrides: list[str] | tuple[str, ...] = (), out: str | Path | None = None) -> dict:
+def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: CausalLM | None = None,
+                 tokenizer: Tokenizer | None = None,
+                 overrides: list[str] | tuple[str, ...] = (), out: str | Path | None = None,
+                 allow_stale: bool = False) -> dict:
     """Re-run held-out evaluation of a finished run and update ``final/summary.json``.
 
     The evaluation is the run's own (:func:`evolora.evaluation.held_out_accuracy`, with the
-    run's ``eval`` section and ``selfplay.routing``), unless ``limit`` or ``overrides`` change it.
+    run's ``eval`` section, on the engine of ``generation.engine``), unless ``limit`` or ``overrides`` change it.
 
     Args:
         run_dir: a run directory with ``config.yaml`` and ``final/summary.json``.
@@ -98,22 +111,26 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
         out: write the new record into this directory instead (``config.yaml`` with the overrides,
             ``metrics.jsonl`` copied, ``final/summary.json`` and ``final/held_out.jsonl``); the run
             directory is left as it is. The adapters stay in ``run_dir``.
+        allow_stale: evaluate ``final/`` even when a checkpoint is newer (see
+            :func:`evolora.run_dir.final_step`).
 
     Returns:
         The held-out results, ``{member id or "base": {"correct", "total", "accuracy"}}``;
         accuracy is a fraction in [0, 1]. The summary's ``held_out``, ``held_out_source``, each
         member's ``held_out`` and ``held_out_eval`` (limit, items, seconds, time, overrides) are
-        rewritten atomically; the previous numbers move to ``held_out_previous``.
+        rewritten atomically (``held_out_eval["adapters_step"]``: the step of the adapters read); the
+        previous numbers move to ``held_out_previous``.
         ``final/held_out.jsonl`` (every answer) is replaced by this evaluation's.
 
     Raises:
         FileNotFoundError: no ``config.yaml``, ``final/summary.json`` or adapter directory.
+        StaleFinal: a checkpoint is newer than ``final/`` and ``allow_stale`` is false.
         ValueError: ``limit`` < 1, overrides without ``out``, ``out`` equal to ``run_dir``, the task
             has no held-out data, or the summary has no student or agent.
         ConfigError: an override is malformed or invalid (the message names the key).
     """
     run_dir = Path(run_dir)
-    summary_path, members, summary = _check_run(run_dir, limit)
+    summary_path, members, summary = _check_run(run_dir, limit, allow_stale=allow_stale)
     record_dir = _record_dir(run_dir, overrides, out)
     from evolora.evaluation import held_out_accuracy
 
@@ -123,7 +140,7 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     began = time.perf_counter()
     eval_config = config.eval.model_copy(update={"enabled": True})
     held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,
-                                        seed=config.run.seed, routing=config.selfplay.routing,
+                                        seed=config.run.seed,
                                         limit=limit or config.eval.limit,
                                         answers_path=record_dir / "final" / "held_out.jsonl")
     task.close()
@@ -132,7 +149,7 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model=None, t
     summary["held_out_previous"] = summary.get("held_out")
     summary["held_out"] = held_out
     summary["held_out_source"] = task.held_out_source
-    summary["held_out_eval"] = {"limit": limit or config.eval.limit, "items": items, "overrides": list(overrides),
+    summary["held_out_eval"] = {"adapters_step": summary["steps"], "limit": limit or config.eval.limit, "items": items, "overrides": list(overrides),
                                 "seconds": round(time.perf_counter() - began, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for individual in summary["individuals"]:
         if individual["id"] in held_out:

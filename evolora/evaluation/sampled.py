@@ -13,6 +13,8 @@ Estimator: 1 − C(n − c, k) / C(n, k) per problem, averaged (Chen et al., arX
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import random
 import time
 import zlib
@@ -27,13 +29,17 @@ from evolora.io import write_json_atomic
 from evolora.report.stats import pass_at_k
 from evolora.tasks.base import HeldOutItem, Task
 
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
+
 DEFAULT_KS = (1, 4, 16)
 """The k of pass@k reported by default (k > n samples are left out)."""
 
 
-def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *, samples: int,
+def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *,
+                   samples: int,
                    temperature: float, max_new_tokens: int, batch_size: int, seed: int,
-                   routing: str = "routed", greedy: bool = False) -> dict[str, list[int]]:
+                   greedy: bool = False) -> dict[str, list[int]]:
     """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
     for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. Each slot draws from its own
     generator, seeded from ``(seed, slot name)`` (:func:`slot_seed`), so a slot's samples do not
@@ -45,7 +51,7 @@ def correct_counts(bank: Bank, tokenizer, task: Task, items: list[HeldOutItem], 
     for slot in slots:
         rows = [i for i in range(len(items)) for _ in range(samples)]
         generator = torch.Generator(device="cpu").manual_seed(slot_seed(seed, slot))  # the bank moves it to its device
-        done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slot] * len(rows), routing=routing,
+        done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slot] * len(rows),
                             max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
                             batch_size=batch_size, generator=generator)
         grades = task.grade_held_out([c.text for c in done], [items[i] for i in rows])
@@ -87,8 +93,9 @@ def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None
 
 
 def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
-                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model=None,
-                      tokenizer=None, base: dict | None = None) -> dict:
+                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model: CausalLM | None = None,
+                      tokenizer: Tokenizer | None = None, allow_stale: bool = False,
+                      base: dict | None = None) -> dict:
     """pass@k of a finished run's members and the base on its held-out set; written to the summary.
 
     Args:
@@ -111,7 +118,7 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     from evolora.evaluation.rerun import _check_run, load_members
 
     check_options(samples, temperature, ks)
-    summary_path, members, summary = _check_run(Path(run_dir), limit)
+    summary_path, members, summary = _check_run(Path(run_dir), limit, allow_stale=allow_stale)
     config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
     limit = limit or config.eval.limit
     items = task.held_out(limit, random.Random(config.run.seed))
@@ -120,8 +127,7 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     began = time.perf_counter()
     counts = correct_counts(bank, tokenizer, task, items, [*members] + ([] if base else [BASE]), samples=samples,
                             temperature=temperature,
-                            max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed,
-                            routing=config.selfplay.routing)
+                            max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed)
     task.close()
     record = {"samples": samples, "temperature": temperature, "limit": len(items), "seed": seed,
               "seconds": round(time.perf_counter() - began, 1),

@@ -75,7 +75,7 @@ def shared_prefix_logprobs(bank: LocalBank, names: Sequence[str], samples: Seque
     so this path must not be combined with activation checkpointing, which reruns the forward.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank` whose model is scored.
+        bank: the :class:`evolora.bank.local.AdapterBank` whose model is scored.
         names: one adapter slot (or ``"__base__"``) per sample.
         samples: :class:`evolora.learner.Sample` rows.
         entropy: also return the token entropy.

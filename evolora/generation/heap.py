@@ -41,7 +41,7 @@ def mapped_blocks(threshold: int = 1 << 20) -> Iterator[bool]:
     decode's large buffers (KV caches, logits) do not land in the holes of a heap a run's updates
     fragmented; on exit the threshold is fixed at :data:`DYNAMIC_MAX` (glibc cannot return to its
     dynamic rule). Used around the held-out decode (:func:`evolora.evaluation.evaluate`) and the
-    policy update (:meth:`evolora.population.AdapterBank.update`). Measured: the gsm evaluation
+    policy update (:meth:`evolora.bank.local.AdapterBank.update`). Measured: the gsm evaluation
     after 5 steps peaked at 3.19 GB without it, 2.26 GB with it.
 
     Args:

@@ -11,7 +11,7 @@ prompt length to limit padding.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -23,41 +23,8 @@ from evolora.generation import heap
 from evolora.generation.decode import choose_tokens, decode
 from evolora.generation.routed import routed
 from evolora.generation.stops import StopOnText, end_of_turn_ids, stop_cut
+from evolora.generation.types import Completion, RolloutStats  # re-exported: the rollout API
 from evolora.model.device import model_device
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One generated sequence.
-
-    Attributes:
-        adapter: the adapter slot that generated it (or ``"__base__"``).
-        prompt_ids: prompt token ids, no padding, length T_p.
-        completion_ids: generated token ids up to and including EOS (no padding), length T_c.
-        text: decoded completion without special tokens.
-        truncated: True when generation stopped at ``max_new_tokens`` without EOS or a stop string.
-        mask: per completion token, True when it was sampled (trained on) and False when it
-            was forced text (:func:`evolora.generation.segments.generate_segments`); None: all sampled.
-    """
-
-    adapter: str
-    prompt_ids: tuple[int, ...]
-    completion_ids: tuple[int, ...]
-    text: str
-    truncated: bool
-    mask: tuple[bool, ...] | None = None
-
-
-@dataclass
-class RolloutStats:
-    """Tokens generated and seconds spent, summed over calls."""
-
-    tokens: int = 0
-    seconds: float = 0.0
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
 def chat_prompt(tokenizer, messages: list[dict[str, str]], prefix: str = "") -> list[int]:
@@ -125,6 +92,7 @@ def generate(
     stop: tuple[str, ...] = (),
     keep_stop: bool = True,
     generator: torch.Generator | None = None,
+    decode: BatchDecode | None = None,
 ) -> list[Completion]:
     """Generate one completion per (prompt, adapter) row, many adapters per batch.
 
@@ -138,7 +106,7 @@ def generate(
         temperature, top_p: sampling parameters (ignored when greedy).
         batch_size: rows per batch (rows sorted by prompt length, then grouped by adapter in a batch).
         stats: accumulates generated tokens and seconds when given.
-        bank: the :class:`evolora.population.AdapterBank` of ``model``; when given, rows are
+        bank: the :class:`evolora.bank.local.AdapterBank` of ``model``; when given, rows are
             routed with :func:`evolora.generation.routed.routed` (batched matmuls, ~base speed) and decoded
             by :func:`evolora.generation.decode.decode` (preallocated KV cache, shrinking batch). None:
             ``transformers``' ``generate`` with PEFT's mixed-adapter batches (the reference path).
@@ -147,6 +115,8 @@ def generate(
             of it is dropped).
         generator: the RNG of sampling with ``bank`` (torch's global RNG when None; the
             ``generate`` path always draws from the global RNG: seed it with ``torch.manual_seed``).
+        decode: a :data:`BatchDecode` that decodes each batch instead (an engine's own decode
+            loop, e.g. :class:`evolora.generation.engine.GraphEngine`'s); None: as ``bank`` says.
 
     Returns:
         N completions in the order of ``prompts``.
@@ -169,7 +139,7 @@ def generate(
         began = time.perf_counter()
         input_ids, attention = left_pad([prompts[i] for i in rows], tokenizer.pad_token_id, device)
         names = [adapters[i] for i in rows]
-        run = _decode_routed if bank is not None else _decode_peft
+        run = decode or (_decode_routed if bank is not None else _decode_peft)
         new = run(model, tokenizer, input_ids, attention, names, bank=bank, max_new_tokens=max_new_tokens,
                   eos_ids=eos_ids, stop=stop, generator=generator, **sampling)
         for j, i in enumerate(rows):
@@ -206,16 +176,26 @@ def left_pad(prompts: list[list[int]], pad_id: int,
     return input_ids.to(device), attention.to(device)
 
 
+BatchDecode = Callable[..., torch.Tensor]
+"""One left-padded batch's new tokens: ``(model, tokenizer, input_ids (B, T_p), attention (B, T_p), names,
+*, bank, max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> (B, t) long``, t <=
+``max_new_tokens``, ``pad_token_id`` after a row's EOS or stop string (:func:`evolora.generation.decode.decode`'s
+contract)."""
+
+
+def min_new_tokens(model) -> int:
+    """The model's ``generation_config.min_new_tokens`` (0 when unset): EOS is masked out before it."""
+    return getattr(getattr(model, "generation_config", None), "min_new_tokens", None) or 0
+
+
 def _decode_routed(model, tokenizer, input_ids, attention, names, *, bank: LocalBank, max_new_tokens, eos_ids, stop,
                    generator, greedy, temperature, top_p) -> torch.Tensor:
     """(B, t) new tokens of one batch: routed LoRA through the preallocated-cache engine."""
-    config = getattr(model, "generation_config", None)
     return decode(
         model, input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
         pad_id=tokenizer.pad_token_id, context=lambda rows: routed(bank, rows),
         choose=partial(choose_tokens, greedy=greedy, temperature=temperature, top_p=top_p, generator=generator),
-        stopped=StopOnText(tokenizer, stop, 0).tails if stop else None,
-        min_new_tokens=getattr(config, "min_new_tokens", None) or 0,
+        stopped=StopOnText(tokenizer, stop, 0).tails if stop else None, min_new_tokens=min_new_tokens(model),
     )
 
 

@@ -76,7 +76,7 @@ def routed(bank: LocalBank, names: list[str], *, train: bool = False) -> Iterato
     """Inside this context, a forward of ``bank.model`` routes row i through adapter ``names[i]``.
 
     Args:
-        bank: the :class:`evolora.population.AdapterBank`.
+        bank: the :class:`evolora.bank.local.AdapterBank`.
         names: one adapter slot (or ``"__base__"``) per batch row; generation must keep the
             batch order (``generate`` does).
         train: keep the graph to the adapters' parameters (for a batched policy update; the

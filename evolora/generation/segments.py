@@ -25,17 +25,19 @@ import torch
 from evolora.bank import LocalBank
 from evolora.generation import heap
 from evolora.generation.decode import Decoder, choose_tokens
-from evolora.generation.rollout import Completion, RolloutStats, check_routing, completion_of, generate, left_pad
+from evolora.generation.rollout import (BatchDecode, Completion, RolloutStats, check_routing, completion_of, generate,
+                                        left_pad, min_new_tokens)
 from evolora.model.device import model_device
 from evolora.generation.routed import routed
 from evolora.generation.stops import StopOnText, end_of_turn_ids
-from evolora.tasks.base import Segment
+from evolora.generation.types import Segment
 
 
 def generate_segments(
     model, tokenizer, prompts: list[list[int]], adapters: list[str], segments: tuple[Segment, ...], *,
     max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 16,
     stats: RolloutStats | None = None, bank: LocalBank | None = None, generator: torch.Generator | None = None,
+    decode: BatchDecode | None = None,
 ) -> list[Completion]:
     """Generate every row through the same sequence of segments.
 
@@ -49,7 +51,11 @@ def generate_segments(
             a segment's own ``temperature`` replaces ``temperature``. With ``bank`` every batch
             stays in one :class:`evolora.generation.decode.Decoder`: the prompt is prefilled once and each
             segment continues from the cache (tokens a segment drops are masked out of it);
-            without, each segment is one ``generate`` call over the whole context so far.
+            without (or with ``decode``), each segment is one ``generate`` call over the whole
+            context so far.
+        decode: the batch decode of every segment's ``generate`` call (an engine's own; see
+            :func:`evolora.generation.rollout.generate`); with it the ``bank``'s cache-continuing
+            path is not taken.
 
     Returns:
         N completions: ``completion_ids`` hold every sampled and forced token in order,
@@ -62,7 +68,7 @@ def generate_segments(
     if not segments:
         raise ValueError("generate_segments needs at least one Segment; use rollout.generate for free-form answers")
     check_routing(model, bank)
-    if bank is not None:
+    if bank is not None and decode is None:
         if len(prompts) != len(adapters):
             raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -91,6 +97,7 @@ def generate_segments(
             max_new_tokens=segment.max_new_tokens or max_new_tokens, top_p=top_p,
             temperature=segment.temperature if segment.temperature is not None else temperature,
             batch_size=batch_size, stats=stats, bank=bank, stop=segment.stop, keep_stop=segment.keep_stop,
+            generator=generator, decode=decode,
         )
         for row, output in enumerate(outputs):
             new = list(output.completion_ids)
@@ -122,7 +129,7 @@ def _routed_batch(model, tokenizer, prompts, adapters, segments, *, max_new_toke
     ids = [list(forced[0]) for _ in prompts]
     mask = [[False] * len(forced[0]) for _ in prompts]
     truncated, kept, sampled = [False] * len(prompts), [], 0
-    minimum = getattr(getattr(model, "generation_config", None), "min_new_tokens", None) or 0
+    minimum = min_new_tokens(model)
     try:
         for k, segment in enumerate(segments):
             last = k == len(segments) - 1

@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 
 from evolora.bank import Bank
+from evolora.factors import random_factors
+from evolora.model.targets import check_rank
 from evolora.operators import Adapter, check_adapter
 
 __all__ = ["random_adapter", "adapter_shapes", "num_floats", "flatten", "unflatten", "write_to_bank",
@@ -49,15 +51,9 @@ def random_adapter(shapes: Mapping[str, tuple[int, int]], *, rank: int, generato
         raise ValueError(f"rank must be ≥ 1, got {rank}")
     if b_std < 0:
         raise ValueError(f"b_std must be ≥ 0, got {b_std}")
-    adapter = {}
-    for name, (d_in, d_out) in shapes.items():
-        if rank > min(d_in, d_out):
-            raise ValueError(f"rank {rank} exceeds the smaller dimension of {name!r} (d_in={d_in}, d_out={d_out})")
-        bound = 1.0 / d_in ** 0.5
-        a = (torch.rand((rank, d_in), generator=generator, dtype=dtype, device=generator.device) * 2 - 1) * bound
-        b = torch.randn((d_out, rank), generator=generator, dtype=dtype, device=generator.device) * b_std
-        adapter[name] = (a, b)
-    return adapter
+    check_rank(rank, dict(shapes), "the given shapes")
+    factor_shapes = {name: ((rank, d_in), (d_out, rank)) for name, (d_in, d_out) in shapes.items()}
+    return random_factors(factor_shapes, generator, b_std=b_std, dtype=dtype)  # the bank's own rule
 
 
 def adapter_shapes(adapter: Mapping[str, tuple[Tensor, Tensor]]) -> dict[str, tuple[int, int]]:
@@ -111,7 +107,7 @@ def unflatten(vector: Tensor, template: Mapping[str, tuple[Tensor, Tensor]]) -> 
 
 
 def write_to_bank(adapter: Adapter, bank: Bank, slot: str) -> None:
-    """Overwrite ``bank``'s ``slot`` with ``adapter`` (an :class:`evolora.population.AdapterBank`).
+    """Overwrite ``bank``'s ``slot`` with ``adapter`` (an :class:`evolora.bank.local.AdapterBank`).
 
     Raises:
         ValueError: modules or shapes differ from the bank's (the message names the first one).

@@ -224,7 +224,7 @@ class BankEvaluator:
     or any reward.
 
     Args:
-        bank: an :class:`evolora.population.AdapterBank` of the individuals' shapes.
+        bank: an :class:`evolora.bank.local.AdapterBank` of the individuals' shapes.
         slot: a scratch slot the evaluator may overwrite.
         fitness: (peft model, slot) → float, higher is better under :class:`FitnessMax`.
 

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from evolora.model.device import resolve_device
+from evolora.versions import guard_versions
 from evolora.model.gguf import convert_gguf, is_converted
+from evolora.model.targets import check_rank, check_targets
 from evolora.model.tiny import tiny_model
 
 if TYPE_CHECKING:
@@ -242,16 +244,8 @@ def check_lora_fits(name: str, rank: int, target_modules: tuple[str, ...] | str)
         return
     if isinstance(target_modules, str):  # all-linear: every linear layer the config describes
         target_modules = tuple(shapes)
-    missing = [m for m in target_modules if m not in shapes]
-    if missing:
-        raise ValueError(f"lora.target_modules {missing} are not linear modules of {name}; "
-                         f"choose from {sorted(shapes)}")
-    for module in target_modules:
-        d_in, d_out = shapes[module]
-        if rank > min(d_in, d_out):
-            limit = min(min(shapes[m]) for m in target_modules)
-            raise ValueError(f"lora.rank={rank} exceeds the smaller dimension of {module} ({d_in} -> {d_out}) "
-                             f"in {name}; set lora.rank <= {limit}")
+    check_targets(target_modules, tuple(shapes), name)
+    check_rank(rank, {module: shapes[module] for module in target_modules}, name)
 
 
 def resolve_model(name: str) -> Path | str:
@@ -349,8 +343,10 @@ def load_base(
 
     Raises:
         ValueError: unknown ``dtype``, ``num_threads < 1``, or a device torch does not see.
+        VersionError: a package version evolora is known not to run with (:mod:`evolora.versions`).
         ModelNotFoundError: the model cannot be found locally; the message says how to fix it.
     """
+    guard_versions()  # torch, transformers, peft outside the tested range: an error or one warning, once
     device = resolve_device(device)
     if dtype == "auto":
         from evolora.model.dtype import auto_dtype

@@ -8,7 +8,6 @@ fp32 tensors by then, so nothing is lost).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import time
@@ -17,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-
-logger = logging.getLogger(__name__)
 
 
 def is_converted(directory: Path) -> bool:
@@ -41,6 +38,19 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _quiet_unless_verbose() -> Iterator[None]:
+    """Send stderr (tqdm's bars) nowhere while a quiet command line runs (:data:`evolora.quiet.QUIET_ENV`
+    set, i.e. no ``--verbose``); errors still raise."""
+    from evolora.quiet import QUIET_ENV
+
+    if os.environ.get(QUIET_ENV) != "1":
+        yield
+        return
+    with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+        yield
+
+
 def convert_gguf(gguf_file: Path, destination: Path) -> None:
     """Dequantize ``gguf_file`` to fp32 and save it with its tokenizer as safetensors.
 
@@ -55,18 +65,18 @@ def convert_gguf(gguf_file: Path, destination: Path) -> None:
     with _file_lock(destination.parent / f".{destination.name}.lock"):
         if is_converted(destination):  # another process finished while we waited
             return
-        Console(stderr=True, soft_wrap=True).print(
-            f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} "
-            "(once, ~20 s)"
-        )
+        console = Console(stderr=True, soft_wrap=True)
+        console.print(f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} "
+                      "(once, ~20 s) ...", end="", highlight=False)
         start = time.perf_counter()
         source, file_name = str(gguf_file.parent), gguf_file.name
-        model = AutoModelForCausalLM.from_pretrained(
-            source,
-            gguf_file=file_name,
-            quantization_config=GgufConfig(gguf_file=file_name, dequantize=True),
-            dtype=torch.float32,
-        )
+        with _quiet_unless_verbose():  # transformers' per-tensor progress bar
+            model = AutoModelForCausalLM.from_pretrained(
+                source,
+                gguf_file=file_name,
+                quantization_config=GgufConfig(gguf_file=file_name, dequantize=True),
+                dtype=torch.float32,
+            )
         tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=file_name)
         # save_pretrained refuses gguf-quantized models; the weights are dense fp32 by now.
         model.hf_quantizer = None
@@ -86,4 +96,4 @@ def convert_gguf(gguf_file: Path, destination: Path) -> None:
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
-        logger.info("converted %s in %.1f s", gguf_file.name, time.perf_counter() - start)
+        console.print(f" done in {time.perf_counter() - start:.0f} s", highlight=False)

@@ -41,6 +41,32 @@ def block_linear_names(model: torch.nn.Module) -> tuple[str, ...]:
     return tuple(names)
 
 
+def check_targets(targets: tuple[str, ...] | list[str], available: tuple[str, ...] | list[str], where: str) -> None:
+    """Refuse explicit target names that are not among ``available`` (the linear layers of ``where``).
+
+    Raises:
+        ValueError: one line naming the unknown names, the model's layers and ``all-linear``.
+    """
+    unknown = [name for name in targets if name not in available]
+    if unknown:
+        raise ValueError(f"lora.target_modules {unknown} match no linear layer of {where}; "
+                         f"its layers are {sorted(available)} (or use {ALL_LINEAR})")
+
+
+def check_rank(rank: int, shapes: dict[str, tuple[int, int]], where: str) -> None:
+    """Refuse a LoRA rank above the smaller dimension of a target layer: r ≤ min(d_in, d_out) for
+    every ``shapes`` entry {name: (d_in, d_out)}, since ΔW = B A has rank ≤ r anyway.
+
+    Raises:
+        ValueError: one line naming the layer, its shape and the largest rank that fits them all.
+    """
+    for name, (d_in, d_out) in shapes.items():
+        if rank > min(d_in, d_out):
+            limit = min(min(shape) for shape in shapes.values())
+            raise ValueError(f"lora.rank={rank} exceeds the smaller dimension of {name} ({d_in} -> {d_out}) "
+                             f"in {where}; set lora.rank <= {limit}")
+
+
 def resolve_target_modules(model: torch.nn.Module, targets: TargetModules) -> tuple[str, ...]:
     """The leaf names to adapt: :func:`block_linear_names` for ``all-linear``, else ``targets``.
 
@@ -53,8 +79,5 @@ def resolve_target_modules(model: torch.nn.Module, targets: TargetModules) -> tu
         if targets != ALL_LINEAR:
             raise ValueError(f"lora.target_modules is {ALL_LINEAR!r} or a list of module names, got {targets!r}")
         return available
-    unknown = [name for name in targets if name not in available]
-    if unknown:
-        raise ValueError(f"lora.target_modules {unknown} match no linear layer of the model; "
-                         f"its layers are {list(available)} (or use {ALL_LINEAR})")
+    check_targets(targets, available, "the model")
     return tuple(targets)

@@ -11,7 +11,6 @@ Unfinished runs are left out and every n is printed. Source: PopuLoRA (arXiv 260
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import json
 

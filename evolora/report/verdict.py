@@ -58,6 +58,25 @@ def _spread(record: dict, role: str) -> float | None:
     return max(values) - min(values) if len(values) > 1 else None
 
 
+def solve_rate_sentence(records: list[dict]) -> str:
+    """One sentence: did the students' solve rate on valid problems rise from the first fifth of the
+    steps to the last (at least one step each)? Pools the ``graded``/``correct`` counts of each end and
+    gives the difference with Newcombe's 95 % interval (attempts at one problem are correlated, so the
+    interval is narrower than the truth). Records without counts (older runs) give no sentence ("")."""
+    if len(records) < 2 or any("graded" not in r for r in records):
+        return ""
+    edge = max(1, len(records) // 5)
+    first, last = records[:edge], records[-edge:]
+    pooled = [(sum(r["correct"] for r in end), sum(r["graded"] for r in end)) for end in (first, last)]
+    if not pooled[0][1] or not pooled[1][1]:
+        return "The students' in-run solve rate cannot be compared: no valid problem was played in the first or last steps."
+    delta, low, high = difference(pooled[1], pooled[0])
+    word = "rose" if low > 0 else "fell" if high < 0 else "did not change beyond the noise"
+    return (f"The students' in-run solve rate on valid problems {word}: {pooled[0][0]}/{pooled[0][1]} attempts in the "
+            f"first {edge} step(s), {pooled[1][0]}/{pooled[1][1]} in the last {edge}, {100 * delta:+.1f} points, "
+            f"95 % interval [{100 * low:+.1f}, {100 * high:+.1f}].")
+
+
 def run_verdict(summary: dict, records: list[dict]) -> dict:
     """Intervals of every held-out accuracy, the in-run trends and the sentence (see the module doc)."""
     held = {name: r for name, r in (summary.get("held_out") or {}).items() if r and r.get("total")}
@@ -74,4 +93,4 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
                     + ("outside the noise." if outside else
                        "within the noise; more held-out problems (--set eval.limit=N) would be needed to tell."))
     return {"held_out": {name: dict(zip(("accuracy", "low", "high", "n"), v)) for name, v in intervals.items()},
-            "trend": trends(records), "sentence": sentence}
+            "trend": trends(records), "sentence": sentence, "in_run": solve_rate_sentence(records)}

@@ -72,7 +72,7 @@ class SandboxResult:
         return self.status == "ok"
 
 
-from evolora.sandbox.boot import BOOT as _BOOT, LAZY_IMPORTS as _LAZY_IMPORTS  # the child side
+from evolora.sandbox.boot import BOOT as _BOOT, LAZY_IMPORTS as _LAZY_IMPORTS  # noqa: E402 (the child side)
 
 _log = logging.getLogger(__name__)
 _NOBODY = 65534

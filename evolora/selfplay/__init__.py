@@ -17,7 +17,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from evolora.selfplay.agreement import gate_by_agreement
 from evolora.selfplay.guidance import add_guidance
 from evolora.selfplay.memory import ProblemMemory, same_answer
 from evolora.tasks.base import ProposalRequest, Task, normalise_problem
+
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
 
 def proposal_request(task: Task, rng: random.Random) -> ProposalRequest:
@@ -133,7 +136,7 @@ class StepOutcome:
 
 def play_step(
     bank: Bank,
-    tokenizer,
+    tokenizer: Tokenizer,
     task: Task,
     proposers: list[Individual],
     solvers: list[Individual],
@@ -149,7 +152,7 @@ def play_step(
     """Play one step of proposer-vs-solver games (teachers vs students) and compute every sample's reward.
 
     Args:
-        bank, tokenizer: the :class:`evolora.population.AdapterBank` and the base's tokenizer.
+        bank, tokenizer: the :class:`evolora.bank.local.AdapterBank` and the base's tokenizer.
         task: the game (prompts, parsing, verifier, grading).
         proposers, solvers: the members on each side of the game (:class:`evolora.game.Game`):
             teachers and students, or the same one-element list when one agent plays both sides
@@ -194,7 +197,7 @@ def play_step(
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(solve_rows)}
     attempts = bank.rollout(
         tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
-        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
+        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats,
         stop=config.student_stop,
     ) if solve_rows else []
     seconds["rollout_student"] = time.perf_counter() - began
@@ -289,7 +292,8 @@ def _pair_solve_rates(pairs: list[tuple[str, str]], games: list[GameRecord]) -> 
     return rates
 
 
-def _teacher_rollout(bank: Bank, tokenizer, requests: list[ProposalRequest], slots: list[str], config: SelfPlayConfig,
+def _teacher_rollout(bank: Bank, tokenizer: Tokenizer, requests: list[ProposalRequest], slots: list[str],
+                     config: SelfPlayConfig,
                      stats: RolloutStats) -> list[Completion]:
     """Every teacher completion, in request order: free-form rows in one batched ``generate``,
     structured rows (the same ``segments``) through :func:`evolora.generation.segments.generate_segments`
@@ -300,7 +304,7 @@ def _teacher_rollout(bank: Bank, tokenizer, requests: list[ProposalRequest], slo
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]
         done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slots[i] for i in rows], segments=segments,
-                            **sampling, batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
+                            **sampling, batch_size=config.generation_batch_size, stats=stats,
                             **({} if segments else {"stop": config.teacher_stop}))
         for i, completion in zip(rows, done):
             out[i] = completion

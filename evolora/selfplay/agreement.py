@@ -14,14 +14,20 @@ PopuLoRA (arXiv 2605.16727) §2 step 3.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from evolora.config.selfplay import SelfPlayConfig
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
 from evolora.tasks.base import Task
 from evolora.bank import Bank
 
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
-def gate_by_agreement(bank: Bank, tokenizer, task: Task, games: list, config: SelfPlayConfig, stats=None) -> None:
+
+def gate_by_agreement(bank: Bank, tokenizer: Tokenizer, task: Task, games: list, config: SelfPlayConfig,
+                      stats=None) -> None:
     """Set ``game.agreement`` on every valid game and invalidate those below the threshold, in place.
 
     Args:
@@ -37,7 +43,7 @@ def gate_by_agreement(bank: Bank, tokenizer, task: Task, games: list, config: Se
         return
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(rows)}
     answers = bank.rollout(tokenizer, [prompts[g] for g in rows], [BASE] * len(rows), **config.sampling("student"),
-                           batch_size=config.generation_batch_size, stats=stats, routing=config.routing,
+                           batch_size=config.generation_batch_size, stats=stats,
                            stop=config.student_stop)
     correct = {g: 0 for g in prompts}
     for g, answer in zip(rows, answers):

@@ -15,9 +15,12 @@ game that was guided has ``guided: true``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TYPE_CHECKING
 
 from evolora.learner import Sample
+
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
 Guidance = Literal["none", "unsolved", "all"]
 
@@ -43,7 +46,7 @@ def wants_guidance(mode: Guidance, solve_rate: float | None) -> bool:
     return mode == "all" or solve_rate <= 0.0
 
 
-def reference_ids(tokenizer, text: str) -> tuple[int, ...]:
+def reference_ids(tokenizer: Tokenizer, text: str) -> tuple[int, ...]:
     """Token ids of a reference answer as a completion: the text's tokens, then the EOS that
     ends an assistant turn (a sampled completion keeps its EOS too). Length >= 1."""
     ids = list(tokenizer.encode(text, add_special_tokens=False))
@@ -54,7 +57,8 @@ def reference_ids(tokenizer, text: str) -> tuple[int, ...]:
     return tuple(ids)
 
 
-def add_guidance(task, tokenizer, games, prompt_ids: dict[int, tuple[int, ...]], samples: dict[str, list[Sample]],
+def add_guidance(task, tokenizer: Tokenizer, games, prompt_ids: dict[int, tuple[int, ...]],
+                 samples: dict[str, list[Sample]],
                  mode: Guidance, reward: float) -> int:
     """Append a reference sample to the group of every game that :func:`wants_guidance`.
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 import re
 
-from evolora.tasks.arith_eval import ALLOWED_CHARS, ExpressionError, evaluate_expression
+from evolora.tasks.arith_eval import ALLOWED_CHARS, LIMITS, ExpressionError, evaluate_expression
 from evolora.tasks.arith_params import check_params
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
@@ -93,12 +93,12 @@ class ArithTask(Task):
         self,
         *,
         num_examples: int = 3,
-        max_chars: int = 120,
-        max_digits: int = 6,
-        max_depth: int = 8,
-        max_ops: int = 10,
-        max_value: int = 10**12,
-        max_exponent: int = 4,
+        max_chars: int = LIMITS["max_chars"],
+        max_digits: int = LIMITS["max_digits"],
+        max_depth: int = LIMITS["max_depth"],
+        max_ops: int = LIMITS["max_ops"],
+        max_value: int = LIMITS["max_value"],
+        max_exponent: int = LIMITS["max_exponent"],
         integer_only: bool = True,
         eval_seed: int = 0,
         eval_digits: int = 3,

@@ -30,15 +30,21 @@ class ExpressionError(ValueError):
         self.reason = reason
 
 
+LIMITS: dict[str, int] = {"max_chars": 120, "max_digits": 6, "max_depth": 8, "max_ops": 10, "max_value": 10**12,
+                          "max_exponent": 4}
+"""The default bounds of an arithmetic expression: of :func:`evaluate_expression` and of the arith
+task's proposals (``task.params``; each documented in :func:`evaluate_expression`'s Args)."""
+
+
 def evaluate_expression(
     text: str,
     *,
-    max_chars: int = 120,
-    max_digits: int = 6,
-    max_depth: int = 8,
-    max_ops: int = 10,
-    max_value: int = 10**12,
-    max_exponent: int = 4,
+    max_chars: int = LIMITS["max_chars"],
+    max_digits: int = LIMITS["max_digits"],
+    max_depth: int = LIMITS["max_depth"],
+    max_ops: int = LIMITS["max_ops"],
+    max_value: int = LIMITS["max_value"],
+    max_exponent: int = LIMITS["max_exponent"],
     min_ops: int = 0,
 ) -> Fraction:
     """The exact value of an arithmetic expression, computed without ``eval``.

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from abc import ABC, abstractmethod
 from typing import Any, Literal
 
+from evolora.generation.types import Segment  # re-exported: a task's structured proposal
+
 Message = dict[str, str]
 """One chat message: {"role": "system" | "user" | "assistant", "content": str}."""
 
@@ -91,32 +93,6 @@ class Grade:
 
     label: GradeLabel
     predicted: Any
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One generated part of a structured teacher rollout (multi-segment generation).
-
-    Generation of the part starts after ``forced`` (text appended to the context, never
-    sampled and never trained on) and stops at EOS, at ``max_new_tokens``, or once the
-    generated text holds one of ``stop``. With ``keep_stop=False`` the token that completed
-    the stop string is dropped (and so never trained on); the next segment's ``forced``
-    text follows what was kept.
-
-    Attributes:
-        forced: text placed before this part ("" for none; the first segment's forced
-            text is the request's ``prefix``).
-        stop: stop strings (empty: EOS or the token limit only).
-        max_new_tokens: token limit of this part, >= 1; None uses the role's limit.
-        keep_stop: keep the token that completed a stop string.
-        temperature: sampling temperature of this part, > 0; None uses the role's.
-    """
-
-    forced: str = ""
-    stop: tuple[str, ...] = ()
-    max_new_tokens: int | None = None
-    keep_stop: bool = True
-    temperature: float | None = None
 
 
 @dataclass(frozen=True)

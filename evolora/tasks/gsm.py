@@ -20,6 +20,7 @@ from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.code_values import FENCE
 from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
+from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value, parse_exact
@@ -96,6 +97,16 @@ class GSMTask(PooledVerifier):
         grounding: the grounding rules a valid program must also pass
             (:mod:`evolora.tasks.gsm_grounding`): True (all of :data:`~evolora.tasks.gsm_grounding.RULES`),
             False (none: any program that prints a number is the truth), or a list of rule names.
+        proposal: what the teacher writes (:data:`~evolora.tasks.gsm_proposal_modes.PROPOSAL_MODES`):
+            ``free`` (a new problem and program after ``num_examples`` examples), ``seeded`` (a GSM8K
+            train seed's program is given; the teacher calls it with new numbers, then writes a problem
+            stating them in order), ``numbers`` (the seed's text and program are given with their numbers
+            blanked; the teacher writes only the new numbers).
+        value_tokens: token limit of the numbers segment of ``seeded`` and ``numbers`` (>= 1).
+        value_temperature: sampling temperature of that segment (> 0; None: the teacher's).
+        simple_fraction: with ``seeded`` or ``numbers``, the probability in [0, 1] that a seed is one of
+            evolora's simple problems (one or two steps; a 135M student sometimes solves them) rather
+            than one of the 300 GSM8K train seeds shipped in ``evolora/data/gsm_seeds.json``.
     """
 
     name = "gsm"
@@ -125,7 +136,16 @@ class GSMTask(PooledVerifier):
         program_temperature: float | None = None,
         forced_print: bool = False,
         grounding: bool | list[str] = True,
+        proposal: str = "free",
+        value_tokens: int = 24,
+        value_temperature: float | None = 1.0,
+        simple_fraction: float = 0.0,
     ) -> None:
+        if (proposal not in PROPOSAL_MODES or value_tokens < 1 or not (value_temperature is None or value_temperature > 0)
+                or not 0.0 <= simple_fraction <= 1.0):
+            raise ValueError(f"gsm task: need proposal in {list(PROPOSAL_MODES)} (got {proposal!r}), value_tokens "
+                             f">= 1 (got {value_tokens}), value_temperature > 0 or null (got {value_temperature!r}) "
+                             f"and 0 <= simple_fraction <= 1 (got {simple_fraction!r})")
         _check_params(num_examples=num_examples, runs=runs, workers=workers, gsm8k_fraction=gsm8k_fraction,
                       timeout_s=timeout_s, memory_mb=memory_mb, output_limit=output_limit, tolerance=tolerance,
                       example_set=example_set, structured=structured, problem_tokens=problem_tokens,
@@ -155,10 +175,15 @@ class GSMTask(PooledVerifier):
         self._train: list[dict] | None = _load_train(Path(train_path)) if train_path else None
         self._eval: list[HeldOutItem] | None = None
         self._pool: SandboxPool | None = None
+        self.proposal = proposal
+        self._seeded = SeededProposals(proposal, value_tokens, problem_tokens, value_temperature, simple_fraction) if proposal != "free" else None
 
     # ------------------------------------------------------------------ teacher side
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
-        """System + one user message: the format, ``num_examples`` examples, a request."""
+        """System + one user message: the format, ``num_examples`` examples, a request (with a seeded
+        ``proposal`` mode: the seed and the request, :meth:`proposal_request`)."""
+        if self._seeded is not None:
+            return self._seeded.request(rng).messages
         return self._prompt(self._draw_examples(rng))
 
     def _prompt(self, examples: list[dict]) -> list[Message]:
@@ -176,6 +201,8 @@ class GSMTask(PooledVerifier):
         example problems it shows, and with ``structured`` the two segments: the problem
         (stop at a blank line or a fence, the stop token dropped), then the forced
         :data:`PROGRAM_FENCE` and the program (stop at the closing fence)."""
+        if self._seeded is not None:
+            return self._seeded.request(rng)
         examples = self._draw_examples(rng)
         segments = self._segments() if self.structured else ()
         return ProposalRequest(self._prompt(examples), self.proposal_prefix,
@@ -206,8 +233,11 @@ class GSMTask(PooledVerifier):
         Returns None when there is no fence (in the first
         :data:`evolora.tasks.numeric.MAX_TEXT_CHARS` characters), no problem text (>= 3
         words, no code), an empty program, or either part is longer than its limit.
-        Linear time in ``len(text)``.
+        Linear time in ``len(text)``. With a seeded ``proposal`` mode:
+        :meth:`evolora.tasks.gsm_proposal_modes.SeededProposals.parse`.
         """
+        if self._seeded is not None:
+            return self._seeded.parse(text)
         fence = FENCE.search(text, 0, MAX_TEXT_CHARS)
         if fence is None:
             return None
@@ -259,6 +289,8 @@ class GSMTask(PooledVerifier):
         if answer is None:
             return Verdict(False, None, "not_numeric", seconds)
         reasons = grounding_reasons(proposal.problem, proposal.program, answer, self.grounding) if self.grounding else []
+        if self._seeded is not None:
+            reasons = self._seeded.reasons(proposal, answer) + reasons
         return Verdict(not reasons, answer, reasons[0] if reasons else "ok", seconds)
 
     # ------------------------------------------------------------------ student side

@@ -60,7 +60,7 @@ required to appear in the program, since their value is often implicit."""
 RULES = ("one_question", "quantities", "constants", "copied_answer", "whole_count")
 """The rule names of ``task.params.grounding`` (all on by default)."""
 
-_NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+(?:\.\d+)?(?![\d,])")
+_NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+(?:\.\d+)?(?!\d|,\d{3})")
 _PERCENT = re.compile(r"\s*(?:%|percent\b)", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
 _HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)

@@ -1,6 +1,6 @@
 """The adapter bank interface: what the run, the league and the operators ask of a bank.
 
-Two banks implement it: :class:`evolora.population.AdapterBank` (every adapter in this process,
+Two banks implement it: :class:`evolora.bank.local.AdapterBank` (every adapter in this process,
 on one base model) and :class:`evolora.distributed.sharded_bank.ShardedBank` (the adapters sharded
 over Ray workers, each with its own base). Code that takes a ``bank`` types it with :class:`Bank`,
 so the two stay interchangeable by contract, not by convention.
@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 @runtime_checkable
 class Bank(Protocol):
     """The operations every adapter bank offers (local or on Ray workers)."""
+
+    slots: list[str]
+    """The bank's slot names: the members' slots, then the hall of fame's."""
+    batch_size: int
+    """Rows per decode batch when a rollout gives none: the engine's default for the bank's device
+    (:data:`evolora.generation.engine.BATCH_SIZE`)."""
 
     def init_factors(self, slot: str, generator: torch.Generator, *, b_std: float) -> None:
         """Draw the slot's initial factors (A Kaiming-uniform, B Gaussian with std ``b_std``)."""
@@ -75,7 +81,7 @@ BANK_METHODS: tuple[str, ...] = tuple(name for name in vars(Bank) if not name.st
 
 @runtime_checkable
 class LocalBank(Bank, Protocol):
-    """A bank whose adapters sit in this process on ``model`` (:class:`evolora.population.AdapterBank`):
+    """A bank whose adapters sit in this process on ``model`` (:class:`evolora.bank.local.AdapterBank`):
     what the routed engine, the learner's forward passes and the DEAP genomes reach into."""
 
     model: Any
@@ -94,3 +100,20 @@ class LocalBank(Bank, Protocol):
 
     def activate(self, slot: str) -> None:
         """Route every row through ``slot`` (single-adapter forward passes)."""
+
+
+@runtime_checkable
+class RemoteBank(Bank, Protocol):
+    """A bank whose adapters live on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`):
+    what a run asks of it beyond :class:`Bank`."""
+
+    tokenizer: Any
+    """The base model's tokenizer, fetched from a worker (the run tokenizes prompts with it)."""
+
+    def reconnect(self) -> None:
+        """Wait for every worker (Ray restarts a dead one); the caller then restores a checkpoint."""
+
+
+RunBank = LocalBank | RemoteBank
+"""What :attr:`evolora.run.Run.bank` holds: the in-process bank (its ``model`` read for the device)
+or the Ray bank (its ``tokenizer`` and ``reconnect`` read by the run and its recovery)."""

@@ -1,0 +1,250 @@
+"""The engine seam: what a bank asks of whatever generates its rollouts.
+
+An :class:`Engine` does three things for the :class:`evolora.bank.local.AdapterBank` that owns it:
+
+* :meth:`Engine.generate`: one :class:`~evolora.generation.types.Completion` per (prompt, adapter)
+  row, with :class:`~evolora.generation.types.Sampling` options, stop strings and
+  :class:`~evolora.generation.types.Segment` s;
+* :meth:`Engine.logprobs`: teacher-forced log-probs of samples under their adapters;
+* :meth:`Engine.refresh`: called after every write of adapter factors (an RL update, a child,
+  a rollback, a load), so an engine that keeps its own copy of the factors re-reads them.
+
+Three engines ship, chosen once by ``generation.engine`` (:func:`make_engine`):
+
+========  =====================================================================================
+eager     routed LoRA (:mod:`evolora.generation.routed`) in the preallocated-cache decode loop
+          (:mod:`evolora.generation.decode`): the CPU engine, and the reference of the others.
+graph     the eager loop with :class:`evolora.generation.graph.GraphDecoder` decoding each batch
+          (a static KV cache and one captured CUDA-graph step per batch-size bucket); CUDA only.
+peft      ``transformers``' ``generate`` with PEFT's ``adapter_names`` (the slow, independent
+          reference the routed engine is tested against).
+========  =====================================================================================
+
+``auto`` is ``graph`` on CUDA (when :mod:`evolora.generation.graph` is installed) and ``eager``
+elsewhere. Every engine scores log-probs with the routed teacher-forced forward
+(:func:`evolora.learner.routed_logprobs`), the same computation the policy update uses.
+This module imports no task: the types it speaks are in :mod:`evolora.generation.types`.
+Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-5 (rollouts, then the update that scores them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+import torch
+
+from evolora.config.generation import GRAPH_MODULE, graph_installed
+from evolora.generation.rollout import generate as generate_rows
+from evolora.generation.rollout import min_new_tokens
+from evolora.generation.segments import generate_segments
+from evolora.generation.stops import StopOnText
+from evolora.generation.types import Completion, RolloutStats, Sampling, Segment
+from evolora.model.device import model_device
+
+if TYPE_CHECKING:
+    from evolora.bank import LocalBank
+
+EngineName = Literal["auto", "eager", "graph", "peft"]
+"""The values of ``generation.engine``."""
+
+BATCH_SIZE = {"cpu": 16, "cuda": 256}
+"""Rows per decode batch when the config leaves it to the engine (None), by device type: on a CPU a
+decode step's cost grows with the rows (16 keeps the KV cache in cache-friendly sizes); on a GPU
+a step costs about the same from 16 to 512 rows, so one batch should hold a whole step."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What generates a bank's rollouts and scores its samples (see the module docstring)."""
+
+    name: str
+    """The engine's ``generation.engine`` name (``eager``, ``graph``, ``peft`` or a user's)."""
+    batch_size: int
+    """Rows per decode batch when a call gives none (:data:`BATCH_SIZE` by device)."""
+
+    def generate(self, tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+                 segments: tuple[Segment, ...] = (), batch_size: int | None = None,
+                 stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+        """N completions in the order of ``prompts`` (token id lists), row i by adapter ``adapters[i]``."""
+
+    def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
+        """(B, T_c) float32 teacher-forced log-probs (nats) of each sample's completion under ``names[i]``."""
+
+    def refresh(self, slots: list[str]) -> None:
+        """The factors of ``slots`` were just written: re-read them if the engine keeps a copy."""
+
+
+class EagerEngine:
+    """Routed LoRA in the eager decode loop (:func:`evolora.generation.rollout.generate`,
+    :func:`evolora.generation.segments.generate_segments`): the CPU engine and the reference.
+
+    Args:
+        bank: the in-process bank whose model and adapters it decodes.
+    """
+
+    name = "eager"
+
+    def __init__(self, bank: LocalBank):
+        self.bank = bank
+        self.batch_size = BATCH_SIZE.get(model_device(bank.model).type, BATCH_SIZE["cpu"])
+
+    def _decode(self):
+        """The :data:`evolora.generation.rollout.BatchDecode` of a batch (None: the routed one)."""
+        return None
+
+    def _router(self) -> LocalBank | None:
+        """The bank that routes the rows (None: PEFT routes them)."""
+        return self.bank
+
+    def generate(self, tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+                 segments: tuple[Segment, ...] = (), batch_size: int | None = None,
+                 stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+        """One completion per (prompt, adapter) row (PopuLoRA arXiv 2605.16727 §2 steps 2-3).
+
+        Args:
+            tokenizer: the base's tokenizer (a pad token is required).
+            prompts: N prompts as token id lists; adapters: N slot names (or ``"__base__"``).
+            sampling: how tokens are chosen and where free-form rows stop.
+            segments: the structure of a multi-segment rollout (each with its own stop strings);
+                empty: one free-form answer per row.
+            batch_size: rows per decode batch; None: :attr:`batch_size`.
+            stats: accumulates generated tokens and seconds; generator: the sampling RNG
+                (None: torch's global one).
+
+        Returns:
+            N :class:`~evolora.generation.types.Completion`, in the order of ``prompts``.
+
+        Raises:
+            ValueError: ``prompts`` and ``adapters`` differ in length, or ``segments`` come with
+                ``sampling.greedy`` or ``sampling.stop`` (segments sample and stop on their own).
+        """
+        batch_size = batch_size or self.batch_size
+        model, decode, router = self.bank.model, self._decode(), self._router()
+        if segments:
+            if sampling.greedy or sampling.stop:
+                raise ValueError("segments sample and carry their own stop strings; give neither greedy nor stop")
+            return generate_segments(model, tokenizer, prompts, adapters, tuple(segments),
+                                     max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
+                                     top_p=sampling.top_p, batch_size=batch_size, stats=stats, bank=router,
+                                     generator=generator, decode=decode)
+        return generate_rows(model, tokenizer, prompts, adapters, max_new_tokens=sampling.max_new_tokens,
+                             greedy=sampling.greedy, temperature=sampling.temperature, top_p=sampling.top_p,
+                             batch_size=batch_size, stats=stats, bank=router, stop=sampling.stop,
+                             keep_stop=sampling.keep_stop, generator=generator, decode=decode)
+
+    @torch.no_grad()
+    def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
+        """(B, T_c) float32 log-probs (nats) of each sample's completion under ``names[i]``, 0 on
+        padding: :func:`evolora.learner.routed_logprobs`."""
+        from evolora.learner import routed_logprobs  # the learner imports the generation modules
+
+        return routed_logprobs(self.bank, list(names), list(samples))
+
+    def refresh(self, slots: list[str]) -> None:
+        """Nothing to do: the routed hooks read the bank's factors at every call."""
+
+
+class PeftEngine(EagerEngine):
+    """``transformers``' ``generate`` with PEFT's mixed-adapter batches (``adapter_names``): the
+    independent reference of the routed engines, the same tokens greedy and seed for seed. It
+    always samples from torch's global RNG (a ``generator`` is not used). Multi-segment rows run
+    one ``generate`` call per segment over the whole context so far."""
+
+    name = "peft"
+
+    def _router(self) -> LocalBank | None:
+        return None
+
+
+class GraphEngine(EagerEngine):
+    """The eager engine's batching with a static-shape decoder decoding each batch: by default
+    :class:`evolora.generation.graph.GraphDecoder` (CUDA graphs, factors at fixed addresses).
+
+    The decoder is built on first use and told of every factor write through :meth:`refresh`.
+    Multi-segment rows run one decode per segment over the whole context so far.
+
+    Args:
+        bank: the in-process bank; decoder: ``bank -> decoder`` with ``decode(input_ids, attention,
+            names, *, max_new_tokens, eos_ids, pad_id, greedy, temperature, top_p, generator,
+            stopped, min_new_tokens) -> (B, t) long`` (the contract of
+            :func:`evolora.generation.decode.decode`) and ``refresh(slots)``; None: ``GraphDecoder``.
+
+    Raises:
+        RuntimeError: no decoder given and :mod:`evolora.generation.graph` is not installed.
+    """
+
+    name = "graph"
+
+    def __init__(self, bank: LocalBank, decoder: Callable | None = None):
+        super().__init__(bank)
+        if decoder is None:
+            check_graph(model_device(bank.model))
+            from evolora.generation.graph import GraphDecoder
+
+            decoder = GraphDecoder
+        self._factory, self.decoder = decoder, None
+
+    def _decode(self):
+        if self.decoder is None:
+            self.decoder = self._factory(self.bank)
+        return self._decode_batch
+
+    def _decode_batch(self, model, tokenizer, input_ids, attention, names, *, bank: LocalBank | None, max_new_tokens, eos_ids, stop,
+                      generator, greedy, temperature, top_p) -> torch.Tensor:
+        """(B, t) new tokens of one batch from the graph decoder."""
+        return self.decoder.decode(
+            input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
+            pad_id=tokenizer.pad_token_id, greedy=greedy, temperature=temperature, top_p=top_p,
+            generator=generator, stopped=StopOnText(tokenizer, stop, 0).tails if stop else None,
+            min_new_tokens=min_new_tokens(model))
+
+    def refresh(self, slots: list[str]) -> None:
+        """Copy the new factors of ``slots`` into the decoder's fixed buffers (nothing before its first use)."""
+        if self.decoder is not None:
+            self.decoder.refresh(list(slots))
+
+
+ENGINES: dict[str, Callable[..., Engine]] = {"eager": EagerEngine, "graph": GraphEngine, "peft": PeftEngine}
+"""``generation.engine`` name -> engine class, called with the bank."""
+
+
+def check_graph(device: torch.device | str) -> None:
+    """Refuse the graph engine where it cannot run.
+
+    Raises:
+        ValueError: ``device`` is not a CUDA device, or :mod:`evolora.generation.graph` is not installed;
+            the message says which engine to use instead.
+    """
+    if torch.device(device).type != "cuda":
+        raise ValueError(f"generation.engine=graph needs a CUDA device (the model is on {device}); "
+                         "set generation.engine=auto or eager")
+    if not graph_installed():
+        raise ValueError(f"generation.engine=graph needs {GRAPH_MODULE}, which this install lacks; "
+                         "set generation.engine=auto or eager")
+
+
+def resolve_engine(name: str, device: torch.device | str) -> str:
+    """The engine ``name`` stands for on ``device``: ``auto`` is ``graph`` on CUDA when it is installed,
+    else ``eager``; other names are returned as given.
+
+    Raises:
+        ValueError: an unknown name (the message lists :data:`ENGINES`), or ``graph`` where it cannot
+            run (:func:`check_graph`).
+    """
+    if name == "auto":
+        return "graph" if torch.device(device).type == "cuda" and graph_installed() else "eager"
+    if name not in ENGINES:
+        raise ValueError(f"unknown generation.engine {name!r}; use auto or one of {sorted(ENGINES)}")
+    if name == "graph":
+        check_graph(device)
+    return name
+
+
+def make_engine(name: str, bank: LocalBank) -> Engine:
+    """The engine ``name`` (``generation.engine``, ``auto`` resolved on the bank model's device) for ``bank``.
+
+    Raises:
+        ValueError: an unknown name, or ``graph`` where it cannot run (:func:`check_graph`).
+    """
+    return ENGINES[resolve_engine(name, model_device(bank.model))](bank)

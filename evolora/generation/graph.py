@@ -1,0 +1,380 @@
+"""The graph engine's decode: a static KV cache and one fixed-shape step per batch-size bucket.
+
+A decode call runs in three parts:
+
+1. the prefill, outside any graph: the eager engine's own (:class:`evolora.generation.decode.Decoder`,
+   routed LoRA hooks, one prefill per distinct (prompt, adapter)), its K/V copied into the
+   static cache, and the first token chosen from its logits by :func:`choose_tokens`;
+2. steps of :func:`evolora.generation.static_step.decode_step` plus the sampling, on buffers at
+   fixed addresses: rows fill the first R slots of a bucket (:data:`BUCKETS`), ended rows stay in
+   it masked (their tokens are ``pad_id``), and the step attends a window of the cache rounded up
+   to :data:`WINDOW` columns. On CUDA each (bucket, window, sampling) step is captured once in a
+   ``torch.cuda.CUDAGraph`` and replayed; on the CPU the same step runs uncaptured (or compiled);
+3. every ``check_every`` steps the host reads which rows ended, runs the stop-string check over
+   the steps since the last check (tokens after a row's stop become pads), and when the running
+   rows fit a smaller bucket, moves them to the front of the buffers and snaps to it.
+
+Why manual capture rather than ``torch.compile(mode="reduce-overhead")``: reduce-overhead
+re-records its graphs when input addresses or shapes change and copies inputs into its own
+static buffers, has failure modes with in-place mutation of graph inputs (the KV cache, the
+token buffer) and with dynamic shapes, and hides when a recapture happens. Here every buffer is
+allocated once by the engine, mutated in place, and each capture is explicit and keyed by the
+only values that change its shape. The RNG is the engine's own device generator, registered with
+every graph, its state copied from and back to the caller's generator around each call.
+
+Equality with the eager engine (fp32): the prefill and the first token are the eager engine's,
+and the step computes the logits with the same modules up to fp32 summation order, so greedy
+tokens are equal. Sampling draws ``exponential_`` noise over all rows of the call every step, as
+:func:`choose_tokens` does (a row draws the same whether or not others ended). Uncaptured (the
+CPU), the draw is (B, V) for the B rows of the call, as the eager engine's: sampled tokens are
+equal seed for seed for any B (tested). Captured, the draw must have a fixed shape per graph, so
+it is (bucket(B), V): the same values as the eager engine's draw when B is a bucket size (the
+generator advances by the draw's size), another draw of the same distribution otherwise. Keying
+graphs by B instead would capture a graph (and keep a noise buffer) per distinct batch size.
+
+Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; vLLM V1 / nano-vllm bucketed graph capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from evolora.generation.decode import Decoder, choose_tokens
+from evolora.generation.routed import BASE, routed
+from evolora.generation.static_step import StaticWeights, decode_step
+
+BUCKETS = (1, 2, 4, 8, 16, 32) + tuple(range(64, 513, 32))
+"""Batch sizes with a captured step: a batch runs in the smallest bucket that holds its rows."""
+
+WINDOW = 128
+"""The step attends cache columns [0, k·WINDOW): one captured step per window the call reaches."""
+
+CHECK_EVERY = 8
+"""Steps between host checks of ended rows and stop strings (the only syncs of the loop)."""
+
+
+def bucket(rows: int) -> int:
+    """The smallest bucket of :data:`BUCKETS` holding ``rows`` (1..512).
+
+    Raises:
+        ValueError: ``rows`` outside 1..512.
+    """
+    for size in BUCKETS:
+        if size >= rows:
+            return size
+    raise ValueError(f"the graph engine decodes 1 to {BUCKETS[-1]} rows per call, got {rows}")
+
+
+class _Buffers:
+    """Every tensor the step reads or writes, allocated once for ``slots`` rows and ``capacity``
+    cache columns. Row buffers are indexed by slot; ``out`` (slots + 1, capacity) by original
+    row (the last row takes the tokens of padding slots)."""
+
+    def __init__(self, w: StaticWeights, slots: int, capacity: int) -> None:
+        dev, layers = w.device, len(w.layers)
+        self.slots, self.capacity = slots, capacity
+        self.keys = torch.zeros(layers, slots, w.kv_heads, capacity, w.head_dim, dtype=w.dtype, device=dev)
+        self.values = torch.zeros_like(self.keys)
+        self.valid = torch.zeros(slots, capacity, dtype=torch.bool, device=dev)
+        self.position = torch.zeros(slots, dtype=torch.long, device=dev)
+        self.last = torch.zeros(slots, dtype=torch.long, device=dev)
+        self.done = torch.ones(slots, dtype=torch.bool, device=dev)
+        self.rows = torch.full((slots,), slots, dtype=torch.long, device=dev)
+        self.noise_rows = torch.zeros(slots, dtype=torch.long, device=dev)
+        self.onehot = torch.zeros(slots, w.slots, dtype=torch.float32, device=dev)
+        self.out = torch.zeros(slots + 1, capacity, dtype=torch.long, device=dev)
+        self.column = torch.zeros(1, dtype=torch.long, device=dev)
+        self.step = torch.zeros(1, dtype=torch.long, device=dev)
+        self.min_new = torch.zeros(1, dtype=torch.long, device=dev)
+        self.pad = torch.zeros(1, dtype=torch.long, device=dev)
+        self.eos = torch.zeros(w.vocab, dtype=torch.bool, device=dev)
+        self.temperature = torch.ones(1, dtype=torch.float32, device=dev)
+        self.tail = torch.zeros(1, dtype=torch.float32, device=dev)  # 1 - top_p, rounded as choose_tokens does
+        self.noise: dict[int, torch.Tensor] = {}  # (B, V) exponential noise per call size B
+
+    def per_slot(self) -> list[torch.Tensor]:
+        return [self.valid, self.position, self.last, self.done, self.rows, self.noise_rows, self.onehot]
+
+    def compact(self, keep: torch.Tensor, size: int) -> None:
+        """Move slots ``keep`` (n,) long to slots [0, n); slots [n, size) become ended padding."""
+        n = len(keep)
+        self.keys[:, :n] = self.keys[:, keep]
+        self.values[:, :n] = self.values[:, keep]
+        for buffer in self.per_slot():
+            buffer[:n] = buffer[keep]
+        self.done[n:size] = True
+        self.rows[n:size] = self.slots
+        self.noise_rows[n:size] = 0
+        self.onehot[n:size] = 0
+
+
+def _sample(b: _Buffers, logits: torch.Tensor, rows: int, *, greedy: bool, top_p: bool, total: int,
+            generator: torch.Generator | None) -> torch.Tensor:
+    """:func:`choose_tokens` on fixed buffers: EOS masked before ``min_new``, temperature and
+    1 - top_p as tensors, the noise drawn in place over (total, V)."""
+    logits.masked_fill_(b.eos & (b.step < b.min_new), -float("inf"))
+    if greedy:
+        return logits.argmax(dim=-1)
+    scores = logits.float() / b.temperature
+    if top_p:
+        ordered, index = torch.sort(scores, descending=False)
+        tail = ordered.softmax(dim=-1).cumsum(dim=-1) <= b.tail
+        tail[..., -1:] = False
+        scores = scores.masked_fill(tail.scatter(1, index, tail), -float("inf"))
+    noise = b.noise[total].exponential_(1, generator=generator)
+    noise = noise.index_select(0, b.noise_rows[:rows]) if rows != total else noise  # slot i = row i when equal
+    return (scores.softmax(dim=-1) / noise).argmax(dim=-1)
+
+
+def _step(w: StaticWeights, b: _Buffers, rows: int, window: int, *, greedy: bool, top_p: bool, total: int,
+          generator: torch.Generator | None) -> None:
+    """One decode step of slots [0, rows): feed ``last``, choose, record in ``out``, advance."""
+    logits = decode_step(w, b.last[:rows], b.position[:rows], b.column, b.keys[:, :rows], b.values[:, :rows],
+                         b.valid[:rows], b.onehot[:rows], window)
+    token = _sample(b, logits, rows, greedy=greedy, top_p=top_p, total=total, generator=generator)
+    done = b.done[:rows]
+    token = torch.where(done, b.pad, token)
+    b.out.index_put_((b.rows[:rows], b.step.expand(rows)), token)
+    done |= b.eos[token]
+    b.last[:rows] = token
+    b.position[:rows] += 1
+    b.column += 1
+    b.step += 1
+
+
+class GraphDecoder:
+    """Static-shape decode over an :class:`evolora.population.AdapterBank`'s model and adapters.
+
+    Args:
+        bank: the adapter bank (its model a ``llama``/``mistral``/``qwen2``/``qwen3`` causal LM).
+        check_every: steps between host checks of ended rows and stop strings (>= 1).
+        capture: capture each step in a CUDA graph (default: on CUDA); False runs it uncaptured.
+        compile: run the step through ``torch.compile`` (uncaptured; for the CPU).
+
+    Raises:
+        ValueError: an unsupported model type, or ``check_every < 1``.
+    """
+
+    def __init__(self, bank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
+                 compile: bool = False) -> None:
+        if check_every < 1:
+            raise ValueError(f"check_every must be >= 1, got {check_every}")
+        self.bank, self.check_every = bank, check_every
+        self.weights = StaticWeights(bank)
+        device = self.weights.device
+        self.capture = device.type == "cuda" if capture is None else capture
+        if self.capture and device.type != "cuda":
+            raise ValueError("CUDA graph capture needs the model on a CUDA device")
+        self.compile = compile
+        self.buffers: _Buffers | None = None
+        self.steps: dict[tuple, Callable[[], None]] = {}
+        self.rng = torch.Generator(device=device) if self.capture else None
+        self.pool = torch.cuda.graph_pool_handle() if self.capture else None
+
+    def refresh(self, slots: list[str]) -> None:
+        """Copy the named bank slots' current factors into the stacked buffers in place (after an
+        update or a slot overwrite); no step is recaptured.
+
+        Raises:
+            KeyError: an unknown slot.
+        """
+        unknown = [s for s in slots if s not in self.bank.slots]
+        if unknown:
+            raise KeyError(f"unknown adapter slots {unknown}; slots are {self.bank.slots}")
+        self.weights.refresh([self.bank.slots.index(s) for s in slots])
+
+    # -- buffers and captured steps ------------------------------------------------------------
+    def _buffers_for(self, slots: int, capacity: int) -> _Buffers:
+        b = self.buffers
+        if b is None or b.slots < slots or b.capacity < capacity:
+            slots = max(slots, b.slots if b else 0)
+            capacity = max(capacity, b.capacity if b else 0)
+            self.buffers, self.steps = None, {}  # free the old buffers (and graphs) first
+            self.buffers = b = _Buffers(self.weights, slots, capacity)
+        return b
+
+    def _runner(self, rows: int, window: int, greedy: bool, top_p: bool, total: int,
+                generator: torch.Generator | None) -> Callable[[], None]:
+        key = (rows, window, greedy, top_p, total)
+        if self.capture:
+            if key not in self.steps:
+                self.steps[key] = self._captured(rows, window, greedy, top_p, total)
+            return self.steps[key]
+        fn = self.steps.get(key)
+        if fn is None:
+            fn = _step
+            if self.compile:
+                fn = torch.compile(_step, dynamic=False, fullgraph=False)
+            self.steps[key] = fn
+        w, b = self.weights, self.buffers
+        return lambda: fn(w, b, rows, window, greedy=greedy, top_p=top_p, total=total, generator=generator)
+
+    def _captured(self, rows: int, window: int, greedy: bool, top_p: bool, total: int) -> Callable[[], None]:
+        """Warm the step up on a side stream (its writes undone), then capture it."""
+        w, b, rng = self.weights, self.buffers, self.rng
+        run = lambda: _step(w, b, rows, window, greedy=greedy, top_p=top_p, total=total, generator=rng)  # noqa: E731
+        saved = [t.clone() for t in (b.position, b.last, b.done, b.column, b.step)]
+        state = rng.get_state()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            run()
+        torch.cuda.current_stream().wait_stream(stream)
+        for target, value in zip((b.position, b.last, b.done, b.column, b.step), saved):
+            target.copy_(value)
+        rng.set_state(state)
+        graph = torch.cuda.CUDAGraph()
+        if not greedy:
+            graph.register_generator_state(rng)
+        with torch.cuda.graph(graph, pool=self.pool):
+            run()
+        return graph.replay
+
+    # -- one call ------------------------------------------------------------------------------
+    @torch.no_grad()
+    def decode(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *, max_new_tokens: int,
+               eos_ids: set[int], pad_id: int, greedy: bool, temperature: float, top_p: float,
+               generator: torch.Generator | None,
+               stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
+               min_new_tokens: int = 0) -> torch.Tensor:
+        """Generate up to ``max_new_tokens`` per row of one left-padded batch.
+
+        Same arguments and return as :func:`evolora.generation.decode.decode` with
+        :func:`choose_tokens`' sampling options: ``input_ids``/``attention`` (B, T_p) long, left
+        padded, B <= 512; ``names`` B adapter slots (or ``"__base__"``); ``temperature`` > 0,
+        0 < ``top_p`` <= 1; ``generator`` on the model's device (None: its default generator).
+
+        Returns:
+            (B, t) long, t <= ``max_new_tokens`` (up to the step where the last row ended);
+            ``pad_id`` after a row's EOS or stop string.
+
+        Raises:
+            ValueError: ``max_new_tokens < 1``, more than 512 rows, or a generator on another device.
+            KeyError: an unknown adapter name.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        total, width = input_ids.shape
+        size = bucket(total)
+        w = self.weights
+        if generator is not None and generator.device.type != w.device.type:
+            raise ValueError(f"the generator is on {generator.device}, the model on {w.device}")
+        unknown = sorted({n for n in names if n != BASE and n not in self.bank.slots})
+        if unknown:
+            raise KeyError(f"unknown adapters {unknown}; slots are {self.bank.slots}")
+        capacity = -(-(width + max_new_tokens) // WINDOW) * WINDOW
+        b = self._buffers_for(size, capacity)
+        eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=w.device)
+        logits = self._prefill(b, input_ids, attention, names, size)
+
+        # the first token, from the prefill's logits: the eager engine's own choice
+        if min_new_tokens > 0:
+            logits[:, eos] = -float("inf")
+        first = choose_tokens(logits, torch.arange(total, device=w.device), total, greedy=greedy,
+                              temperature=temperature, top_p=top_p, generator=generator)
+        b.last[:total] = first
+        b.out[:total, 0] = first
+        b.done[:total] = torch.isin(first, eos)
+        b.eos.zero_()
+        b.eos[eos] = True
+        b.step.fill_(1)
+        b.min_new.fill_(min_new_tokens)
+        b.pad.fill_(pad_id)
+        b.temperature.fill_(temperature)
+        b.tail.fill_(1 - top_p)
+        use_top_p = not greedy and top_p < 1.0
+        draws = total if not self.capture else size  # noise rows: see the module docstring
+        if not greedy and draws not in b.noise:
+            b.noise[draws] = torch.empty(draws, w.vocab, dtype=torch.float32, device=w.device)
+        rng = self._enter_rng(generator) if (self.capture and not greedy) else generator
+
+        rows, ends, checked = size, [None] * total, 0  # ends[i]: the step of row i's EOS / stop
+        steps = 1
+        try:
+            while True:
+                if steps == max_new_tokens or steps % self.check_every == 0 or steps == 1:
+                    rows = self._check(b, rows, steps, checked, ends, stopped, pad_id, total)
+                    checked = steps
+                    if rows == 0 or steps == max_new_tokens:
+                        break
+                window = min(b.capacity, -(-(width + steps) // WINDOW) * WINDOW)
+                self._runner(rows, window, greedy, use_top_p, 0 if greedy else draws, rng)()
+                steps += 1
+        finally:
+            if rng is not None and rng is self.rng:
+                self._leave_rng(generator)
+        last = max((e for e in ends if e is not None), default=steps - 1)
+        length = steps if any(e is None for e in ends) else last + 1
+        return b.out[:total, :length].clone()
+
+    def _prefill(self, b: _Buffers, input_ids, attention, names, size: int) -> torch.Tensor:
+        """Run the eager prefill; copy its K/V into the buffers; set rows, routes, masks. (B, V) logits."""
+        total, width = input_ids.shape
+        decoder = Decoder(self.bank.model, input_ids, attention, list(names), capacity=width,
+                          context=lambda rows: routed(self.bank, rows))
+        decoder.close()
+        for i, layer in enumerate(decoder.cache.layers):
+            b.keys[i, :total, :, :width] = layer.keys
+            b.values[i, :total, :, :width] = layer.values
+        b.valid.zero_()
+        b.valid[:total, :width] = attention.bool()
+        b.position[:total] = attention.sum(-1)
+        b.column.fill_(width)
+        b.rows.fill_(b.slots)
+        b.rows[:total] = torch.arange(total, device=b.rows.device)
+        b.noise_rows.zero_()
+        b.noise_rows[:total] = torch.arange(total, device=b.rows.device)
+        b.done.fill_(True)
+        b.onehot.zero_()
+        route = torch.tensor([self.bank.slots.index(n) if n != BASE else -1 for n in names], device=b.rows.device)
+        adapted = torch.nonzero(route >= 0).flatten()
+        b.onehot[adapted, route[adapted]] = 1.0
+        return decoder.logits
+
+    def _check(self, b: _Buffers, rows: int, steps: int, checked: int, ends: list, stopped, pad_id: int,
+               total: int) -> int:
+        """The host check after ``steps`` tokens: EOS ends, stop strings over steps (checked, steps],
+        bucket snapping. Returns the slots still stepped (0: every row ended)."""
+        out = b.out[:total, :steps].cpu()
+        slot_rows = b.rows[:rows].cpu()
+        done = b.done[:rows].cpu()
+        eos = b.eos.cpu()
+        hits = eos[out]  # (B, steps) bool
+        first, has = hits.int().argmax(dim=1).tolist(), hits.any(dim=1).tolist()
+        for i in range(total):
+            if ends[i] is None and has[i]:
+                ends[i] = first[i]
+        if stopped is not None:
+            for t in range(checked + 1, steps + 1):
+                live = [i for i in range(total) if ends[i] is None or ends[i] >= t - 1]
+                if not live:
+                    break
+                index = torch.tensor(live)
+                hit = stopped(out[index, :t], index, t)
+                for i, h in zip(live, hit.tolist()):
+                    if h and (ends[i] is None or ends[i] > t - 1):
+                        ends[i] = t - 1
+                        b.out[i, t:] = pad_id
+            ended = torch.tensor([ends[int(r)] is not None if r < total else True for r in slot_rows])
+            done |= ended
+            b.done[:rows] = done.to(b.done.device)
+        alive = torch.nonzero(~done).flatten()
+        if len(alive) == 0:
+            return 0
+        size = bucket(len(alive))
+        if size < rows:
+            b.compact(alive.to(b.rows.device), size)
+            return size
+        return rows
+
+    def _enter_rng(self, generator: torch.Generator | None) -> torch.Generator:
+        source = generator if generator is not None else torch.cuda.default_generators[self.weights.device.index or 0]
+        self.rng.set_state(source.get_state())
+        return self.rng
+
+    def _leave_rng(self, generator: torch.Generator | None) -> None:
+        source = generator if generator is not None else torch.cuda.default_generators[self.weights.device.index or 0]
+        source.set_state(self.rng.get_state())
+

@@ -1,0 +1,192 @@
+"""One fixed-shape decode step of a Llama-family model with the routed LoRA delta inside it.
+
+The step reads and writes only tensors at fixed addresses (:class:`StaticWeights` and the
+buffers of :mod:`evolora.generation.graph`), so it can be captured once in a CUDA graph and
+replayed: no ``.item()``, no host sync, no Python value that changes from step to step (the
+write column, positions and step count are tensors).
+
+Per decoder layer, the sibling linear layers that read one input (q/k/v; gate/up) run as one
+fused GEMM over their concatenated base weights, and each sibling group's LoRA delta is two GEMMs
+over the factors of every bank slot stacked at fixed addresses:
+
+    x: (R, d_in), A: (d_in, P·G·r), B: (P·G·r, d_out_group), onehot: (R, P)
+    h = x A ⊙ onehot (per adapter's G·r columns);   y = W x + h B
+
+``B`` is block-structured (sibling j's factors in its own output columns, zero elsewhere) and
+``alpha / r`` is folded into it. A row meets only its own adapter's columns (a ``"__base__"`` row
+has an all-zero onehot: no delta). This dense masked form does P times the LoRA flops of a grouped
+(SGMV) kernel but keeps every shape fixed without a custom kernel; at decode the step's cost is
+reading weights, and the stacked factors are read once per step either way. Like the eager routed
+path (:mod:`evolora.generation.routed`), the delta is computed in the factors' dtype (fp32) and
+rounded once into the base output.
+
+Supported: ``llama``, ``mistral``, ``qwen2`` (q/k/v biases), ``qwen3`` (q/k norms) decoder layers.
+Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (rollouts); Punica (arXiv 2310.18547) for the
+multi-LoRA batching.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
+"""``config.model_type`` values whose decoder layer :func:`decode_step` computes."""
+
+SIBLINGS = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("self_attn", ("o_proj",)),
+            ("mlp", ("gate_proj", "up_proj")), ("mlp", ("down_proj",)))
+"""Linear layers of one decoder layer, grouped by the input they read (one fused GEMM each)."""
+
+SKINNY_ROWS = 16
+"""On the CPU, inputs of at most this many rows take (W xᵀ)ᵀ for d_out >= d_in (see
+:func:`evolora.generation.decode.skinny_linears` for the measurement)."""
+
+
+def _base_linear(module) -> torch.nn.Linear:
+    return module.base_layer if hasattr(module, "base_layer") else module
+
+
+class _Group:
+    """One sibling group of one layer: fused base weight (d_out, d_in) and bias, the stacked
+    factors ``a`` (d_in, P·G·r) and ``b`` (P·G·r, d_out) (or None when no sibling is adapted),
+    and the output split sizes."""
+
+    def __init__(self, modules: list, names: list[str], bank, slots: int) -> None:
+        linears = [_base_linear(m) for m in modules]
+        self.weight = torch.cat([lin.weight.detach() for lin in linears]) if len(linears) > 1 else linears[0].weight.detach()
+        biases = [lin.bias for lin in linears]
+        self.bias = None if all(b is None for b in biases) else torch.cat(
+            [(b.detach() if b is not None else torch.zeros(lin.out_features, dtype=lin.weight.dtype,
+                                                            device=lin.weight.device)) for b, lin in zip(biases, linears)])
+        self.sizes = [lin.out_features for lin in linears]
+        self.adapted = [(j, name) for j, name in enumerate(names) if name in bank.layers]
+        self.a = self.b = None
+        if self.adapted:
+            rank, d_in, d_out = bank.rank, self.weight.shape[1], self.weight.shape[0]
+            factor = bank.layers[self.adapted[0][1]].lora_A[bank.slots[0]].weight
+            width = slots * len(self.adapted) * rank
+            self.a = torch.zeros(d_in, width, dtype=factor.dtype, device=factor.device)
+            self.b = torch.zeros(width, d_out, dtype=factor.dtype, device=factor.device)
+
+    @torch.no_grad()
+    def refresh(self, bank, slot_indices: list[int]) -> None:
+        """Copy the factors of bank slots ``slot_indices`` into ``a`` and ``b`` in place."""
+        if self.a is None:
+            return
+        rank, g, scale = bank.rank, len(self.adapted), bank.alpha / bank.rank
+        offsets = [sum(self.sizes[:j]) for j in range(len(self.sizes))]
+        for p in slot_indices:
+            slot = bank.slots[p]
+            for k, (j, name) in enumerate(self.adapted):
+                layer = bank.layers[name]
+                cols = slice((p * g + k) * rank, (p * g + k + 1) * rank)
+                self.a[:, cols].copy_(layer.lora_A[slot].weight.t())
+                self.b[cols, offsets[j]: offsets[j] + self.sizes[j]].copy_(layer.lora_B[slot].weight.t() * scale)
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x (R, d_in) Wᵀ (+ bias); few-row fp32 products on the CPU as (W xᵀ)ᵀ."""
+    if x.device.type == "cpu" and x.shape[0] <= SKINNY_ROWS and weight.shape[0] >= weight.shape[1] \
+            and x.dtype == weight.dtype:
+        y = torch.mm(weight, x.t()).t().contiguous()
+        return y if bias is None else y.add_(bias)
+    return F.linear(x, weight, bias)
+
+
+class StaticWeights:
+    """The tensors :func:`decode_step` reads, gathered once from an :class:`evolora.population.AdapterBank`.
+
+    Base weights are the bank's own tensors (fused copies for q/k/v and gate/up); the LoRA
+    factors of every slot are stacked per sibling group (:meth:`refresh` updates them in place).
+
+    Raises:
+        ValueError: the model's ``model_type`` is not in :data:`SUPPORTED`.
+    """
+
+    def __init__(self, bank) -> None:
+        base = bank.model.get_base_model() if hasattr(bank.model, "get_base_model") else bank.model
+        config = base.config
+        if config.model_type not in SUPPORTED:
+            raise ValueError(f"the graph engine computes {', '.join(SUPPORTED)} decoder layers, not "
+                             f"{config.model_type!r}; use generation.engine=eager for this model")
+        self.bank, self.base = bank, base
+        self.embed = base.model.embed_tokens
+        self.norm = base.model.norm
+        self.rotary = base.model.rotary_emb
+        self.head = base.lm_head.weight.detach()
+        self.slots = len(bank.slots)
+        self.layers = []
+        for i, layer in enumerate(base.model.layers):
+            groups = []
+            for parent, leaves in SIBLINGS:
+                owner = getattr(layer, parent)
+                names = [f"model.layers.{i}.{parent}.{leaf}" for leaf in leaves]
+                groups.append(_Group([getattr(owner, leaf) for leaf in leaves], names, bank, self.slots))
+            attn = layer.self_attn
+            self.layers.append((layer, attn, groups))
+        attn = base.model.layers[0].self_attn
+        self.head_dim = attn.head_dim
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
+        self.scaling = attn.scaling
+        self.dtype = self.head.dtype
+        self.device = self.head.device
+        self.vocab = self.head.shape[0]
+        self.refresh(list(range(self.slots)))
+
+    def refresh(self, slot_indices: list[int]) -> None:
+        """Copy bank slots ``slot_indices``' current factors into the stacked buffers, in place."""
+        for _, _, groups in self.layers:
+            for group in groups:
+                group.refresh(self.bank, slot_indices)
+
+
+def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor) -> torch.Tensor:
+    """The group's fused output (R, d_out): base GEMM plus the masked two-GEMM LoRA delta."""
+    y = _linear(x, group.weight, group.bias)
+    if group.a is not None:
+        h = torch.mm(x.to(group.a.dtype), group.a)  # (R, P·G·r)
+        h.view(x.shape[0], onehot.shape[1], -1).mul_(onehot[:, :, None])
+        if y.dtype == h.dtype:
+            y.addmm_(h, group.b)
+        else:
+            y.add_(torch.mm(h, group.b).to(y.dtype))
+    return y
+
+
+def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, column: torch.Tensor,
+                keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor, onehot: torch.Tensor,
+                window: int) -> torch.Tensor:
+    """Feed one token per row; returns (R, V) logits of the next token.
+
+    Shapes: ``tokens`` (R,) long; ``position`` (R,) long RoPE positions; ``column`` (1,) long, the
+    cache column written (the same for every row: left-padded batches); ``keys``/``values``
+    (L, R, H_kv, C, D) caches (written at ``column``); ``valid`` (R, C) bool, cache slots each row
+    attends (``column`` is set here); ``onehot`` (R, P) float, row → adapter; ``window``: columns
+    [0, window) attended (a Python int, fixed per captured step, > the column).
+    """
+    rows = tokens.shape[0]
+    valid.index_fill_(1, column, True)
+    mask = valid[:, None, None, :window]  # (R, 1, 1, W)
+    hidden = w.embed(tokens)  # (R, d)
+    cos, sin = w.rotary(hidden, position[:, None])
+    d, hq, hk = w.head_dim, w.heads, w.kv_heads
+    for i, (layer, attn, (qkv, out, gate_up, down)) in enumerate(w.layers):
+        x = layer.input_layernorm(hidden)
+        q, k, v = _project(x, qkv, onehot).split(qkv.sizes, dim=-1)
+        q, k, v = q.view(rows, hq, 1, d), k.view(rows, hk, 1, d), v.view(rows, hk, 1, d)
+        if hasattr(attn, "q_norm"):
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)  # cos, sin: (R, 1, D) → broadcast over heads
+        keys[i].index_copy_(2, column, k)
+        values[i].index_copy_(2, column, v)
+        kc, vc = keys[i][:, :, :window], values[i][:, :, :window]  # (R, H_kv, W, D)
+        scores = torch.matmul(q.view(rows, hk, hq // hk, d), kc.transpose(-1, -2)) * w.scaling  # (R, H_kv, G, W)
+        probs = scores.masked_fill(~mask, -float("inf")).float().softmax(dim=-1).to(vc.dtype)
+        context = torch.matmul(probs, vc).reshape(rows, hq * d)
+        hidden = hidden + _project(context, out, onehot)
+        x = layer.post_attention_layernorm(hidden)
+        g, u = _project(x, gate_up, onehot).split(gate_up.sizes, dim=-1)
+        hidden = hidden + _project(layer.mlp.act_fn(g) * u, down, onehot)
+    return _linear(w.norm(hidden), w.head, None)

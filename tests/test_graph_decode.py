@@ -1,0 +1,174 @@
+"""The static-shape decode step (run uncaptured on the CPU) gives the eager engine's tokens.
+
+Both engines share the prefill and route the same mixed adapters (with ``"__base__"`` rows);
+the graph engine then steps fixed-shape buffers: padding slots in a bucket, ended rows masked
+rather than cut, a bucket that snaps smaller as rows end, host checks every k steps, stacked
+factors refreshed in place, and the sampling draw on fixed buffers.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+
+from bank_helpers import random_bank
+from evolora.generation.decode import choose_tokens, decode
+from evolora.generation.graph import BUCKETS, GraphDecoder, bucket
+from evolora.generation.mismatch import path_logprobs
+from evolora.generation.rollout import chat_prompt, left_pad
+from evolora.generation.routed import BASE, routed
+from evolora.generation.static_step import decode_step
+from evolora.generation.stops import StopOnText
+from evolora.learner import Sample
+
+MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+NAMES = ["A0", "A1", BASE, "A1", "A0", "A2"]
+TEXTS = ("hi", "what is 2+2?", "x", "what is 2+2?", "hi", "a longer prompt here")
+GREEDY = dict(greedy=True, temperature=1.0, top_p=1.0)
+
+
+@pytest.fixture
+def setup(tiny):
+    model, tokenizer = tiny
+    bank = random_bank(model, ["A0", "A1", "A2"], target_modules=MODULES, b_std=0.3)
+    prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in TEXTS]
+    ids, attention = left_pad(prompts, tokenizer.pad_token_id)
+    return bank, tokenizer, ids, attention
+
+
+def _eager(bank, ids, attention, names, tokens, eos, pad, seed=5, stopped=None, min_new_tokens=0, **sampling):
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        return decode(bank.model, ids, attention, names, max_new_tokens=tokens, eos_ids=eos, pad_id=pad,
+                      choose=partial(choose_tokens, generator=generator, **sampling), stopped=stopped,
+                      context=lambda rows: routed(bank, rows), min_new_tokens=min_new_tokens)
+
+
+def _graph(engine, ids, attention, names, tokens, eos, pad, seed=5, **options):
+    return engine.decode(ids, attention, names, max_new_tokens=tokens, eos_ids=eos, pad_id=pad,
+                         generator=torch.Generator().manual_seed(seed), **options)
+
+
+def _eos_that_ends_some_rows(free: torch.Tensor) -> set[int]:
+    """Tokens some rows (not all) write at different steps: as EOS, >= 2 rows end, at different times."""
+    eos: set[int] = set()
+    for token in torch.bincount(free[:, 1:].flatten(), minlength=128).argsort(descending=True).tolist():
+        trial = eos | {token}
+        ends = [int(torch.nonzero(torch.isin(row, torch.tensor(sorted(trial))))[0]) for row in free[:, 1:]
+                if torch.isin(row, torch.tensor(sorted(trial))).any()]
+        if len(ends) < len(free):
+            eos = trial
+            if len(ends) >= 2 and len(set(ends)) > 1:
+                return eos
+    raise AssertionError("no tokens end only some rows")
+
+
+@pytest.mark.parametrize("sampling, check_every", [(GREEDY, 1), (GREEDY, 8), (dict(greedy=False, temperature=1.0, top_p=1.0), 3),
+                                                   (dict(greedy=False, temperature=0.7, top_p=0.9), 8)])
+def test_tokens_equal_eager_as_rows_end_and_the_bucket_snaps(setup, sampling, check_every):
+    bank, tokenizer, ids, attention = setup
+    pad = tokenizer.pad_token_id
+    free = _eager(bank, ids, attention, NAMES, 24, set(), pad, **sampling)
+    eos = _eos_that_ends_some_rows(free)
+    ref = _eager(bank, ids, attention, NAMES, 24, eos, pad, **sampling)
+    engine = GraphDecoder(bank, check_every=check_every)
+    ours = _graph(engine, ids, attention, NAMES, 24, eos, pad, **sampling)
+    assert (ref == pad).any() and torch.equal(ours, ref)
+    sizes = {key[0] for key in engine.steps}
+    assert 8 in sizes and min(sizes) < 8  # 6 rows ran in bucket 8, then in a smaller one
+
+
+def test_sampled_tokens_equal_with_min_new_tokens_and_every_row_ending(setup):
+    bank, tokenizer, ids, attention = setup
+    pad, options = tokenizer.pad_token_id, dict(greedy=False, temperature=0.8, top_p=0.95)
+    free = _eager(bank, ids, attention, NAMES, 30, set(), pad, seed=9, **options)
+    eos = set(free[:, 3:].flatten().unique().tolist()[:40])  # common tokens: every row ends early
+    ref = _eager(bank, ids, attention, NAMES, 30, eos, pad, seed=9, min_new_tokens=3, **options)
+    ours = _graph(GraphDecoder(bank, check_every=4), ids, attention, NAMES, 30, eos, pad, seed=9,
+                  min_new_tokens=3, **options)
+    assert ref.shape[1] < 30 and torch.equal(ours, ref)
+    assert not any(t in eos for t in ref[:, :3].flatten().tolist())
+
+
+def test_stop_strings_checked_every_k_steps_give_eager_tokens(setup):
+    bank, tokenizer, ids, attention = setup
+    pad = tokenizer.pad_token_id
+    free = _eager(bank, ids, attention, NAMES, 20, set(), pad, **GREEDY)
+    texts = [tokenizer.decode(row[2:].tolist(), skip_special_tokens=True) for row in free]
+    stop = next(c for text in texts for c in text if 1 < sum(c in t for t in texts) < len(texts) and c.strip())
+    stopped = StopOnText(tokenizer, (stop,), 0).tails
+    ref = _eager(bank, ids, attention, NAMES, 20, {tokenizer.eos_token_id}, pad, stopped=stopped, **GREEDY)
+    ours = _graph(GraphDecoder(bank, check_every=5), ids, attention, NAMES, 20, {tokenizer.eos_token_id}, pad,
+                  stopped=stopped, **GREEDY)
+    assert (ref == pad).any() and torch.equal(ours, ref)
+
+
+def test_refresh_copies_changed_factors_in_place(setup):
+    bank, tokenizer, ids, attention = setup
+    pad, eos = tokenizer.pad_token_id, {tokenizer.eos_token_id}
+    engine = GraphDecoder(bank)
+    before = _graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY)
+    stacked = [g.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups if g.a is not None]
+    bank.init_factors("A1", torch.Generator().manual_seed(42), b_std=0.5)
+    stale = _graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY)
+    engine.refresh(["A1"])
+    fresh = _graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY)
+    ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
+    assert torch.equal(fresh, ref) and not torch.equal(ref, before)
+    assert not torch.equal(stale[[1, 3]], ref[[1, 3]])  # the A1 rows: decode steps used the old factors
+    assert stacked == [g.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups if g.a is not None]
+    with pytest.raises(KeyError, match="unknown adapter slots"):
+        engine.refresh(["nope"])
+
+
+def test_more_rows_than_a_bucket_and_all_base_rows(setup):
+    """Nine rows (bucket 16, seven padding slots), base rows only in one call, then mixed again."""
+    bank, tokenizer, ids, attention = setup
+    pad, eos = tokenizer.pad_token_id, {tokenizer.eos_token_id}
+    engine = GraphDecoder(bank, check_every=2)
+    ids9, att9, names9 = torch.cat([ids, ids[:3]]), torch.cat([attention, attention[:3]]), NAMES + ["A2", BASE, "A0"]
+    for names in (names9, [BASE] * 9):
+        ref = _eager(bank, ids9, att9, names, 10, eos, pad, **GREEDY)
+        assert torch.equal(_graph(engine, ids9, att9, names, 10, eos, pad, **GREEDY), ref)
+
+
+def test_static_step_logprobs_within_the_mismatch_budget(setup):
+    """Teacher-forced log-probs of the static step against the update's path: the fp32 budget."""
+    bank, tokenizer, ids, attention = setup
+    pad = tokenizer.pad_token_id
+    engine = GraphDecoder(bank)
+    out = _graph(engine, ids, attention, NAMES, 10, set(), pad, **GREEDY)
+    b = engine._buffers_for(8, 128)
+    logits = engine._prefill(b, ids, attention, NAMES, 8)
+    ours = [logits.log_softmax(-1).gather(1, out[:, :1])]
+    with torch.no_grad():
+        for s in range(out.shape[1] - 1):
+            logits = decode_step(engine.weights, out[:, s], b.position[:6], b.column, b.keys[:, :6], b.values[:, :6],
+                                 b.valid[:6], b.onehot[:6], 128)
+            b.position += 1
+            b.column += 1
+            ours.append(logits.log_softmax(-1).gather(1, out[:, s + 1 : s + 2]))
+    ours = torch.cat(ours, dim=1)
+    prompts = [tuple(row[a.bool()].tolist()) for row, a in zip(ids, attention)]
+    samples = [Sample(p, tuple(o.tolist()), 0.0, "g") for p, o in zip(prompts, out)]
+    train, mask = path_logprobs(bank, NAMES, samples, train=True)
+    assert mask.all() and (ours - train).abs().max() < 1e-5
+
+
+def test_buckets_and_bad_input(setup):
+    bank, tokenizer, ids, attention = setup
+    assert [bucket(n) for n in (1, 3, 8, 9, 33, 65, 500)] == [1, 4, 8, 16, 64, 96, 512]
+    assert BUCKETS[-1] == 512 and len(BUCKETS) == 21
+    with pytest.raises(ValueError, match="1 to 512 rows"):
+        bucket(513)
+    engine = GraphDecoder(bank)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        _graph(engine, ids, attention, NAMES, 0, set(), 0, **GREEDY)
+    with pytest.raises(KeyError, match="unknown adapters"):
+        _graph(engine, ids, attention, ["Z"] * 6, 4, set(), 0, **GREEDY)
+    with pytest.raises(ValueError, match="check_every"):
+        GraphDecoder(bank, check_every=0)
+    with pytest.raises(ValueError, match="CUDA"):
+        GraphDecoder(bank, capture=True)

@@ -129,6 +129,18 @@ def fitness_record(config: FitnessConfig, members, ratings, validation: Mapping[
                "fitness": fitness[m.id]} for m in members}}
 
 
+def fitness_now(run, *, measure: bool) -> dict:
+    """Every member of ``run`` (an :class:`evolora.run.Run`) with its fitness now and its signals
+    (:func:`fitness_record`); ``measure``: also the dev-set accuracy of the solvers, in one batched
+    greedy call (:func:`dev_accuracy`)."""
+    validation = None
+    if measure and run.dev_items:
+        solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
+        validation = dev_accuracy(run.bank, run.tokenizer, run.task, solvers, run.dev_items,
+                                  max_new_tokens=run.config.eval.max_new_tokens, batch_size=run.config.eval.batch_size)
+    return fitness_record(run.config.evolution.fitness, run.population.members, run.ratings, validation)
+
+
 def final_fitness(record: dict, held_out: Mapping[str, dict], dev_size: int) -> dict:
     """The summary's ``fitness``: a :func:`fitness_record` of the final members with ``dev_size``
     and, over the solvers with a held-out accuracy, Spearman's ρ of each signal with it

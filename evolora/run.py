@@ -37,7 +37,7 @@ from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy
-from evolora.fitness import dev_accuracy, final_fitness, fitness_dev_set, fitness_record
+from evolora.fitness import final_fitness, fitness_dev_set, fitness_now
 from evolora.generation.engine import resolve_engine
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
@@ -209,20 +209,19 @@ class Run:
         critic = self._rate_reviews(reviews, outcome, roles) if reviews is not None else None
 
         t0 = time.perf_counter()
-        births, fitness_record = [], None
+        births, fitness = [], None
         evo = self.config.evolution
         if self.arm.evolve and evo.enabled and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
-            fitness_record = self.fitness_signals(measure=evo.fitness.needs_dev_set)
-            fitness = {m: entry["fitness"] for m, entry in fitness_record["members"].items()}
+            fitness = fitness_now(self, measure=evo.fitness.needs_dev_set)  # every member's, recorded
             births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators,
-                                        fitness=fitness)
+                                        fitness={m: entry["fitness"] for m, entry in fitness["members"].items()})
             self.league.enshrine(self.bank, self.arm.game.solver, step)
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
         record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
-        if births or fitness_record is not None:
-            record["fitness"] = fitness_record
+        if fitness is not None:
+            record["fitness"] = fitness
         record["faults"] = faults
         if critic is not None:
             record["critic"] = critic
@@ -231,17 +230,6 @@ class Run:
         if timing is not None:
             record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
-
-    def fitness_signals(self, *, measure: bool) -> dict:
-        """Every member's fitness now and its signals (:func:`evolora.fitness.fitness_record`);
-        ``measure``: also dev-set accuracy of the solvers (one batched greedy call)."""
-        validation = None
-        if measure and self.dev_items:
-            solvers = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
-            evaluation = self.config.eval
-            validation = dev_accuracy(self.bank, self.tokenizer, self.task, solvers, self.dev_items,
-                                      max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size)
-        return fitness_record(self.config.evolution.fitness, self.population.members, self.ratings, validation)
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
         """The review game of the step (:func:`evolora.critic.review_step`) when the run has critics, else None."""
@@ -384,7 +372,7 @@ class Run:
                                 "solve_or_valid_rate": rate,
                                 "operator": member.operator, "born_step": member.born_step,
                                 "held_out": held_out.get(member.id)})
-        fitness = (final_fitness(self.fitness_signals(measure=True), held_out, len(self.dev_items or []))
+        fitness = (final_fitness(fitness_now(self, measure=True), held_out, len(self.dev_items or []))
                    if evaluate and self.config.eval.enabled else None)
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,

@@ -31,7 +31,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from evolora.config import Config, ConfigError, load_config, load_run_config
 
@@ -176,11 +176,12 @@ STUDY_KS = (1, 4, 16)
 """The k of a study's sampled pass@k (``evolora study --samples``)."""
 
 
-def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = STUDY_KS) -> list[Path]:
+def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = STUDY_KS,
+                    say: Callable[[str], None] | None = None) -> list[Path]:
     """Sampled pass@k (:func:`evolora.evaluation.sampled.sampled_pass_at_k`) of every finished run of
     ``plan`` that has none with ``samples`` answers per problem yet; the base is sampled once per
     (items, model dtype) and copied into the other runs' records (it draws the same answers in
-    every run). Returns the run directories evaluated now.
+    every run). ``say`` is told each run evaluated. Returns the run directories evaluated now.
 
     Raises:
         ValueError: ``samples`` < 1 or no k in 1..samples.
@@ -202,6 +203,8 @@ def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = ST
         record = sampled_pass_at_k(item.out, samples=samples, ks=ks, base=bases.get(key))
         bases.setdefault(key, record["members"]["base"])
         done.append(item.out)
+        if say is not None:
+            say(f"sampled pass@k ({samples} per problem): {item.out}")
     return done
 
 

@@ -144,8 +144,7 @@ class EvolutionConfig(_Section):
     crossover: OperatorChoice = OperatorChoice(name="svd_merge")
     mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
     fitness: FitnessConfig = FitnessConfig()
-    """What members are ranked by: ``rating`` (μ − 3σ), ``validation`` (dev-set accuracy) or
-    ``blend`` (:class:`evolora.config.fitness.FitnessConfig`)."""
+    """What members are ranked by: rating (μ − 3σ), validation (dev accuracy) or blend (:mod:`evolora.config.fitness`)."""
 
 
 class EvalConfig(_Section):

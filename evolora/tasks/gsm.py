@@ -19,7 +19,7 @@ from pathlib import Path
 from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
+from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k, train_dev_set
 from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
@@ -338,16 +338,8 @@ class GSMTask(PooledVerifier):
 
 
     def dev_set(self, size: int) -> list[HeldOutItem] | None:
-        """The last ``size`` problems of the GSM8K train file ``train_path`` (a slice of the
-        training distribution; GSM8K's train and test splits share no problem), or None without
-        ``train_path``: the package ships only the test split, and the dev set never takes test items.
-
-        Raises:
-            ValueError: ``train_path`` has a malformed line.
-        """
-        if self.train_path is None:
-            return None
-        return load_gsm8k(Path(self.train_path))[-max(size, 0):] if size > 0 else []
+        """The last ``size`` problems of ``train_path``, or None without it (:func:`~evolora.tasks.gsm_data.train_dev_set`)."""
+        return train_dev_set(self.train_path, size)
 
 
 def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,

@@ -99,6 +99,8 @@ def test_every_evolution_event_records_each_members_fitness(tmp_path, single_thr
         else:
             assert entry["validation"] is None and entry["fitness"] == entry["rating"]
     summary = run.finish()
+    for member, held in summary["held_out"].items():  # per-item correctness in the record
+        assert len(held["items"]) == held["total"] and held["items"].count("1") == held["correct"]
     final = summary["fitness"]
     assert final["dev_size"] == 6 and set(final["rank_correlation"]) == {"rating", "validation", "fitness"}
     assert {m for m, e in final["members"].items() if e["validation"] is not None} == {

@@ -6,7 +6,9 @@ Measured in one process, in interleaved rounds (the machine is shared: read the 
   * tokens/s of one mixed-adapter batch (rows spread round robin over the adapters; every row
     writes exactly ``--tokens`` tokens): the eager engine (:func:`evolora.generation.decode.decode`
     with routed hooks), the graph engine's step uncaptured, and that step under ``torch.compile``
-    (its compile seconds printed apart, never timed in the rounds) — each as a share of the limit.
+    (its compile seconds printed apart, never timed in the rounds) — each as a share of the limit;
+  * the same number of steps of the base weights' GEMMs alone (the fused q/k/v, o, gate/up,
+    down and LM-head products at the batch's rows): the step's floor on this CPU's GEMM library.
 
     python benchmarks/graph_decode.py --threads 2 --batch 8 --tokens 48 --adapters 4
     python benchmarks/graph_decode.py --quick          # tiny random model, no compile, seconds (smoke test)
@@ -23,6 +25,7 @@ import torch
 
 from evolora.generation.decode import choose_tokens, decode
 from evolora.generation.graph import GraphDecoder
+from evolora.generation.static_step import _linear
 from evolora.generation.rollout import chat_prompt, left_pad
 from evolora.generation.routed import routed
 from evolora.model import load_base
@@ -68,7 +71,19 @@ def main() -> None:
         return lambda: engine.decode(ids, attention, names, greedy=True, temperature=1.0, top_p=1.0, generator=None,
                                      **common)
 
-    calls = {"eager engine": eager, "graph step, uncaptured": graph_of(GraphDecoder(bank))}
+    engine = GraphDecoder(bank)
+    calls = {"eager engine": eager, "graph step, uncaptured": graph_of(engine)}
+    x = {g.weight.shape[1]: torch.randn(args.batch, g.weight.shape[1]) for _, _, groups in engine.weights.layers
+         for g in groups}
+
+    def matmuls():  # the base GEMMs of one decode step per token, nothing else: what bounds the step
+        for _ in range(args.tokens):
+            for _, _, groups in engine.weights.layers:
+                for g in groups:
+                    _linear(x[g.weight.shape[1]], g.weight, g.bias)
+            _linear(x[engine.weights.head.shape[1]], engine.weights.head, None)
+
+    calls["base GEMMs alone (no LoRA)"] = matmuls
     reference = eager()
     assert torch.equal(calls["graph step, uncaptured"](), reference), "graph and eager tokens differ"
     if not args.no_compile:
@@ -99,7 +114,7 @@ def main() -> None:
         rate = tokens / statistics.median(times)
         ratio = statistics.median(b / t for b, t in zip(base, times))
         print(f"{name:<30}{statistics.median(times):>9.2f}{rate:>9.1f}{rate / limit:>10.2f}{ratio:>10.2f}")
-    best = max(seconds, key=lambda n: -statistics.median(seconds[n]))
+    best = min((n for n in seconds if "GEMMs" not in n), key=lambda n: statistics.median(seconds[n]))
     print(f"ratio graph/eager tok/s: {statistics.median(b / t for b, t in zip(base, seconds['graph step, uncaptured'])):.2f}x; "
           f"best {best!r} at {tokens / statistics.median(seconds[best]) / limit:.2f} of the limit")
 

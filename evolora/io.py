@@ -77,15 +77,18 @@ def append_jsonl(path: str | Path, record: dict) -> None:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Read JSON lines, skipping lines that do not parse (a partial last line left by a crash,
-    or a damaged line in the middle: the records after it are still read)."""
+    """Read JSON lines, skipping lines that are not JSON objects (a partial last line left by a
+    crash, or a damaged line in the middle, bytes that are not UTF-8 included: the records after it
+    are still read)."""
     records = []
     path = Path(path)
     if not path.exists():
         return records
-    for line in path.read_text().splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(record, dict):
+            records.append(record)
     return records

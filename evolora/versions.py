@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import tomllib
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 GUARDED = ("torch", "transformers", "peft")
 """The packages whose versions are checked."""
@@ -41,15 +43,23 @@ class VersionWarning(UserWarning):
     """A guarded package is installed at a version outside the tested range."""
 
 
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+"""The requirements of a source checkout run without installing it (``PYTHONPATH=.`` on a GPU image)."""
+
+
 def required() -> dict[str, str]:
-    """{package: specifier} of :data:`GUARDED` from evolora's installed requirements, e.g.
-    ``{"torch": "<2.15,>=2.13", ...}``; {} when evolora's metadata is not installed (a bare source tree)."""
+    """{package: specifier} of :data:`GUARDED` from evolora's requirements, e.g.
+    ``{"torch": ">=2.13,<2.15", ...}``: the installed metadata, else :data:`PYPROJECT` of a source
+    checkout; {} when neither is there."""
     from packaging.requirements import Requirement
 
     try:
         lines = importlib.metadata.requires("evolora") or []
     except importlib.metadata.PackageNotFoundError:
-        return {}
+        if not PYPROJECT.is_file():
+            return {}
+        with PYPROJECT.open("rb") as file:
+            lines = tomllib.load(file).get("project", {}).get("dependencies", [])
     out = {}
     for line in lines:
         requirement = Requirement(line)

@@ -36,3 +36,33 @@ def finished_arith_run(tiny_config, out, mode: str = "population"):
     run = Run(config, out, model=model, tokenizer=tokenizer, task=ArithTask())
     run.train([])
     return run, run.finish()["held_out"]
+
+
+TOY_ARGS = ["--set", "model.name=tiny-random", "--set", "model.dtype=float32", "--set", "lora.rank=2",
+            "--set", "task.name=toy", "--set", "task.params={}", "--set", "selfplay.proposals_per_teacher=2",
+            "--set", "selfplay.samples_per_problem=2", "--set", "selfplay.teacher_max_new_tokens=6",
+            "--set", "selfplay.student_max_new_tokens=4", "--set", "evolution.every=1", "--set", "eval.limit=2",
+            "--set", "eval.max_new_tokens=4", "--set", "run.steps=2"]
+"""``evolora evolve`` options of a finished 2-step toy run on the tiny model (seconds)."""
+
+
+def finished_cli_run(out):
+    """Run ``evolora evolve tasks/gsm.yaml --out OUT`` with :data:`TOY_ARGS` in process; return ``out``."""
+    from typer.testing import CliRunner
+
+    from evolora.cli import app
+
+    result = CliRunner().invoke(app, ["evolve", "tasks/gsm.yaml", "--out", str(out), *TOY_ARGS])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def tree_digest(root) -> dict[str, str]:
+    """{relative path: sha256} of every file under ``root`` except the lock file: what "nothing
+    already written is lost" compares."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(root)
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}

@@ -164,3 +164,30 @@ def test_the_concepts_pages_engine_example_runs(capsys):
     assert engine.rows == 3 and engine.refreshed == ["A"]
     assert namespace["bank"].engine is engine and len(namespace["done"]) == 3
     assert capsys.readouterr().out.startswith("3 ['A']")
+
+
+def test_a_step_sends_every_teachers_rows_in_one_call_and_every_students_in_another(tmp_path):
+    """Whole steps in big batches: one engine call per role, each holding all of that role's rows."""
+    from run_helpers import TINY_OVERRIDES
+
+    from evolora.model import load_base
+    from evolora.run import Run
+    from evolora.tasks.toy import ToyTask
+
+    config = config_from_dict({**TINY_OVERRIDES, "task": {"name": "toy"}, "run": {"steps": 1, "seed": 0}})
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, tmp_path / "run", model=model, tokenizer=tokenizer, task=ToyTask())
+    role = {m.slot: m.role for m in run.population.members}
+    calls = []
+    generate = run.bank.engine.generate
+
+    def record(tokenizer, prompts, adapters, sampling, **options):
+        calls.append([role[a] for a in adapters])
+        return generate(tokenizer, prompts, adapters, sampling, **options)
+
+    run.bank.engine.generate = record
+    run.run_step()
+    teachers = config.role_sizes["teacher"]
+    assert [set(c) for c in calls] == [{"teacher"}, {"student"}]  # toy proposals are always valid
+    assert len(calls[0]) == teachers * config.selfplay.proposals_per_teacher
+    assert len(calls[1]) == teachers * config.selfplay.proposals_per_teacher * config.selfplay.samples_per_problem

@@ -19,6 +19,14 @@ def test_the_tested_ranges_are_the_package_requirements():
     assert required() == PINS
 
 
+def test_a_source_checkout_reads_the_ranges_from_its_pyproject(monkeypatch):
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "requires", missing)
+    assert required() == PINS
+
+
 def test_tested_versions_pass_silently():
     assert check_versions(TESTED, PINS) == []
     assert check_versions({**TESTED, "torch": "2.14.1+cu130"}, PINS) == []  # a local build tag is the same torch

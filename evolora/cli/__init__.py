@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import time
@@ -25,7 +24,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, fail, result_console, warn
+from evolora.cli.display import DISK_ERRORS, console, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.tools import init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
@@ -99,10 +98,6 @@ app.command()(operators)
 app.command("evaluate")(evaluate_command)
 app.command("export")(export_command)
 app.command()(sandbox)
-
-
-DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-               errno.EROFS: "the file system is read-only"}
 
 
 def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False,

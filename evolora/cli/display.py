@@ -6,6 +6,7 @@ Only the CLI calls these: the library itself never changes global warning filter
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -67,6 +68,11 @@ def critic_table(critic_eval: dict):
 def warn(message: str) -> None:
     """Print ``message`` as one warning line on stderr."""
     console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+               errno.EROFS: "the file system is read-only"}
+"""OSError numbers the command line reports as a full or read-only disk (exit 2, one line)."""
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, fail, result_console, warn
+from evolora.cli.display import DISK_ERRORS, console, fail, result_console, warn
 from evolora.config import ConfigError
 
 STALE_HELP = ("Use final/ even when the run holds newer checkpoints (a resume that stopped before its end); "
@@ -61,6 +61,8 @@ def evaluate_command(
             held_out = evaluate_run(run_dir, limit=limit, overrides=overrides, out=out, allow_stale=stale_ok)
     except (FileNotFoundError, ValueError, ConfigError) as error:
         fail(str(error))
+    except OSError as error:
+        _disk_failure(error, "the run's summary and answers are as they were")
     if samples:
         _print_pass_at_k(run_dir, record, step)
     else:
@@ -156,3 +158,13 @@ def export_command(
         typer.echo(str(export_member(plan)))
     except (ModelNotFoundError, ValueError) as error:
         fail(str(error))
+    except OSError as error:
+        _disk_failure(error, f"nothing was left in {plan.out}")
+
+
+def _disk_failure(error: OSError, kept: str) -> None:
+    """Exit 2 with one line for a full or read-only disk (every write is atomic: ``kept`` says what
+    is as it was); re-raise any other OSError."""
+    if error.errno not in DISK_ERRORS:
+        raise error
+    fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or 'the output'}; {kept}: make room and run again")

@@ -37,6 +37,8 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; vLLM V1 / nano-vllm bucketed 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Callable
 
 import torch
@@ -44,6 +46,9 @@ import torch
 from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_step import StaticWeights, decode_step
+
+if TYPE_CHECKING:
+    from evolora.bank import LocalBank
 
 BUCKETS = (1, 2, 4, 8, 16, 32) + tuple(range(64, 513, 32))
 """Batch sizes with a captured step: a batch runs in the smallest bucket that holds its rows."""
@@ -157,7 +162,7 @@ class GraphDecoder:
         ValueError: an unsupported model type, or ``check_every < 1``.
     """
 
-    def __init__(self, bank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
+    def __init__(self, bank: LocalBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
                  compile: bool = False) -> None:
         if check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
@@ -243,7 +248,8 @@ class GraphDecoder:
 
         Same arguments and return as :func:`evolora.generation.decode.decode` with
         :func:`choose_tokens`' sampling options: ``input_ids``/``attention`` (B, T_p) long, left
-        padded, B <= 512; ``names`` B adapter slots (or ``"__base__"``); ``temperature`` > 0,
+        padded (more than 512 rows run in chunks of 512: greedy tokens as one batch, sampled ones
+        from per-chunk draws); ``names`` B adapter slots (or ``"__base__"``); ``temperature`` > 0,
         0 < ``top_p`` <= 1; ``generator`` on the model's device (None: its default generator).
 
         Returns:
@@ -251,12 +257,23 @@ class GraphDecoder:
             ``pad_id`` after a row's EOS or stop string.
 
         Raises:
-            ValueError: ``max_new_tokens < 1``, more than 512 rows, or a generator on another device.
+            ValueError: ``max_new_tokens < 1``, or a generator on another device.
             KeyError: an unknown adapter name.
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         total, width = input_ids.shape
+        if total > BUCKETS[-1]:  # in chunks of the largest bucket, padded to the longest
+            options = dict(max_new_tokens=max_new_tokens, eos_ids=eos_ids, pad_id=pad_id, greedy=greedy,
+                           temperature=temperature, top_p=top_p, generator=generator, min_new_tokens=min_new_tokens)
+            parts = []
+            for start in range(0, total, BUCKETS[-1]):
+                end = start + BUCKETS[-1]
+                tail = None if stopped is None else (lambda g, r, t, s=start: stopped(g, r + s, t))
+                parts.append(self.decode(input_ids[start:end], attention[start:end], names[start:end], stopped=tail,
+                                         **options))
+            length = max(p.shape[1] for p in parts)
+            return torch.cat([torch.nn.functional.pad(p, (0, length - p.shape[1]), value=pad_id) for p in parts])
         size = bucket(total)
         w = self.weights
         if generator is not None and generator.device.type != w.device.type:

@@ -27,8 +27,13 @@ multi-LoRA batching.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from evolora.bank import LocalBank
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
@@ -52,7 +57,7 @@ class _Group:
     factors ``a`` (d_in, P·G·r) and ``b`` (P·G·r, d_out) (or None when no sibling is adapted),
     and the output split sizes."""
 
-    def __init__(self, modules: list, names: list[str], bank, slots: int) -> None:
+    def __init__(self, modules: list, names: list[str], bank: LocalBank, slots: int) -> None:
         linears = [_base_linear(m) for m in modules]
         self.weight = torch.cat([lin.weight.detach() for lin in linears]) if len(linears) > 1 else linears[0].weight.detach()
         biases = [lin.bias for lin in linears]
@@ -70,7 +75,7 @@ class _Group:
             self.b = torch.zeros(width, d_out, dtype=factor.dtype, device=factor.device)
 
     @torch.no_grad()
-    def refresh(self, bank, slot_indices: list[int]) -> None:
+    def refresh(self, bank: LocalBank, slot_indices: list[int]) -> None:
         """Copy the factors of bank slots ``slot_indices`` into ``a`` and ``b`` in place."""
         if self.a is None:
             return
@@ -104,7 +109,7 @@ class StaticWeights:
         ValueError: the model's ``model_type`` is not in :data:`SUPPORTED`.
     """
 
-    def __init__(self, bank) -> None:
+    def __init__(self, bank: LocalBank) -> None:
         base = bank.model.get_base_model() if hasattr(bank.model, "get_base_model") else bank.model
         config = base.config
         if config.model_type not in SUPPORTED:
@@ -150,8 +155,8 @@ def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor) -> torch.Tens
         h.view(x.shape[0], onehot.shape[1], -1).mul_(onehot[:, :, None])
         if y.dtype == h.dtype:
             y.addmm_(h, group.b)
-        else:
-            y.add_(torch.mm(h, group.b).to(y.dtype))
+        else:  # a bf16 base: the fp32 delta added in one kernel (rounded once, into y's dtype)
+            y.add_(torch.mm(h, group.b))
     return y
 
 

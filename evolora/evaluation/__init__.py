@@ -147,7 +147,8 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
 
     Returns:
         ({member id or "base": {"correct", "total", "accuracy", "items"}}, number of problems); accuracy
-        is a fraction in [0, 1]; "items" is per-item correctness, "1"/"0" per item in order. When the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
+        is a fraction in [0, 1]; "items" is per-item correctness, "1"/"0" per item in order. When
+        the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
         each entry also has "by_group": {group: {"correct", "total"}}, groups in item order.
         Empty when evaluation is disabled or the task has no held-out data.
     """

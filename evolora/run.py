@@ -36,7 +36,7 @@ from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoi
 from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
-from evolora.evaluation import held_out_accuracy
+from evolora.evaluation import held_out_accuracy, held_out_curve
 from evolora.fitness import final_fitness, fitness_dev_set, fitness_now
 from evolora.generation.engine import resolve_engine
 from evolora.config.operator_choice import resolve_operators
@@ -222,6 +222,9 @@ class Run:
         record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
         if fitness is not None:
             record["fitness"] = fitness
+        if self.config.eval.every and step % self.config.eval.every == 0:  # a learning-curve point
+            record["held_out_curve"] = held_out_curve(self.bank, self.tokenizer, self.task, {
+                m.slot: m.id for m in self.population.players(self.arm.game)[1]}, self.config.eval, seed=self.config.run.seed)
         record["faults"] = faults
         if critic is not None:
             record["critic"] = critic

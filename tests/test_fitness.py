@@ -105,3 +105,14 @@ def test_every_evolution_event_records_each_members_fitness(tmp_path, single_thr
     assert final["dev_size"] == 6 and set(final["rank_correlation"]) == {"rating", "validation", "fitness"}
     assert {m for m, e in final["members"].items() if e["validation"] is not None} == {
         m.id for m in run.population.role("student")}
+
+
+def test_held_out_learning_curve_every_k_steps(tmp_path, single_thread):
+    config = _config(eval={"every": 2, "curve_limit": 3, "limit": 3}, task={"name": "arith", "params": {}},
+                     evolution={"every": 10}, run={"steps": 2})
+    run = Run(config, tmp_path / "run")
+    first, _ = run.run_step()
+    second, _ = run.run_step()
+    assert "held_out_curve" not in first
+    curve = second["held_out_curve"]
+    assert set(curve) == {m.id for m in run.population.role("student")} and all(0 <= v <= 1 for v in curve.values())

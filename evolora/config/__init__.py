@@ -152,6 +152,10 @@ class EvalConfig(_Section):
     """False: no held-out evaluation when the run ends (``evolora evaluate`` can run it later)."""
     limit: Int = Field(default=16, ge=0)
     """Held-out problems evaluated (greedy) per individual; 0 disables."""
+    every: Int = Field(default=0, ge=0)
+    """> 0: a learning curve: every k steps the solvers' greedy accuracy on the first ``curve_limit`` held-out items."""
+    curve_limit: Int = Field(default=18, ge=1)
+    """Held-out items of each learning-curve point (``every``); the step record's ``held_out_curve``."""
     max_new_tokens: Int = Field(default=192, ge=1)
     """Token cap of each greedy held-out answer."""
     batch_size: Int | None = Field(default=None, ge=1)

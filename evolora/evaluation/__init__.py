@@ -185,3 +185,13 @@ def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:
             group["total"] += 1
         record["by_group"] = groups
     return record
+
+
+def held_out_curve(bank: Bank, tokenizer: Tokenizer, task: Task, solvers: dict[str, str], eval_config, *,
+                   seed: int) -> dict[str, float]:
+    """One point of a held-out learning curve (``eval.every``): {member id: greedy accuracy in [0, 1]}
+    of ``solvers`` ({bank slot: id}) on the first ``eval_config.curve_limit`` held-out items, in one
+    batched call, without the base; {} when the task has no held-out data."""
+    curve = eval_config.model_copy(update={"enabled": True, "base": False})
+    results, _ = held_out_accuracy(bank, tokenizer, task, solvers, curve, seed=seed, limit=eval_config.curve_limit)
+    return {member: entry["accuracy"] for member, entry in results.items()}

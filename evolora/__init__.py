@@ -52,7 +52,8 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ im
     from evolora.league import League
     from evolora.model import load_base
     from evolora.operators import REGISTRY
-    from evolora.population import AdapterBank, Individual, Population
+    from evolora.bank.local import AdapterBank
+    from evolora.population import Individual, Population
     from evolora.ratings import Ratings
     from evolora.run import Run
     from evolora.study import study_plan

@@ -60,7 +60,7 @@ def test_without_glibc_it_is_a_no_op(monkeypatch):
 def test_a_bank_update_runs_with_large_blocks_mapped(tiny, mallopt_calls, monkeypatch):
     """The heap is trimmed first, then the threshold is 1 MB while the update's forward and
     backward run, and fixed again after it."""
-    import evolora.population as population
+    import evolora.bank.local as population
     from bank_helpers import random_bank
     from evolora.learner import Sample
 

@@ -15,6 +15,9 @@ TECHNICAL = re.compile(
     r"|session or process group|pgrp, session|process session|sessions? \(process group\)")
 """Lines where "session" means a POSIX process session or a pytest fixture scope."""
 
+QUOTED_DATA = {"evolora/data/gsm_seeds.json"}
+"""Files that quote a data set's text verbatim (GSM8K train problems), where the word is the problem's own."""
+
 
 def _tracked() -> list[Path]:
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -26,7 +29,8 @@ def test_no_development_history_wording():
     for path in _tracked():
         if WORD.search(path.name):
             found.append(f"{path.relative_to(ROOT)} (file name)")
-        if path.suffix in (".gz", ".png", ".safetensors") or not path.is_file():
+        if path.suffix in (".gz", ".png", ".safetensors") or not path.is_file() or \
+                path.relative_to(ROOT).as_posix() in QUOTED_DATA:
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if WORD.search(line) and not TECHNICAL.search(line) and path.name != "test_wording.py":

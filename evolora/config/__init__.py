@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from evolora.config.errors import format_validation_error
 from evolora.config.fitness import FitnessConfig
 from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
@@ -219,52 +220,6 @@ class Config(_Section):
         return dict(self.arm.sizes) if self.arm.sizes is not None else self.population.roles
 
 
-def _section_keys(loc: tuple) -> list[str]:
-    """The keys of the config section at ``loc`` (``()`` the top level, ``("lora",)``, ...); [] when
-    ``loc`` does not name a section (a free-form mapping such as ``task.params``)."""
-    model: type = Config
-    for part in loc:
-        field = model.model_fields.get(str(part))
-        annotation = field.annotation if field is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, _Section)):
-            return []
-        model = annotation
-    return list(model.model_fields)
-
-
-def _format_validation_error(error: ValidationError) -> str:
-    """At most 3 lines: a header and the first errors, each naming the key, what it got (one short
-    line, never the whole config) and what is allowed."""
-    lines = []
-    for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "extra_forbidden":
-            known = _section_keys(item["loc"][:-1])
-            message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
-                       if known else "unknown key; check the spelling against the documented keys")
-        got = item.get("input")  # a whole section or config is never echoed: the message names its keys
-        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {_short(got)})"))
-    if len(lines) > 2:
-        lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
-    return "invalid config:\n" + "\n".join(lines)
-
-
-def _clip(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters (a validator's message may quote a value)."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` on one line, cut to ``limit`` characters (:func:`evolora.config.strict_yaml.short`).
-
-    >>> _short({"name": "x" * 100})
-    "{'name': 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
-    """
-    return short(value, limit)
-
-
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse one ``--set a.b.c=value`` override; the value is read as YAML.
 
@@ -273,8 +228,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     """
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--set expects KEY=VALUE such as evolution.gamma=0.5, got {_short(text, 80)}")
-    shown = text if len(text) <= 80 and text.isprintable() else _short(text, 80)
+        raise ConfigError(f"--set expects KEY=VALUE such as evolution.gamma=0.5, got {short(text, 80)}")
+    shown = text if len(text) <= 80 and text.isprintable() else short(text, 80)
     try:
         check_text(key, "the key")
         check_text(raw, "the value", limit=MAX_CHARS)
@@ -294,7 +249,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"--set {_short(text, 80)}: {_short(part)} is a value, not a section")
+                raise ConfigError(f"--set {short(text, 80)}: {short(part)} is a value, not a section")
             node = child
         node[path[-1]] = value
     return data
@@ -311,7 +266,7 @@ def config_from_dict(data: dict) -> Config:
     try:
         config = Config.model_validate(migrate_routing(data))
     except ValidationError as error:
-        raise ConfigError(_format_validation_error(error)) from None
+        raise ConfigError(format_validation_error(error, Config)) from None
     _check_operators(config)
     _check_task(config)
     return config
@@ -379,7 +334,7 @@ def _mapping(path: Path, raw: bytes) -> dict:
     except yaml.YAMLError as error:
         raise ConfigError(f"{path} is not valid YAML: {yaml_error_line(error)}") from None
     if not isinstance(data, dict):
-        got = "an empty document" if data is None else f"the {type(data).__name__} {_short(data, 40)}"
+        got = "an empty document" if data is None else f"the {type(data).__name__} {short(data, 40)}"
         raise ConfigError(f"{path}: a config must be a mapping of sections (run, model, ...), got {got}")
     return data
 
@@ -417,7 +372,7 @@ def check_resume(stored: Config, resumed: Config) -> None:
         changed.append(("population", stored.role_sizes, resumed.role_sizes))
     if changed:
         key, old, new = changed[0]
-        raise ConfigError(f"--resume cannot change {key} ({_short(old)} -> {_short(new)}): the run's checkpoints "
+        raise ConfigError(f"--resume cannot change {key} ({short(old)} -> {short(new)}): the run's checkpoints "
                           "depend on it; start a new run with --out instead")
 
 

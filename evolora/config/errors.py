@@ -1,0 +1,56 @@
+"""Messages for a config that fails validation: short, one line per key, never the config itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from evolora.config.strict_yaml import short
+from evolora.config.types import _Section
+
+
+def _section_keys(root: type, loc: tuple) -> list[str]:
+    """The keys of the config section of ``root`` (the Config model) at ``loc`` (``()`` the top level, ``("lora",)``, ...); [] when
+    ``loc`` does not name a section (a free-form mapping such as ``task.params``)."""
+    model: type = root
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, _Section)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def format_validation_error(error: ValidationError, root: type) -> str:
+    """At most 3 lines: a header and the first errors of validating ``root`` (the Config model), each naming the key, what it got (one short
+    line, never the whole config) and what is allowed."""
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            known = _section_keys(root, item["loc"][:-1])
+            message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
+                       if known else "unknown key; check the spelling against the documented keys")
+        got = item.get("input")  # a whole section or config is never echoed: the message names its keys
+        lines.append(f"  {_clip(where, 80)}: {_clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {_short(got)})"))
+    if len(lines) > 2:
+        lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
+    return "invalid config:\n" + "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters (a validator's message may quote a value)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters (:func:`evolora.config.strict_yaml.short`).
+
+    >>> _short({"name": "x" * 100})
+    "{'name': 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
+    """
+    return short(value, limit)

@@ -209,22 +209,13 @@ class Run:
         critic = self._rate_reviews(reviews, outcome, roles) if reviews is not None else None
 
         t0 = time.perf_counter()
-        births, fitness = [], None
-        evo = self.config.evolution
-        if self.arm.evolve and evo.enabled and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
-            fitness = fitness_now(self, measure=evo.fitness.needs_dev_set)  # every member's, recorded
-            births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators,
-                                        fitness={m: entry["fitness"] for m, entry in fitness["members"].items()})
-            self.league.enshrine(self.bank, self.arm.game.solver, step)
+        births, extra = self._evolve(step, generator)  # extra: every member's fitness at an evolution event
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
-        record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
-        if fitness is not None:
-            record["fitness"] = fitness
+        record = {**self._record(step, outcome, updates, outcomes, births, seconds, roles), **extra}
         if self.config.eval.every and step % self.config.eval.every == 0:  # a learning-curve point
-            record["held_out_curve"] = held_out_curve(self.bank, self.tokenizer, self.task, {
-                m.slot: m.id for m in self.population.players(self.arm.game)[1]}, self.config.eval, seed=self.config.run.seed)
+            record["held_out_curve"] = held_out_curve(self)
         record["faults"] = faults
         if critic is not None:
             record["critic"] = critic
@@ -233,6 +224,19 @@ class Run:
         if timing is not None:
             record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
+
+    def _evolve(self, step: int, generator: torch.Generator) -> tuple[list, dict]:
+        """The outer loop when ``step`` is an evolution step: (births, {"fitness": every member's
+        fitness record}); else ([], {})."""
+        evo = self.config.evolution
+        if not (self.arm.evolve and evo.enabled and step % evo.every == 0
+                and (evo.at_last_step or step < self.config.run.steps)):
+            return [], {}
+        fitness = fitness_now(self, measure=evo.fitness.needs_dev_set)
+        births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators,
+                                    fitness={m: entry["fitness"] for m, entry in fitness["members"].items()})
+        self.league.enshrine(self.bank, self.arm.game.solver, step)
+        return births, {"fitness": fitness}
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
         """The review game of the step (:func:`evolora.critic.review_step`) when the run has critics, else None."""

@@ -187,11 +187,12 @@ def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:
     return record
 
 
-def held_out_curve(bank: Bank, tokenizer: Tokenizer, task: Task, solvers: dict[str, str], eval_config, *,
-                   seed: int) -> dict[str, float]:
-    """One point of a held-out learning curve (``eval.every``): {member id: greedy accuracy in [0, 1]}
-    of ``solvers`` ({bank slot: id}) on the first ``eval_config.curve_limit`` held-out items, in one
-    batched call, without the base; {} when the task has no held-out data."""
-    curve = eval_config.model_copy(update={"enabled": True, "base": False})
-    results, _ = held_out_accuracy(bank, tokenizer, task, solvers, curve, seed=seed, limit=eval_config.curve_limit)
+def held_out_curve(run) -> dict[str, float]:
+    """One point of a held-out learning curve (``eval.every``) of ``run`` (an :class:`evolora.run.Run`):
+    {member id: greedy accuracy in [0, 1]} of its solvers on the first ``eval.curve_limit`` held-out
+    items, in one batched call, without the base; {} when the task has no held-out data."""
+    solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
+    curve = run.config.eval.model_copy(update={"enabled": True, "base": False})
+    results, _ = held_out_accuracy(run.bank, run.tokenizer, run.task, solvers, curve, seed=run.config.run.seed,
+                                   limit=curve.curve_limit)
     return {member: entry["accuracy"] for member, entry in results.items()}

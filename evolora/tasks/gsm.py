@@ -19,7 +19,7 @@ from pathlib import Path
 from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k, train_dev_set
+from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, gsm_dev_set, load_gsm8k
 from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
@@ -337,10 +337,7 @@ class GSMTask(PooledVerifier):
         return self._eval[: max(limit, 0)]
 
 
-    def dev_set(self, size: int) -> list[HeldOutItem] | None:
-        """The last ``size`` problems of ``train_path``, or None without it (:func:`~evolora.tasks.gsm_data.train_dev_set`)."""
-        return train_dev_set(self.train_path, size)
-
+    dev_set = gsm_dev_set  # the validation-fitness dev set: the last problems of train_path, or None
 
 def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,
                   example_set, structured, problem_tokens, program_tokens, program_temperature) -> None:

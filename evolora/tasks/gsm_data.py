@@ -163,15 +163,15 @@ def load_bundled_test() -> list[HeldOutItem]:
 
 
 
-def train_dev_set(train_path: str | None, size: int) -> list[HeldOutItem] | None:
-    """The validation-fitness dev set of the ``gsm`` task: the last ``size`` problems of the GSM8K
-    train file ``train_path`` (a slice of the training distribution; GSM8K's train and test splits
-    share no problem), or None without ``train_path``: the package ships only the test split, and
-    the dev set never takes test items.
+def gsm_dev_set(task, size: int) -> list[HeldOutItem] | None:
+    """``GSMTask.dev_set``: the validation-fitness dev set of the ``gsm`` task, the last ``size``
+    problems of the GSM8K train file ``task.train_path`` (a slice of the training distribution;
+    GSM8K's train and test splits share no problem), or None without ``train_path``: the package
+    ships only the test split, and the dev set never takes test items.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`load_gsm8k`.
     """
-    if train_path is None:
+    if task.train_path is None:
         return None
-    return load_gsm8k(Path(train_path))[-size:] if size > 0 else []
+    return load_gsm8k(Path(task.train_path))[-size:] if size > 0 else []

@@ -81,14 +81,14 @@ def parity(name: str, devices: tuple[str, str], *, tokens: int = 32, seed: int =
     return {"rows": len(ids_a), "tokens": sum(map(len, ids_a)), "max_logp_diff": diff}
 
 
-def engine_override(engine: str | None) -> list[str]:
-    """``["generation.engine=<engine>"]`` where the configuration has that key, else [] (said once)."""
+def engine_override(engine: str | None, device: str) -> list[str]:
+    """``["generation.engine=<engine>"]`` where the configuration accepts it on ``device``, else [] (said once)."""
     from evolora.config import load_config
 
     if not engine:
         return []
     try:
-        load_config(GSM, [f"generation.engine={engine}"])
+        load_config(GSM, [f"model.device={device}", f"generation.engine={engine}"])
     except Exception as error:  # noqa: BLE001 - an unknown key or value: run on the default engine
         print(f"  generation.engine={engine} not accepted ({' '.join(str(error).split())[:160]}); the gsm step runs on the "
               f"default engine")
@@ -180,7 +180,8 @@ def main() -> int:
                         help="the models of the parity check")
     parser.add_argument("--speed", choices=("auto", "on", "off"), default="auto",
                         help="the graph engine's speed part (auto: on CUDA only)")
-    parser.add_argument("--engine", default="graph", help="generation.engine of the gsm step (when the key exists)")
+    parser.add_argument("--engine", default="auto",
+                        help="generation.engine of the gsm step (auto: graph on CUDA, eager on the CPU)")
     parser.add_argument("--skip-gsm", action="store_true", help="leave out the gsm step")
     parser.add_argument("--quick", action="store_true", help="tiny models and sizes everywhere (with --device cpu: "
                                                              "the smoke test of every part)")
@@ -223,13 +224,13 @@ def main() -> int:
             print("gpu_check passed (gsm step left out)")
             return 0
         began = time.perf_counter()
-        overrides = engine_override(args.engine)
+        overrides = engine_override(args.engine, args.device)
         busy = utilisation(args.device) if cuda else (lambda: None)
         with tempfile.TemporaryDirectory() as root:
             step = gsm_step(args.model, args.device, Path(root) / "run", overrides)
         used = busy()
-        print(f"  tasks/gsm.yaml step on {args.device} ({args.model}, {overrides[0] if overrides else 'default engine'}): "
-              f"{step['tokens']} tokens, {step['tokens_per_second']:.0f} tok/s, step {step['seconds']:.1f} s (with "
+        print(f"  tasks/gsm.yaml step on {args.device} ({args.model}): "
+              f"{overrides[0] if overrides else 'the default engine'}, {step['tokens']} tokens, {step['tokens_per_second']:.0f} tok/s, step {step['seconds']:.1f} s (with "
               f"loading {time.perf_counter() - began:.1f} s)"
               + (f", GPU utilisation {used:.0f} %" if used is not None else "")
               + "; tensors on the device; checkpoint read back on the CPU")

@@ -198,11 +198,8 @@ def _name(dtype: torch.dtype) -> str:
 
 
 def run_speed(device_name: str, *, quick: bool, smollm: bool) -> list[str]:
-    """Every measurement above; returns the failed targets (empty: all met, or not asserted off CUDA).
-
-    Raises:
-        AssertionError: graph and eager tokens differ on the device.
-    """
+    """Every measurement above; returns the failed checks: parity anywhere, the targets on CUDA only
+    (empty: all passed)."""
     from evolora.model import load_base
 
     device = torch.device(device_name)
@@ -219,9 +216,13 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool) -> list[str]:
     models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: qwen_shaped(device_name, d, quick)))
     for label, build in models:
         bank = make_bank(build(torch.float32))
-        compared = parity(bank, device, batch=16 if not quick else 4, tokens=24 if not quick else 6, width=width)
-        print(f"  {label} parity on {device}, fp32: graph and eager tokens equal (greedy and sampled, "
-              f"{compared} tokens, 8 adapters and bare rows)", flush=True)
+        try:
+            compared = parity(bank, device, batch=16 if not quick else 4, tokens=24 if not quick else 6, width=width)
+            print(f"  {label} parity on {device}, fp32: graph and eager tokens equal (greedy and sampled, "
+                  f"{compared} tokens, 8 adapters and bare rows)", flush=True)
+        except AssertionError as error:  # reported with the targets, after every figure is printed
+            print(f"  {label} parity FAILED: {error}", flush=True)
+            failed.append(f"{label} parity")
         del bank
         bank = make_bank(build(dtype))
         results = speed(bank, label, device, batches=batches, tokens=tokens, width=width, hf=True)

@@ -98,7 +98,7 @@ class Run:
     """
 
     bank: RunBank
-    """Every adapter of the run: :class:`evolora.population.AdapterBank` in process, or
+    """Every adapter of the run: :class:`evolora.bank.local.AdapterBank` in process, or
     :class:`evolora.distributed.sharded_bank.ShardedBank` on Ray (:data:`evolora.bank.RunBank`)."""
 
     def __init__(self, config: Config, out_dir: str | Path, *, model: CausalLM | None = None,

@@ -191,3 +191,23 @@ def test_a_step_sends_every_teachers_rows_in_one_call_and_every_students_in_anot
     assert [set(c) for c in calls] == [{"teacher"}, {"student"}]  # toy proposals are always valid
     assert len(calls[0]) == teachers * config.selfplay.proposals_per_teacher
     assert len(calls[1]) == teachers * config.selfplay.proposals_per_teacher * config.selfplay.samples_per_problem
+
+
+def test_auto_takes_the_graph_engine_only_where_it_runs():
+    assert resolve_engine("auto", "cuda", "llama") == "graph"
+    assert resolve_engine("auto", "cuda", "gemma2") == "eager"  # a layer the graph step does not compute
+    assert resolve_engine("auto", "cpu", "llama") == "eager"
+    with pytest.raises(ValueError, match="not 'gemma2'; set generation.engine=auto or eager"):
+        resolve_engine("graph", "cuda", "gemma2")
+
+
+def test_graph_engine_batches_fit_the_largest_bucket(tiny):
+    from evolora.generation.graph import BUCKETS
+
+    bank, tokenizer, prompts = _bank(tiny)
+    bank.engine = graph = GraphEngine(bank, FakeGraphDecoder)
+    seen = []
+    graph._decode_batch = lambda model, tokenizer, ids, *args, **kw: seen.append(len(ids)) or ids[:, :1]
+    bank.rollout(tokenizer, [prompts[0]] * (max(BUCKETS) + 3), ["A0"] * (max(BUCKETS) + 3), max_new_tokens=1,
+                 greedy=True, batch_size=4096)
+    assert seen == [max(BUCKETS), 3]

@@ -1,7 +1,7 @@
 """Fault class "config": hostile or careless YAML and ``--set`` values (alias bombs, huge numbers,
 huge strings, duplicate keys, control characters, deep nesting) are refused by
 :mod:`evolora.config.strict_yaml` before anything is built: exit 2, at most 3 lines and 500
-bytes, no traceback, within a second, and nothing is written. The malformed-but-small cases
+bytes, no traceback, within a second of CPU time, and nothing is written. The malformed-but-small cases
 live in tests/test_bad_input.py.
 """
 
@@ -57,7 +57,7 @@ def assert_short_refusal(result, needles, seconds):
     assert "Traceback" not in output
     assert len(output.strip().splitlines()) <= 3, output[:600]
     assert len(output.encode()) <= 500, output[:600]
-    assert seconds < 1.0, f"took {seconds:.2f} s"
+    assert seconds < 1.0, f"took {seconds:.2f} s of CPU"
     flat = " ".join(output.split())
     for needle in needles:
         assert needle in flat, flat
@@ -74,9 +74,9 @@ def test_hostile_config_file_is_refused_in_one_short_message(tmp_path, name):
     text, needles = HOSTILE_FILES[name]
     config = tmp_path / "hostile.yaml"
     config.write_text(text)
-    began = time.perf_counter()
+    began = time.process_time()  # CPU time: a shared, loaded host stretches the wall clock
     result = runner.invoke(app, ["evolve", str(config), "--out", str(tmp_path / "run")])
-    assert_short_refusal(result, needles, time.perf_counter() - began)
+    assert_short_refusal(result, needles, time.process_time() - began)
     assert not (tmp_path / "run").exists()
 
 
@@ -96,9 +96,9 @@ HOSTILE_SETS = {
 @pytest.mark.parametrize("name", list(HOSTILE_SETS))
 def test_hostile_set_value_is_refused_in_one_short_message(tmp_path, name):
     override, needles = HOSTILE_SETS[name]
-    began = time.perf_counter()
+    began = time.process_time()
     result = runner.invoke(app, ["evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--set", override])
-    assert_short_refusal(result, needles, time.perf_counter() - began)
+    assert_short_refusal(result, needles, time.process_time() - began)
     assert not (tmp_path / "run").exists()
 
 

@@ -9,14 +9,14 @@ import json
 from pathlib import Path
 
 from evolora.tasks.gsm_grounding import RULES, grounding_reasons
-from evolora.tasks.gsm_seeds import load_seeds, seed_reasons
+from evolora.tasks.gsm_seeds import load_seeds, seed_reasons, simple_seeds
 
 ROWS = [json.loads(line) for line in (Path(__file__).parent / "data" / "gsm_labelled.jsonl").read_text().splitlines()]
 MODEL = [r for r in ROWS if r["source"].startswith("smollm2") and r.get("proposal", "free") == "free"]
 FREE = [r for r in ROWS if r.get("proposal", "free") == "free"]  # free-form proposals and the reference examples
 NUMBERS = [r for r in ROWS if r.get("proposal") == "numbers"]
 RECALL_FLOOR = 0.85
-"""Measured 0.89 (docs/results/gsm.md): consistent proposals lost to copied_answer, whole_count, not_positive."""
+"""Measured 0.88 (docs/results/gsm.md): consistent proposals lost to copied_answer, whole_count, not_positive."""
 
 
 def _precision_recall(rows, rules=RULES):
@@ -52,11 +52,11 @@ def test_numbers_mode_proposals_are_right_by_construction_on_the_labelled_sample
     the teacher's numbers), labelled by reading: the full verdict (grounding rules and seed checks)
     keeps consistent ones at precision >= 0.9, and the sample holds >= 50 of them."""
     seeds: dict = {}
-    for seed in load_seeds():
+    for seed in [*load_seeds(), *simple_seeds()]:
         seeds.setdefault(seed.function, []).append(seed)
     assert len(NUMBERS) >= 50
     kept = [r for r in NUMBERS if not grounding_reasons(r["problem"], r["program"], r["answer"])
             and not seed_reasons(r["problem"], r["program"], seeds, r["answer"])]
     true = sum(r["consistent"] for r in kept)
-    assert len(kept) >= 50 and true / len(kept) >= 0.9  # measured: 93 of 93
+    assert len(kept) >= 50 and true / len(kept) >= 0.9  # measured: 121 of 121
     assert true / sum(r["consistent"] for r in NUMBERS) >= RECALL_FLOOR

@@ -20,8 +20,8 @@ peft      ``transformers``' ``generate`` with PEFT's ``adapter_names`` (the slow
           reference the routed engine is tested against).
 ========  =====================================================================================
 
-``auto`` is ``graph`` on CUDA (when :mod:`evolora.generation.graph` is installed) and ``eager``
-elsewhere. Every engine scores log-probs with the routed teacher-forced forward
+``auto`` is ``graph`` on CUDA for the model types its step computes (llama, mistral, qwen2,
+qwen3) and ``eager`` elsewhere. Every engine scores log-probs with the routed teacher-forced forward
 (:func:`evolora.learner.routed_logprobs`), the same computation the policy update uses.
 This module imports no task: the types it speaks are in :mod:`evolora.generation.types`.
 Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-5 (rollouts, then the update that scores them).
@@ -179,19 +179,28 @@ class GraphEngine(EagerEngine):
     def __init__(self, bank: LocalBank, decoder: Callable | None = None):
         super().__init__(bank)
         if decoder is None:
-            check_graph(model_device(bank.model))
+            check_graph(model_device(bank.model), model_type(bank.model))
             from evolora.generation.graph import GraphDecoder
 
             decoder = GraphDecoder
         self._factory, self.decoder = decoder, None
+
+    def generate(self, tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+                 segments: tuple[Segment, ...] = (), batch_size: int | None = None,
+                 stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+        """As :meth:`EagerEngine.generate`, in batches of at most the largest graph bucket (512 rows)."""
+        from evolora.generation.graph import BUCKETS
+
+        return super().generate(tokenizer, prompts, adapters, sampling, segments=segments, stats=stats,
+                                batch_size=min(batch_size or self.batch_size, max(BUCKETS)), generator=generator)
 
     def _decode(self):
         if self.decoder is None:
             self.decoder = self._factory(self.bank)
         return self._decode_batch
 
-    def _decode_batch(self, model, tokenizer, input_ids, attention, names, *, bank: LocalBank | None, max_new_tokens, eos_ids, stop,
-                      generator, greedy, temperature, top_p) -> torch.Tensor:
+    def _decode_batch(self, model, tokenizer, input_ids, attention, names, *, bank: LocalBank | None,
+                      max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
         """(B, t) new tokens of one batch from the graph decoder."""
         return self.decoder.decode(
             input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
@@ -209,12 +218,22 @@ ENGINES: dict[str, Callable[..., Engine]] = {"eager": EagerEngine, "graph": Grap
 """``generation.engine`` name -> engine class, called with the bank."""
 
 
-def check_graph(device: torch.device | str) -> None:
+def model_type(model) -> str:
+    """``config.model_type`` of a causal LM (PEFT-wrapped or not), e.g. ``"llama"``."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.config.model_type
+
+
+def check_graph(device: torch.device | str, model_type: str | None = None) -> None:
     """Refuse the graph engine where it cannot run.
 
+    Args:
+        device: the model's device; model_type: its ``config.model_type`` (None: not known yet).
+
     Raises:
-        ValueError: ``device`` is not a CUDA device, or :mod:`evolora.generation.graph` is not installed;
-            the message says which engine to use instead.
+        ValueError: ``device`` is not a CUDA device, :mod:`evolora.generation.graph` is not installed,
+            or the graph step does not compute ``model_type``'s layers
+            (:data:`evolora.generation.static_step.SUPPORTED`); the message says which engine to use.
     """
     if torch.device(device).type != "cuda":
         raise ValueError(f"generation.engine=graph needs a CUDA device (the model is on {device}); "
@@ -222,29 +241,40 @@ def check_graph(device: torch.device | str) -> None:
     if not graph_installed():
         raise ValueError(f"generation.engine=graph needs {GRAPH_MODULE}, which this install lacks; "
                          "set generation.engine=auto or eager")
+    from evolora.generation.static_step import SUPPORTED
+
+    if model_type is not None and model_type not in SUPPORTED:
+        raise ValueError(f"generation.engine=graph computes {', '.join(SUPPORTED)} decoder layers, not "
+                         f"{model_type!r}; set generation.engine=auto or eager")
 
 
-def resolve_engine(name: str, device: torch.device | str) -> str:
-    """The engine ``name`` stands for on ``device``: ``auto`` is ``graph`` on CUDA when it is installed,
-    else ``eager``; other names are returned as given.
+def resolve_engine(name: str, device: torch.device | str, model_type: str | None = None) -> str:
+    """The engine ``name`` stands for on ``device`` for a model of ``model_type`` (None: not known yet):
+    ``auto`` is ``graph`` where :func:`check_graph` lets it run, else ``eager``; other names are
+    returned as given.
 
     Raises:
         ValueError: an unknown name (the message lists :data:`ENGINES`), or ``graph`` where it cannot
             run (:func:`check_graph`).
     """
     if name == "auto":
-        return "graph" if torch.device(device).type == "cuda" and graph_installed() else "eager"
+        try:
+            check_graph(device, model_type)
+        except ValueError:
+            return "eager"
+        return "graph"
     if name not in ENGINES:
         raise ValueError(f"unknown generation.engine {name!r}; use auto or one of {sorted(ENGINES)}")
     if name == "graph":
-        check_graph(device)
+        check_graph(device, model_type)
     return name
 
 
 def make_engine(name: str, bank: LocalBank) -> Engine:
-    """The engine ``name`` (``generation.engine``, ``auto`` resolved on the bank model's device) for ``bank``.
+    """The engine ``name`` (``generation.engine``; ``auto`` resolved on the bank model's device and
+    type) for ``bank``.
 
     Raises:
         ValueError: an unknown name, or ``graph`` where it cannot run (:func:`check_graph`).
     """
-    return ENGINES[resolve_engine(name, model_device(bank.model))](bank)
+    return ENGINES[resolve_engine(name, model_device(bank.model), model_type(bank.model))](bank)

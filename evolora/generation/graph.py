@@ -45,7 +45,8 @@ import torch
 
 from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.routed import BASE, routed
-from evolora.generation.static_step import StaticWeights, decode_step
+from evolora.generation.static_cache import StaticBuffers, step
+from evolora.generation.static_step import StaticWeights
 
 if TYPE_CHECKING:
     from evolora.bank import LocalBank
@@ -72,85 +73,8 @@ def bucket(rows: int) -> int:
     raise ValueError(f"the graph engine decodes 1 to {BUCKETS[-1]} rows per call, got {rows}")
 
 
-class _Buffers:
-    """Every tensor the step reads or writes, allocated once for ``slots`` rows and ``capacity``
-    cache columns. Row buffers are indexed by slot; ``out`` (slots + 1, capacity) by original
-    row (the last row takes the tokens of padding slots)."""
-
-    def __init__(self, w: StaticWeights, slots: int, capacity: int) -> None:
-        dev, layers = w.device, len(w.layers)
-        self.slots, self.capacity = slots, capacity
-        self.keys = torch.zeros(layers, slots, w.kv_heads, capacity, w.head_dim, dtype=w.dtype, device=dev)
-        self.values = torch.zeros_like(self.keys)
-        self.valid = torch.zeros(slots, capacity, dtype=torch.bool, device=dev)
-        self.position = torch.zeros(slots, dtype=torch.long, device=dev)
-        self.last = torch.zeros(slots, dtype=torch.long, device=dev)
-        self.done = torch.ones(slots, dtype=torch.bool, device=dev)
-        self.rows = torch.full((slots,), slots, dtype=torch.long, device=dev)
-        self.noise_rows = torch.zeros(slots, dtype=torch.long, device=dev)
-        self.onehot = torch.zeros(slots, w.slots, dtype=torch.float32, device=dev)
-        self.out = torch.zeros(slots + 1, capacity, dtype=torch.long, device=dev)
-        self.column = torch.zeros(1, dtype=torch.long, device=dev)
-        self.step = torch.zeros(1, dtype=torch.long, device=dev)
-        self.min_new = torch.zeros(1, dtype=torch.long, device=dev)
-        self.pad = torch.zeros(1, dtype=torch.long, device=dev)
-        self.eos = torch.zeros(w.vocab, dtype=torch.bool, device=dev)
-        self.temperature = torch.ones(1, dtype=torch.float32, device=dev)
-        self.tail = torch.zeros(1, dtype=torch.float32, device=dev)  # 1 - top_p, rounded as choose_tokens does
-        self.noise: dict[int, torch.Tensor] = {}  # (B, V) exponential noise per call size B
-
-    def per_slot(self) -> list[torch.Tensor]:
-        return [self.valid, self.position, self.last, self.done, self.rows, self.noise_rows, self.onehot]
-
-    def compact(self, keep: torch.Tensor, size: int) -> None:
-        """Move slots ``keep`` (n,) long to slots [0, n); slots [n, size) become ended padding."""
-        n = len(keep)
-        self.keys[:, :n] = self.keys[:, keep]
-        self.values[:, :n] = self.values[:, keep]
-        for buffer in self.per_slot():
-            buffer[:n] = buffer[keep]
-        self.done[n:size] = True
-        self.rows[n:size] = self.slots
-        self.noise_rows[n:size] = 0
-        self.onehot[n:size] = 0
-
-
-def _sample(b: _Buffers, logits: torch.Tensor, rows: int, *, greedy: bool, top_p: bool, total: int,
-            generator: torch.Generator | None) -> torch.Tensor:
-    """:func:`choose_tokens` on fixed buffers: EOS masked before ``min_new``, temperature and
-    1 - top_p as tensors, the noise drawn in place over (total, V)."""
-    logits.masked_fill_(b.eos & (b.step < b.min_new), -float("inf"))
-    if greedy:
-        return logits.argmax(dim=-1)
-    scores = logits.float() / b.temperature
-    if top_p:
-        ordered, index = torch.sort(scores, descending=False)
-        tail = ordered.softmax(dim=-1).cumsum(dim=-1) <= b.tail
-        tail[..., -1:] = False
-        scores = scores.masked_fill(tail.scatter(1, index, tail), -float("inf"))
-    noise = b.noise[total].exponential_(1, generator=generator)
-    noise = noise.index_select(0, b.noise_rows[:rows]) if rows != total else noise  # slot i = row i when equal
-    return (scores.softmax(dim=-1) / noise).argmax(dim=-1)
-
-
-def _step(w: StaticWeights, b: _Buffers, rows: int, window: int, *, greedy: bool, top_p: bool, total: int,
-          generator: torch.Generator | None) -> None:
-    """One decode step of slots [0, rows): feed ``last``, choose, record in ``out``, advance."""
-    logits = decode_step(w, b.last[:rows], b.position[:rows], b.column, b.keys[:, :rows], b.values[:, :rows],
-                         b.valid[:rows], b.onehot[:rows], window)
-    token = _sample(b, logits, rows, greedy=greedy, top_p=top_p, total=total, generator=generator)
-    done = b.done[:rows]
-    token = torch.where(done, b.pad, token)
-    b.out.index_put_((b.rows[:rows], b.step.expand(rows)), token)
-    done |= b.eos[token]
-    b.last[:rows] = token
-    b.position[:rows] += 1
-    b.column += 1
-    b.step += 1
-
-
 class GraphDecoder:
-    """Static-shape decode over an :class:`evolora.population.AdapterBank`'s model and adapters.
+    """Static-shape decode over an :class:`evolora.bank.local.AdapterBank`'s model and adapters.
 
     Args:
         bank: the adapter bank (its model a ``llama``/``mistral``/``qwen2``/``qwen3`` causal LM).
@@ -173,7 +97,7 @@ class GraphDecoder:
         if self.capture and device.type != "cuda":
             raise ValueError("CUDA graph capture needs the model on a CUDA device")
         self.compile = compile
-        self.buffers: _Buffers | None = None
+        self.buffers: StaticBuffers | None = None
         self.steps: dict[tuple, Callable[[], None]] = {}
         self.rng = torch.Generator(device=device) if self.capture else None
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
@@ -191,13 +115,13 @@ class GraphDecoder:
         self.weights.refresh([self.bank.slots.index(s) for s in slots])
 
     # -- buffers and captured steps ------------------------------------------------------------
-    def _buffers_for(self, slots: int, capacity: int) -> _Buffers:
+    def _buffers_for(self, slots: int, capacity: int) -> StaticBuffers:
         b = self.buffers
         if b is None or b.slots < slots or b.capacity < capacity:
             slots = max(slots, b.slots if b else 0)
             capacity = max(capacity, b.capacity if b else 0)
             self.buffers, self.steps = None, {}  # free the old buffers (and graphs) first
-            self.buffers = b = _Buffers(self.weights, slots, capacity)
+            self.buffers = b = StaticBuffers(self.weights, slots, capacity)
         return b
 
     def _runner(self, rows: int, window: int, greedy: bool, top_p: bool, total: int,
@@ -209,9 +133,9 @@ class GraphDecoder:
             return self.steps[key]
         fn = self.steps.get(key)
         if fn is None:
-            fn = _step
+            fn = step
             if self.compile:
-                fn = torch.compile(_step, dynamic=False, fullgraph=False)
+                fn = torch.compile(step, dynamic=False, fullgraph=False)
             self.steps[key] = fn
         w, b = self.weights, self.buffers
         return lambda: fn(w, b, rows, window, greedy=greedy, top_p=top_p, total=total, generator=generator)
@@ -219,7 +143,7 @@ class GraphDecoder:
     def _captured(self, rows: int, window: int, greedy: bool, top_p: bool, total: int) -> Callable[[], None]:
         """Warm the step up on a side stream (its writes undone), then capture it."""
         w, b, rng = self.weights, self.buffers, self.rng
-        run = lambda: _step(w, b, rows, window, greedy=greedy, top_p=top_p, total=total, generator=rng)  # noqa: E731
+        run = lambda: step(w, b, rows, window, greedy=greedy, top_p=top_p, total=total, generator=rng)  # noqa: E731
         saved = [t.clone() for t in (b.position, b.last, b.done, b.column, b.step)]
         state = rng.get_state()
         stream = torch.cuda.Stream()
@@ -264,16 +188,9 @@ class GraphDecoder:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         total, width = input_ids.shape
         if total > BUCKETS[-1]:  # in chunks of the largest bucket, padded to the longest
-            options = dict(max_new_tokens=max_new_tokens, eos_ids=eos_ids, pad_id=pad_id, greedy=greedy,
-                           temperature=temperature, top_p=top_p, generator=generator, min_new_tokens=min_new_tokens)
-            parts = []
-            for start in range(0, total, BUCKETS[-1]):
-                end = start + BUCKETS[-1]
-                tail = None if stopped is None else (lambda g, r, t, s=start: stopped(g, r + s, t))
-                parts.append(self.decode(input_ids[start:end], attention[start:end], names[start:end], stopped=tail,
-                                         **options))
-            length = max(p.shape[1] for p in parts)
-            return torch.cat([torch.nn.functional.pad(p, (0, length - p.shape[1]), value=pad_id) for p in parts])
+            return self._chunked(input_ids, attention, names, stopped, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
+                                 pad_id=pad_id, greedy=greedy, temperature=temperature, top_p=top_p,
+                                 generator=generator, min_new_tokens=min_new_tokens)
         size = bucket(total)
         w = self.weights
         if generator is not None and generator.device.type != w.device.type:
@@ -286,21 +203,8 @@ class GraphDecoder:
         eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=w.device)
         logits = self._prefill(b, input_ids, attention, names, size)
 
-        # the first token, from the prefill's logits: the eager engine's own choice
-        if min_new_tokens > 0:
-            logits[:, eos] = -float("inf")
-        first = choose_tokens(logits, torch.arange(total, device=w.device), total, greedy=greedy,
-                              temperature=temperature, top_p=top_p, generator=generator)
-        b.last[:total] = first
-        b.out[:total, 0] = first
-        b.done[:total] = torch.isin(first, eos)
-        b.eos.zero_()
-        b.eos[eos] = True
-        b.step.fill_(1)
-        b.min_new.fill_(min_new_tokens)
-        b.pad.fill_(pad_id)
-        b.temperature.fill_(temperature)
-        b.tail.fill_(1 - top_p)
+        self._first(b, logits, eos, min_new_tokens=min_new_tokens, pad_id=pad_id, greedy=greedy,
+                    temperature=temperature, top_p=top_p, generator=generator)
         use_top_p = not greedy and top_p < 1.0
         draws = total if not self.capture else size  # noise rows: see the module docstring
         if not greedy and draws not in b.noise:
@@ -326,7 +230,37 @@ class GraphDecoder:
         length = steps if any(e is None for e in ends) else last + 1
         return b.out[:total, :length].clone()
 
-    def _prefill(self, b: _Buffers, input_ids, attention, names, size: int) -> torch.Tensor:
+    def _chunked(self, input_ids, attention, names, stopped, *, pad_id: int, **options) -> torch.Tensor:
+        """:meth:`decode` of more rows than the largest bucket, chunk by chunk, padded to the longest."""
+        parts, size = [], BUCKETS[-1]
+        for start in range(0, input_ids.shape[0], size):
+            tail = None if stopped is None else (lambda g, r, t, s=start: stopped(g, r + s, t))
+            parts.append(self.decode(input_ids[start:start + size], attention[start:start + size],
+                                     names[start:start + size], stopped=tail, pad_id=pad_id, **options))
+        length = max(p.shape[1] for p in parts)
+        return torch.cat([torch.nn.functional.pad(p, (0, length - p.shape[1]), value=pad_id) for p in parts])
+
+    @staticmethod
+    def _first(b: StaticBuffers, logits: torch.Tensor, eos: torch.Tensor, *, min_new_tokens: int, pad_id: int,
+               greedy: bool, temperature: float, top_p: float, generator) -> None:
+        """The first token from the prefill's (B, V) logits, the eager engine's own choice; the step's settings."""
+        total = logits.shape[0]
+        if min_new_tokens > 0:
+            logits[:, eos] = -float("inf")
+        first = choose_tokens(logits, torch.arange(total, device=logits.device), total, greedy=greedy,
+                              temperature=temperature, top_p=top_p, generator=generator)
+        b.last[:total] = first
+        b.out[:total, 0] = first
+        b.done[:total] = torch.isin(first, eos)
+        b.eos.zero_()
+        b.eos[eos] = True
+        b.step.fill_(1)
+        b.min_new.fill_(min_new_tokens)
+        b.pad.fill_(pad_id)
+        b.temperature.fill_(temperature)
+        b.tail.fill_(1 - top_p)
+
+    def _prefill(self, b: StaticBuffers, input_ids, attention, names, size: int) -> torch.Tensor:
         """Run the eager prefill; copy its K/V into the buffers; set rows, routes, masks. (B, V) logits."""
         total, width = input_ids.shape
         decoder = Decoder(self.bank.model, input_ids, attention, list(names), capacity=width,
@@ -350,7 +284,7 @@ class GraphDecoder:
         b.onehot[adapted, route[adapted]] = 1.0
         return decoder.logits
 
-    def _check(self, b: _Buffers, rows: int, steps: int, checked: int, ends: list, stopped, pad_id: int,
+    def _check(self, b: StaticBuffers, rows: int, steps: int, checked: int, ends: list, stopped, pad_id: int,
                total: int) -> int:
         """The host check after ``steps`` tokens: EOS ends, stop strings over steps (checked, steps],
         bucket snapping. Returns the slots still stepped (0: every row ended)."""
@@ -368,13 +302,13 @@ class GraphDecoder:
                 live = [i for i in range(total) if ends[i] is None or ends[i] >= t - 1]
                 if not live:
                     break
-                index = torch.tensor(live)
+                index = torch.tensor(live, device="cpu")  # the host check works on CPU copies
                 hit = stopped(out[index, :t], index, t)
                 for i, h in zip(live, hit.tolist()):
                     if h and (ends[i] is None or ends[i] > t - 1):
                         ends[i] = t - 1
                         b.out[i, t:] = pad_id
-            ended = torch.tensor([ends[int(r)] is not None if r < total else True for r in slot_rows])
+            ended = torch.tensor([ends[int(r)] is not None if r < total else True for r in slot_rows], device="cpu")
             done |= ended
             b.done[:rows] = done.to(b.done.device)
         alive = torch.nonzero(~done).flatten()

@@ -100,7 +100,7 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
 
 
 class StaticWeights:
-    """The tensors :func:`decode_step` reads, gathered once from an :class:`evolora.population.AdapterBank`.
+    """The tensors :func:`decode_step` reads, gathered once from an :class:`evolora.bank.local.AdapterBank`.
 
     Base weights are the bank's own tensors (fused copies for q/k/v and gate/up); the LoRA
     factors of every slot are stacked per sibling group (:meth:`refresh` updates them in place).

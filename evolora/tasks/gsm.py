@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from pathlib import Path
 
 from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, gsm_dev_set, load_gsm8k
+from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, gsm_dev_set, load_bundled_test, load_gsm8k
+from evolora.tasks.gsm_text import _drop_trailing_label, _PROBLEM_HEADER, format_proposal, program_answer
 from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
-from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value, parse_exact
+from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value
 from evolora.tasks.number_equality import numbers_equal
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -44,15 +44,6 @@ TEACHER_INSTRUCTION = (
 TEACHER_CLOSING = "Now write a new, different problem."
 STUDENT_SYSTEM = "You are a careful math tutor."
 STUDENT_INSTRUCTION = 'Solve it step by step, briefly. End with a line "#### <number>".'
-
-# Linear-time patterns: no two adjacent quantifiers can match the same characters (a run
-# of spaces or newlines is consumed by one of them only), so a failed match backtracks
-# over each run once.
-_PROBLEM_HEADER = re.compile(
-    r"(?:^|\n)(?:[#*]|[^\S\n])*(?:new\s+)?problem\s*(?:\d+\s*)?(?:\*+\s*)?:\**", re.IGNORECASE)
-_LABEL = re.compile(r"(?:program|python|code|solution|answer)(?:\s*(?:program|code))?", re.IGNORECASE)
-_LABEL_JUNK = "#* \t\n\r\f\v"
-
 
 class GSMTask(PooledVerifier):
     """Grade-school math with program-verified answers (task name "gsm").
@@ -141,15 +132,11 @@ class GSMTask(PooledVerifier):
         value_temperature: float | None = 1.0,
         simple_fraction: float = 0.0,
     ) -> None:
-        if (proposal not in PROPOSAL_MODES or value_tokens < 1 or not (value_temperature is None or value_temperature > 0)
-                or not 0.0 <= simple_fraction <= 1.0):
-            raise ValueError(f"gsm task: need proposal in {list(PROPOSAL_MODES)} (got {proposal!r}), value_tokens "
-                             f">= 1 (got {value_tokens}), value_temperature > 0 or null (got {value_temperature!r}) "
-                             f"and 0 <= simple_fraction <= 1 (got {simple_fraction!r})")
         _check_params(num_examples=num_examples, runs=runs, workers=workers, gsm8k_fraction=gsm8k_fraction,
                       timeout_s=timeout_s, memory_mb=memory_mb, output_limit=output_limit, tolerance=tolerance,
                       example_set=example_set, structured=structured, problem_tokens=problem_tokens,
-                      program_tokens=program_tokens, program_temperature=program_temperature)
+                      program_tokens=program_tokens, program_temperature=program_temperature, proposal=proposal,
+                      value_tokens=value_tokens, value_temperature=value_temperature, simple_fraction=simple_fraction)
         for key, path in (("eval_path", eval_path), ("train_path", train_path)):
             if path is not None and not Path(path).is_file():
                 raise FileNotFoundError(
@@ -340,7 +327,8 @@ class GSMTask(PooledVerifier):
     dev_set = gsm_dev_set  # the validation-fitness dev set: the last problems of train_path, or None
 
 def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,
-                  example_set, structured, problem_tokens, program_tokens, program_temperature) -> None:
+                  example_set, structured, problem_tokens, program_tokens, program_temperature, proposal, value_tokens,
+                  value_temperature, simple_fraction) -> None:
     """Raise ValueError naming every out-of-range :class:`GSMTask` parameter and its allowed range."""
     if num_examples < 0 or runs < 1 or workers < 1 or not 0.0 <= gsm8k_fraction <= 1.0:
         raise ValueError(
@@ -357,6 +345,11 @@ def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, mem
             f"(got {problem_tokens}, {program_tokens})")
     if program_temperature is not None and not program_temperature > 0:
         raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
+    if (proposal not in PROPOSAL_MODES or value_tokens < 1 or not (value_temperature is None or value_temperature > 0)
+            or not 0.0 <= simple_fraction <= 1.0):
+        raise ValueError(f"gsm task: need proposal in {list(PROPOSAL_MODES)} (got {proposal!r}), value_tokens "
+                         f">= 1 (got {value_tokens}), value_temperature > 0 or null (got {value_temperature!r}) "
+                         f"and 0 <= simple_fraction <= 1 (got {simple_fraction!r})")
 
 
 def _grounding_rules(grounding: bool | list[str]) -> tuple[str, ...]:
@@ -370,34 +363,6 @@ def _grounding_rules(grounding: bool | list[str]) -> tuple[str, ...]:
     if not isinstance(grounding, (list, tuple)) or any(r not in RULES for r in grounding):
         raise ValueError(f"gsm task: grounding is true, false or a list of {', '.join(RULES)}; got {grounding!r}")
     return tuple(grounding)
-
-
-def _drop_trailing_label(problem: str) -> str:
-    """``problem`` without a last line that only labels the code after it ("**Program:**",
-    "Python code:"), and without the markup before that line. Linear time."""
-    stripped = problem.rstrip(_LABEL_JUNK + ":")
-    cut = stripped.rfind("\n")
-    if cut < 0 or not _LABEL.fullmatch(stripped[cut + 1:].lstrip(_LABEL_JUNK)):
-        return problem
-    return stripped[:cut].rstrip(_LABEL_JUNK)
-
-
-def format_proposal(problem: str, program: str) -> str:
-    """The exact text format the teacher is asked to produce."""
-    return f"Problem: {problem.strip()}\n```python\n{program.strip()}\n```"
-
-
-def program_answer(output: str) -> float | int | None:
-    """The number on the last non-empty line of a program's output, or None: a float, or
-    an exact ``int`` for an integer beyond 2**53 (:func:`evolora.tasks.numeric.json_number`);
-    None also for a non-integer beyond float range. Linear time.
-
-    >>> program_answer("step 1\\n18\\n\\n"), program_answer("18 apples"), program_answer("3**41\\n" + str(3**41))
-    (18.0, None, 36472996377170786403)
-    """
-    lines = [line for line in output.splitlines() if line.strip()]
-    value = parse_exact(lines[-1]) if lines else None
-    return None if value is None else json_number(value)
 
 
 def _load_examples(path: Path) -> list[dict]:

@@ -156,7 +156,9 @@ def simple_seeds(path: Path = SIMPLE_PATH) -> list[Seed]:
     boxes?"): problems a 135M student sometimes solves, where GSM8K's rarely are."""
     with open(path, encoding="utf-8") as f:
         examples = json.load(f)["examples"]
-    return [s for e in examples if (s := seed_from_program(e["problem"], e["program"], e["answer"])) is not None]
+    # true division: "22 students in 3 equal rows" must read 7.33 (whole_count rejects it), not 7
+    return [s for e in examples
+            if (s := seed_from_program(e["problem"], e["program"].replace("//", "/"), e["answer"])) is not None]
 
 
 def load_seeds(path: Path = SEEDS_PATH) -> list[Seed]:

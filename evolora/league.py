@@ -76,10 +76,12 @@ class League:
         self.optimizers[child.id] = self._new_optimizer(child.slot)
         self.lineage.append(dict(child.to_dict(), step=step))
 
-    def evolve(self, bank: Bank, config, *, step: int, generator: torch.Generator, operators) -> list[Birth]:
-        """One evolution (:func:`evolora.evolution.evolve`) with fitness μ − 3σ; every child enters by
-        :meth:`replace`. Returns the births in order."""
-        fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
+    def evolve(self, bank: Bank, config, *, step: int, generator: torch.Generator, operators,
+               fitness: dict[str, float] | None = None) -> list[Birth]:
+        """One evolution (:func:`evolora.evolution.evolve`) with ``fitness`` ({id: value}, higher is
+        better; default μ − 3σ); every child enters by :meth:`replace`. Returns the births in order."""
+        if fitness is None:
+            fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
         return evolve(bank, self.population, fitness, config, step=step, generator=generator, operators=operators,
                       enter=lambda old, child: self.replace(old, child, step))
 

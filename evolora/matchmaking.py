@@ -24,6 +24,8 @@ Pairing schemes (``SCHEMES``):
 - ``round_robin``: every teacher against every student (T·S pairs, teacher-major
   order); deterministic, ignores the weighting and ``rng``. Costs S times more
   rollouts; gives the full per-matchup solve-rate matrix the paper plots.
+- ``fixed_pairs``: teacher i always meets student i (mod S), in population order;
+  deterministic, no cross-play (the ``independent_pairs`` arm of a study).
 
 If all weights a teacher sees are zero (e.g. ``variance`` when every p rounds to 0 or 1)
 the draw falls back to uniform over the same candidates.
@@ -59,7 +61,7 @@ __all__ = [
     "variance",
 ]
 
-Scheme = Literal["per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin"]
+Scheme = Literal["per_teacher_without_replacement", "per_teacher_with_replacement", "round_robin", "fixed_pairs"]
 SCHEMES: tuple[str, ...] = get_args(Scheme)
 
 
@@ -209,7 +211,7 @@ def pfsp_pairs(
         weighting: a name in ``WEIGHTINGS`` ("variance", "hard", "uniform").
         k: exponent for ``hard`` (>= 0).
         scheme: one of ``SCHEMES`` (see the module docstring).
-        rng: the only source of randomness (unused by ``round_robin``).
+        rng: the only source of randomness (unused by ``round_robin`` and ``fixed_pairs``).
 
     Returns:
         (teacher_id, student_id) pairs. Per-teacher schemes: one pair per teacher, in
@@ -236,6 +238,8 @@ def pfsp_pairs(
 
     if scheme == "round_robin":
         return [(t, s) for t in teacher_ids for s in student_ids]
+    if scheme == "fixed_pairs":
+        return [(t, student_ids[i % len(student_ids)]) for i, t in enumerate(teacher_ids)]
 
     # weights[i, j] = f(P(student j beats teacher i)), shape (T, S)
     p = np.array([[ratings.win_probability(s, t) for s in student_ids] for t in teacher_ids], dtype=np.float64)

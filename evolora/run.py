@@ -36,7 +36,8 @@ from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoi
 from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
-from evolora.evaluation import held_out_accuracy
+from evolora.evaluation import held_out_accuracy, held_out_curve
+from evolora.fitness import final_fitness, fitness_dev_set, fitness_now
 from evolora.generation.engine import resolve_engine
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
@@ -47,7 +48,7 @@ from evolora.operators import population_diversity
 from evolora.bank.local import AdapterBank
 from evolora.population import Individual, Population
 from evolora.selfplay.memory import ProblemMemory
-from evolora.selfplay.reward_control import randomize_rewards, reward_generator
+from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.step_record import step_record
 from evolora.selfplay import GameRecord, play_step
@@ -111,6 +112,7 @@ class Run:
         self.operators = resolve_operators(config.evolution)
         self.task = task if task is not None else make_task(config.task.name, **config.task.params)
         self.arm = config.arm  # the game each step plays and whether the outer loop evolves
+        self.dev_items = fitness_dev_set(self.task, config)  # refuses a validation fitness without one, before the model loads
         population = Population.initial(config.role_sizes)
         capacity = config.selfplay.matchmaking.hall_of_fame
         lora = config.lora
@@ -186,8 +188,9 @@ class Run:
         t0 = time.perf_counter()
         learner = self.config.learner
         samples = outcome.samples
-        if learner.rewards == "random":  # the random-reward control: the learner sees no signal
-            samples = randomize_rewards(samples, roles, reward_generator(self.config.run.seed, step))
+        if learner.rewards != "real":  # a reward control: the learner sees no signal
+            control = permute_rewards if learner.rewards == "permuted" else randomize_rewards
+            samples = control(samples, roles, reward_generator(self.config.run.seed, step))
         jobs = {m.slot: (self.optimizers[m.id], samples[m.id]) for m in self.population.members}
         lr = scheduled_lr(learner.lr, step, self.config.run.steps, learner.lr_schedule, learner.lr_final)
         by_slot = self.bank.update(
@@ -206,15 +209,13 @@ class Run:
         critic = self._rate_reviews(reviews, outcome, roles) if reviews is not None else None
 
         t0 = time.perf_counter()
-        births = []
-        evo = self.config.evolution
-        if self.arm.evolve and evo.enabled and step % evo.every == 0 and (evo.at_last_step or step < self.config.run.steps):
-            births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators)
-            self.league.enshrine(self.bank, self.arm.game.solver, step)
+        births, extra = self._evolve(step, generator)  # extra: every member's fitness at an evolution event
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
-        record = self._record(step, outcome, updates, outcomes, births, seconds, roles)
+        record = {**self._record(step, outcome, updates, outcomes, births, seconds, roles), **extra}
+        if self.config.eval.every and step % self.config.eval.every == 0:  # a learning-curve point
+            record["held_out_curve"] = held_out_curve(self)
         record["faults"] = faults
         if critic is not None:
             record["critic"] = critic
@@ -223,6 +224,19 @@ class Run:
         if timing is not None:
             record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
+
+    def _evolve(self, step: int, generator: torch.Generator) -> tuple[list, dict]:
+        """The outer loop when ``step`` is an evolution step: (births, {"fitness": every member's
+        fitness record}); else ([], {})."""
+        evo = self.config.evolution
+        if not (self.arm.evolve and evo.enabled and step % evo.every == 0
+                and (evo.at_last_step or step < self.config.run.steps)):
+            return [], {}
+        fitness = fitness_now(self, measure=evo.fitness.needs_dev_set)
+        births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators,
+                                    fitness={m: entry["fitness"] for m, entry in fitness["members"].items()})
+        self.league.enshrine(self.bank, self.arm.game.solver, step)
+        return births, {"fitness": fitness}
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
         """The review game of the step (:func:`evolora.critic.review_step`) when the run has critics, else None."""
@@ -365,12 +379,16 @@ class Run:
                                 "solve_or_valid_rate": rate,
                                 "operator": member.operator, "born_step": member.born_step,
                                 "held_out": held_out.get(member.id)})
+        fitness = (final_fitness(fitness_now(self, measure=True), held_out, len(self.dev_items or []))
+                   if evaluate and self.config.eval.enabled else None)
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
                    "hall_of_fame": self.hall.ids if self.hall else [],
                    "held_out_source": self.task.held_out_source if evaluate else None,
                    "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
                    "diversity": self.diversity()}
+        if fitness is not None:
+            summary["fitness"] = fitness
         critic_eval = self.evaluate_critics() if evaluate else {}
         if critic_eval:  # only a run with critics has the key
             summary["critic_eval"] = critic_eval

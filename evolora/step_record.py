@@ -47,6 +47,8 @@ def step_record(step: int, outcome, updates: dict, outcomes, births: list, secon
         "guided": sum(g.guided for g in games),  # reference answers in student groups (selfplay.guidance)
         "loss": {i: u.loss for i, u in updates.items() if u.samples},
         "trained_samples": {i: u.samples for i, u in updates.items()},
+        "rollouts": sum(len(batch) for batch in outcome.samples.values()),  # completions sampled this step
+        "trained_tokens": sum(u.tokens for u in updates.values()),
         "nonfinite": [i for i, u in updates.items() if not u.finite],
         "ratings": {m.id: {"role": m.role, "mu": ratings.mu(m.id), "sigma": ratings.sigma(m.id),
                            "elo": ratings.elo(m.id)} for m in members},

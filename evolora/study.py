@@ -5,9 +5,13 @@
     for item in plan: ...            # item.state is "done", "resume" or "new"
 
 An arm is a named set of config overrides. The built-in arms (:data:`BUILTIN_ARMS`) are the
-population (PopuLoRA), the single agent (AZR baseline), ``no_evolution`` (the population with the
-outer loop off: plain multi-adapter RL) and ``random_reward`` (the population trained on rewards
-drawn at random with the real ones' mean and spread). A config adds its own under ``study.arms``::
+population (PopuLoRA), the single agent (AZR baseline, one adapter: the rollouts of one teacher
+per step), ``single_agent_total`` (the single agent matched on the population's total compute: it
+proposes as many problems per step as all teachers together), ``no_evolution`` (the population
+with the outer loop off: plain multi-adapter RL), ``independent_pairs`` (teacher i only ever meets
+student i and nothing evolves: population size without cross-play) and ``random_reward`` (the
+population trained on each group's real rewards shuffled among its samples: the same trained
+samples, no signal). A config adds its own under ``study.arms``::
 
     study:
       arms:
@@ -27,17 +31,28 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from evolora.config import Config, ConfigError, load_config, load_run_config
 
 BUILTIN_ARMS: Mapping[str, dict[str, Any]] = {
     "population": {"selfplay.mode": "population"},
     "single_agent": {"selfplay.mode": "single_agent"},
+    "single_agent_total": {"selfplay.mode": "single_agent"},  # + the proposals of every teacher (total_compute)
     "no_evolution": {"selfplay.mode": "population", "evolution.enabled": False},
-    "random_reward": {"selfplay.mode": "population", "learner.rewards": "random"},
+    "independent_pairs": {"selfplay.mode": "population", "selfplay.matchmaking.scheme": "fixed_pairs",
+                          "evolution.enabled": False},
+    "random_reward": {"selfplay.mode": "population", "learner.rewards": "permuted"},
 }
 """The built-in arms: name -> the overrides that make a run of it from the study's config."""
+
+
+def total_compute(config: Config) -> dict[str, Any]:
+    """The overrides that give a single agent the population's rollouts per step: it proposes
+    ``proposals_per_teacher × teachers`` problems of the study's config (each solved
+    ``samples_per_problem`` times), as all teachers together do."""
+    per_step = config.selfplay.proposals_per_teacher * config.population.teachers
+    return {"selfplay.proposals_per_teacher": per_step}
 
 ARMS = tuple(BUILTIN_ARMS)
 """The names of the built-in arms."""
@@ -96,12 +111,13 @@ def parse_arms(text: str) -> list[str]:
     return arms
 
 
-def arm_overrides(arm: str, user_arms: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def arm_overrides(arm: str, user_arms: Mapping[str, Mapping[str, Any]], base: Config | None = None) -> list[str]:
     """The ``--set`` overrides that make a run of ``arm``, ``study.arm`` included.
 
     Args:
         arm: a built-in name (:data:`BUILTIN_ARMS`) or a key of ``user_arms``.
         user_arms: the config's ``study.arms``: name -> {dotted key: value}.
+        base: the study's config; ``single_agent_total`` needs it (:func:`total_compute`).
 
     Raises:
         ConfigError: an unknown arm, or a user arm that redefines a built-in one or whose name is
@@ -117,7 +133,12 @@ def arm_overrides(arm: str, user_arms: Mapping[str, Mapping[str, Any]]) -> list[
     if arm not in arms:
         raise ConfigError(f"--arms: unknown arm {arm!r}; built-in: {', '.join(ARMS)}; "
                           f"the config's study.arms: {', '.join(user_arms) or 'none'}")
-    return [f"{key}={json.dumps(value)}" for key, value in arms[arm].items()] + [f"study.arm={arm}"]
+    overrides = dict(arms[arm])
+    if arm == "single_agent_total":
+        if base is None:
+            raise ConfigError("single_agent_total is matched on the study config's compute: pass its config")
+        overrides.update(total_compute(base))
+    return [f"{key}={json.dumps(value)}" for key, value in overrides.items()] + [f"study.arm={arm}"]
 
 
 def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], out: str | Path,
@@ -131,10 +152,10 @@ def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], ou
             stored config no longer validates.
     """
     out = Path(out)
-    user_arms = load_config(config_path, list(overrides)).study.arms
+    base = load_config(config_path, list(overrides))
     plan = []
     for arm in arms:
-        arm_set = arm_overrides(arm, user_arms)
+        arm_set = arm_overrides(arm, base.study.arms, base)
         for seed in seeds:
             run_dir = out / f"{arm}-s{seed}"
             if (run_dir / "final" / "summary.json").is_file():
@@ -149,3 +170,45 @@ def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], ou
                 config = load_run_config(run_dir)
             plan.append(StudyRun(arm, seed, run_dir, config, state))
     return plan
+
+
+STUDY_KS = (1, 4, 16)
+"""The k of a study's sampled pass@k (``evolora study --samples``)."""
+
+
+def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = STUDY_KS,
+                    say: Callable[[str], None] | None = None) -> list[Path]:
+    """Sampled pass@k (:func:`evolora.evaluation.sampled.sampled_pass_at_k`) of every finished run of
+    ``plan`` that has none with ``samples`` answers per problem yet; the base is sampled once per
+    (items, model dtype) and copied into the other runs' records (it draws the same answers in
+    every run). ``say`` is told each run evaluated. Returns the run directories evaluated now.
+
+    Raises:
+        ValueError: ``samples`` < 1 or no k in 1..samples.
+    """
+    from evolora.evaluation.sampled import check_options, sampled_pass_at_k
+
+    check_options(samples, 1.0, ks)
+    done, bases = [], {}
+    finished = [item for item in plan if (item.out / "final" / "summary.json").is_file()]
+    for item in finished:  # bases already sampled in this study
+        record = json.loads((item.out / "final" / "summary.json").read_text()).get("pass_at_k")
+        if record and record["samples"] == samples and "base" in record["members"]:
+            bases.setdefault(_base_key(item.config, record["limit"]), record["members"]["base"])
+    for item in finished:
+        record = json.loads((item.out / "final" / "summary.json").read_text()).get("pass_at_k")
+        if record and record["samples"] == samples:
+            continue
+        key = _base_key(item.config, item.config.eval.limit)
+        record = sampled_pass_at_k(item.out, samples=samples, ks=ks, base=bases.get(key))
+        bases.setdefault(key, record["members"]["base"])
+        done.append(item.out)
+        if say is not None:
+            say(f"sampled pass@k ({samples} per problem): {item.out}")
+    return done
+
+
+def _base_key(config: Config, limit: int) -> str:
+    """What makes two runs' base samples the same: task and its parameters, items, model and dtype."""
+    return json.dumps([config.task.name, config.task.params, limit, config.model.name, config.model.dtype,
+                       config.eval.max_new_tokens], sort_keys=True, default=str)

@@ -25,7 +25,9 @@ TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "sel
         "--set", "evolution.every=1"]
 CLI = [sys.executable, "-c", "from evolora.cli import app; app()"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-REPETITIONS = int(os.environ.get("EVOLORA_RACE_REPETITIONS", "20"))
+REPETITIONS = int(os.environ.get("EVOLORA_RACE_REPETITIONS", "3"))
+"""Races per test in the suite (about 15 s each on 2 cores); the recorded proof runs 20 in a row:
+``EVOLORA_RACE_REPETITIONS=20 pytest tests/test_faults_locks.py`` (docs/performance.md)."""
 
 
 def assert_complete(run: Path, steps: int = 1) -> None:

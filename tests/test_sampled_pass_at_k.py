@@ -76,3 +76,32 @@ def test_evaluate_samples_writes_pass_at_k_for_every_member_and_the_base(tiny_co
     assert "pass@4" in done.output
     bad = CliRunner().invoke(app, ["evaluate", str(tmp_path), "--samples", "2", "--k", "4,8"])
     assert bad.exit_code == 2 and "--k" in bad.output
+
+
+def test_base_rows_sample_the_same_answers_whatever_adapters_are_evaluated_beside_them(single_thread):
+    """The base's sampled answers do not depend on the bank's other slots or on the rows around
+    them: co-batched adapter rows leave base rows bit-identical (no ΔW leaks into them), and each
+    slot's draws come from its own generator."""
+    import torch
+
+    from evolora.generation.rollout import chat_prompt
+    from evolora.model import load_base
+    from evolora.tasks import ArithTask
+    from bank_helpers import random_bank
+
+    model, tokenizer = load_base("tiny-random")
+    bank = random_bank(model, ["a", "b"], target_modules="all-linear", b_std=1.0)
+    prompt = chat_prompt(tokenizer, [{"role": "user", "content": "What is 3 + 4?"}])
+
+    def texts(rows):
+        out = bank.rollout(tokenizer, [prompt] * len(rows), rows, max_new_tokens=6, greedy=False, temperature=1.0,
+                           batch_size=16, generator=torch.Generator().manual_seed(0))
+        return [c.text for c in out]
+
+    pure, shared = texts([BASE] * 16), texts([BASE] * 8 + ["a"] * 8)
+    assert pure[:8] == shared[:8] and shared[8:] != pure[8:]  # base rows unchanged; adapter rows differ
+    task, items = ArithTask(), ArithTask().held_out(6)
+    options = dict(samples=4, temperature=1.0, max_new_tokens=6, batch_size=8, seed=0)
+    alone = correct_counts(bank, tokenizer, task, items, [BASE], **options)
+    beside = correct_counts(bank, tokenizer, task, items, ["a", "b", BASE], **options)
+    assert alone[BASE] == beside[BASE]

@@ -98,3 +98,33 @@ def test_study_refuses_a_bad_override_before_any_run(tmp_path):
     result = runner.invoke(app, ["study", "tasks/arith.yaml", "--out", str(tmp_path / "s"), *TINY, "--set", "lora.rnak=2"])
     assert result.exit_code == 2 and "lora.rnak" in result.output
     assert not (tmp_path / "s").exists()
+
+
+def test_study_samples_gives_pass_at_k_of_every_run_with_one_base(tmp_path, single_thread, monkeypatch):
+    import evolora.evaluation.sampled as sampled
+
+    calls = []
+    original = sampled.correct_counts
+
+    def spy(bank, tokenizer, task, items, slots, **kwargs):
+        calls.append(list(slots))
+        return original(bank, tokenizer, task, items, slots, **kwargs)
+
+    monkeypatch.setattr(sampled, "correct_counts", spy)
+    out = tmp_path / "study"
+    args = ["study", "tasks/arith.yaml", "--seeds", "0", "--arms", "population,no_evolution", "--out", str(out),
+            "--samples", "2", *TINY]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    records = [json.loads((out / f"{arm}-s0" / "final" / "summary.json").read_text())["pass_at_k"]
+               for arm in ("population", "no_evolution")]
+    for record in records:
+        assert record["samples"] == 2 and len(record["members"]) == 3  # two students and the base
+        assert all(len(m["correct_counts"]) == record["limit"] == 3 for m in record["members"].values())
+        assert {"pass@1"} <= set(record["members"]["base"]) and "pass@4" not in record["members"]["base"]
+    assert records[0]["members"]["base"] == records[1]["members"]["base"]
+    assert sum("__base__" in slots for slots in calls) == 1  # the base sampled once, copied into the other run
+    again = runner.invoke(app, args)  # nothing new to sample
+    assert again.exit_code == 0 and "sampled pass@k" not in again.output
+    bad = runner.invoke(app, [*args[:-len(TINY)], "--samples", "-1", *TINY])
+    assert bad.exit_code == 2 and "--samples" in bad.output

@@ -7,11 +7,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 
 from evolora.config import ConfigError, config_from_dict
 from evolora.learner import Sample
 from evolora.operators import OperatorSpec
-from evolora.selfplay.reward_control import randomize_rewards, reward_generator
+from evolora.advantages import compute_advantages
+from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.run import Run
 from evolora.study import BUILTIN_ARMS, arm_overrides, parse_arms, study_plan
 from run_helpers import TINY_OVERRIDES
@@ -25,7 +27,8 @@ def _config(**sections):
 
 
 def test_builtin_and_user_arms_resolve_to_overrides():
-    assert set(BUILTIN_ARMS) == {"population", "single_agent", "no_evolution", "random_reward"}
+    assert set(BUILTIN_ARMS) == {"population", "single_agent", "single_agent_total", "no_evolution",
+                                 "independent_pairs", "random_reward"}
     assert arm_overrides("no_evolution", {}) == ["selfplay.mode=\"population\"", "evolution.enabled=false",
                                                  "study.arm=no_evolution"]
     user = {"truncation": {"evolution.selection": {"name": "truncation"}}}
@@ -47,7 +50,7 @@ def test_study_plan_builds_each_arm_from_the_config(tmp_path):
     plan = study_plan(path, seeds=[3], arms=["no_evolution", "random_reward", "rank_sel"], out=tmp_path / "s")
     by_arm = {item.arm: item.config for item in plan}
     assert not by_arm["no_evolution"].evolution.enabled and by_arm["no_evolution"].learner.rewards == "real"
-    assert by_arm["random_reward"].learner.rewards == "random" and by_arm["random_reward"].evolution.enabled
+    assert by_arm["random_reward"].learner.rewards == "permuted" and by_arm["random_reward"].evolution.enabled
     assert by_arm["rank_sel"].evolution.selection.name == "rank"
     assert {c.study.arm for c in by_arm.values()} == {"no_evolution", "random_reward", "rank_sel"}
     assert [item.out.name for item in plan] == ["no_evolution-s3", "random_reward-s3", "rank_sel-s3"]
@@ -98,7 +101,7 @@ def test_randomize_rewards_keeps_each_roles_mean_and_spread_but_not_the_values()
     assert [s.reward for s in other["T0"]] != [s.reward for s in out["T0"]]
 
 
-def test_random_reward_run_trains_on_draws(tmp_path, single_thread, monkeypatch):
+def test_gaussian_reward_run_trains_on_draws(tmp_path, single_thread, monkeypatch):
     run = Run(_config(learner={"rewards": "random"}, evolution={"every": 10}, task={"name": "toy", "params": {}}),
               tmp_path / "run")
     seen, real = [], []
@@ -121,3 +124,92 @@ def test_the_shipped_selection_sweep_arms_resolve(tmp_path):
     plan = study_plan("tasks/arith.yaml", seeds=[0], arms=arms, out=tmp_path / "sweep")
     assert [item.config.evolution.selection.name for item in plan] == ["tournament", "truncation", "rank",
                                                                         "fitness_proportional"]
+
+
+def test_permute_rewards_keeps_every_groups_rewards_and_moves_them():
+    samples = {"S0": _samples([1.0, -0.5, -0.5, -1.0], "problem0") + _samples([1.0, 1.0], "problem1"),
+               "S1": _samples([-0.5, 1.0, -0.5, -0.5, 1.0, -1.0], "problem2"),
+               "T0": _samples([0.0, -1.0, 0.5], "teacher:T0"), "H0": _samples([1.0, -0.5], "problem3")}
+    roles = {"S0": "student", "S1": "student", "T0": "teacher"}
+    out = permute_rewards(samples, roles, reward_generator(0, 1))
+    for member, batch in samples.items():
+        for group in {s.group for s in batch}:
+            assert sorted(s.reward for s in out[member] if s.group == group) == sorted(
+                s.reward for s in batch if s.group == group)
+    assert [s.reward for s in out["H0"]] == [1.0, -0.5]  # not a member: untouched
+    moved = [m for m in ("S0", "S1", "T0") if [s.reward for s in out[m]] != [s.reward for s in samples[m]]]
+    assert moved  # some rewards changed place
+    assert [s.reward for s in samples["S0"]][:4] == [1.0, -0.5, -0.5, -1.0]  # the input is untouched
+
+
+def _nonzero_advantages(jobs_or_samples) -> int:
+    count = 0
+    for batch in jobs_or_samples:
+        if batch:
+            advantages = compute_advantages(torch.tensor([s.reward for s in batch]), [s.group for s in batch])
+            count += int((advantages != 0).sum())
+    return count
+
+
+def test_random_reward_arm_trains_on_as_many_samples_as_the_real_rewards(tmp_path, single_thread, monkeypatch):
+    """A seeded tiny run: the permuted control gives exactly the real run's non-zero-advantage count
+    (the Gaussian control does not), and the learner sees rewards in another order."""
+    run = Run(_config(learner={"rewards": "permuted"}, evolution={"every": 10}, task={"name": "toy", "params": {}},
+                      selfplay={"samples_per_problem": 4}), tmp_path / "run")
+    seen: list[list] = []
+    update = run.bank.update
+
+    def spy(jobs, **kwargs):
+        seen.extend(batch for _, batch in jobs.values())
+        return update(jobs, **kwargs)
+
+    monkeypatch.setattr(run.bank, "update", spy)
+    permuted, real = [], []
+    for _ in range(2):
+        before = len(seen)
+        record, games = run.run_step()
+        permuted += seen[before:]
+        assert sum(record["trained_samples"].values()) == _nonzero_advantages(seen[before:])
+        assert record["rollouts"] >= sum(len(b) for b in seen[before:])
+    import evolora.run as run_module
+    real_samples = []
+    original = run_module.play_step
+
+    def capture(*args, **kwargs):
+        outcome = original(*args, **kwargs)
+        real_samples.append(outcome.samples)
+        return outcome
+
+    monkeypatch.setattr(run_module, "play_step", capture)
+    before = len(seen)
+    record, _ = run.run_step()
+    learner_view = seen[before:]
+    real = [batch for batch in real_samples[0].values()]
+    assert _nonzero_advantages(learner_view) == _nonzero_advantages(real) > 0
+    assert sum(record["trained_samples"].values()) == _nonzero_advantages(real)
+    assert [s.reward for b in learner_view for s in b] != [s.reward for b in real for s in b]
+    gaussian = randomize_rewards(real_samples[0], {m.id: m.role for m in run.population.members},
+                                 reward_generator(0, 3))
+    assert _nonzero_advantages(gaussian.values()) > _nonzero_advantages(real)
+
+
+def test_independent_pairs_never_cross_play_and_single_agent_total_matches_rollouts(tmp_path, single_thread):
+    pairs = Run(_config(selfplay={"matchmaking": {"scheme": "fixed_pairs"}}, evolution={"enabled": False},
+                        task={"name": "toy", "params": {}}), tmp_path / "pairs")
+    population = Run(_config(task={"name": "toy", "params": {}}, evolution={"every": 10}), tmp_path / "pop")
+    seen = set()
+    for _ in range(3):
+        record, _ = pairs.run_step()
+        seen |= set(record["pair_solve_rates"])
+    assert seen == {"t0|s0", "t1|s1"}
+    base = _config(task={"name": "toy", "params": {}})
+    overrides = arm_overrides("single_agent_total", {}, base)
+    assert 'selfplay.proposals_per_teacher=4' in overrides  # 2 per teacher x 2 teachers
+    from evolora.config import apply_overrides
+    agent_config = config_from_dict(apply_overrides(base.model_dump(mode="json"), overrides))
+    agent = Run(agent_config, tmp_path / "agent")
+    agent_record, _ = agent.run_step()
+    population_record, _ = population.run_step()
+    assert agent_record["rollouts"] == population_record["rollouts"]
+    with pytest.raises(ConfigError, match="single_agent_total"):
+        arm_overrides("single_agent_total", {})

@@ -51,3 +51,25 @@ def test_paired_difference_interval_matches_scipy():
     low, high = stats.t.interval(0.95, 2, loc=sum(diffs) / 3, scale=stats.sem(diffs))
     assert out["n"] == 3 and out["low"] == pytest.approx(low) and out["high"] == pytest.approx(high)
     assert out["p"] == pytest.approx(0.25) and math.isclose(out["mean"], 0.03)
+
+
+def test_bootstrap_difference_over_seeds_and_items():
+    import numpy as np
+
+    from evolora.report.stats import bootstrap_difference
+
+    rng = np.random.default_rng(0)
+    items = rng.random(90) < 0.3
+    a = {s: (items | (rng.random(90) < 0.1)).astype(float) for s in range(6)}  # a solves a few more items
+    b = {s: items.astype(float) for s in range(6)}
+    result = bootstrap_difference(a, b, generator=np.random.default_rng(1))
+    assert result["seeds"] == 6 and result["items"] == 90
+    assert 0 < result["low"] < result["mean"] < result["high"] < 0.2
+    same = bootstrap_difference(b, b, generator=np.random.default_rng(1))
+    assert same["low"] == same["high"] == 0.0
+    again = bootstrap_difference(a, b, generator=np.random.default_rng(1))
+    assert again == result  # replays with the generator
+    # one seed: the interval still reflects the items
+    one = bootstrap_difference({0: a[0]}, {0: b[0]}, generator=np.random.default_rng(1))
+    assert one["low"] < one["mean"] < one["high"]
+    assert bootstrap_difference({1: a[0]}, {0: b[0]}, generator=np.random.default_rng(1))["mean"] is None

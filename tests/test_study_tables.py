@@ -57,3 +57,39 @@ def test_pass_at_k_curves_average_the_base_and_the_best_member_by_pass_at_1(tmp_
     assert curves["population"]["base"][0] == members["base"]["pass@1"]
     assert pass_at_k_figure(runs, tmp_path / "k.png").stat().st_size > 1000
     assert pass_at_k_figure(runs[1:], tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
+
+
+def _fake_run(tmp_path, arm, seed, accuracy, rating, dev, items=None, rollouts=72):
+    from evolora.report.data import RunData
+
+    held = {m: {"accuracy": a, "correct": 0, "total": 4, **({"items": items[m]} if items else {})}
+            for m, a in accuracy.items()}
+    held["base"] = {"accuracy": 0.1, "correct": 0, "total": 4}
+    summary = {"individuals": [{"id": m, "role": "student"} for m in accuracy], "held_out": held,
+               "fitness": {"name": "rating", "members": {m: {"role": "student", "rating": rating[m],
+                                                             "validation": dev[m], "fitness": rating[m]}
+                                                         for m in accuracy}}}
+    metrics = [{"step": s, "rollouts": rollouts, "trained_samples": {"s0": 10, "s1": 5}, "tokens": 100,
+                "seconds": {"total": 30.0}} for s in (1, 2)]
+    return RunData(tmp_path / f"{arm}-s{seed}", {}, arm, "arith", seed, metrics, [], summary)
+
+
+def test_study_tables_give_compute_fitness_validity_and_item_intervals(tmp_path):
+    from evolora.report.study_tables import study_tables
+
+    runs = []
+    for seed in range(3):
+        accuracy = {"s0": 0.5, "s1": 0.25}
+        items = {"s0": "1100", "s1": "1000"}
+        # dev accuracy orders the members like held-out accuracy; the rating orders them the other way
+        runs.append(_fake_run(tmp_path, "population", seed, accuracy, {"s0": 1.0, "s1": 2.0},
+                              {"s0": 0.6, "s1": 0.2}, items))
+        runs.append(_fake_run(tmp_path, "single_agent_total", seed, {"s0": 0.25, "s1": 0.25}, {"s0": 1.0, "s1": 1.0},
+                              {"s0": 0.3, "s1": 0.3}, {"s0": "1000", "s1": "1000"}, rollouts=70))
+    markdown = study_tables(runs).markdown
+    assert "| population | 3 | 144 | 30 | 200 | 1 |" in markdown  # rollouts, trained samples, tokens, minutes
+    assert "| single_agent_total | 3 | 140 |" in markdown
+    assert "| population | dev accuracy | 3 | 6 | +1.00 | 3 / 0 / 0 |" in markdown
+    assert "| population | μ − 3σ | 3 | 6 | -1.00 | 0 / 3 / 0 |" in markdown
+    row = next(line for line in markdown.splitlines() if line.startswith("| population − single_agent_total"))
+    assert row.endswith("| +12.5 [+0.0, +37.5] |")  # item × seed bootstrap: the t interval of 3 equal seeds has no width

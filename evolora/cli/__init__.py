@@ -297,13 +297,14 @@ def _accuracy(held: dict | None) -> str:
 def study(
     config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config or preset, e.g. arith or tasks/arith.yaml."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
-    arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, no_evolution, random_reward, or the config's study.arms."),
+    arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, single_agent_total, no_evolution, independent_pairs, random_reward, or the config's study.arms."),
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key in every run: --set run.steps=10"),
     verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),
+    samples: int = typer.Option(0, "--samples", min=0, help="Also sampled pass@k (k = 1, 4, 16) of every run's members and the base, with N answers per problem (0: off)."),
 ) -> None:
     """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
-    from evolora.study import parse_arms, parse_seeds, study_plan
+    from evolora.study import parse_arms, parse_seeds, study_pass_at_k, study_plan
 
     out = out if out is not None else Path("runs") / f"study-{config_path.stem}"
     try:
@@ -314,6 +315,7 @@ def study(
         console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
         if item.state != "done":
             _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose, study=True)
+    study_pass_at_k(plan, samples, say=lambda text: console.print(text, highlight=False)) if samples else None
     if len(plan) > 1:
         compare([item.out for item in plan], out / "report")
         _study_tables(out)
@@ -322,9 +324,8 @@ def study(
 
 
 def _study_tables(out: Path) -> None:
-    """Write the study's comparison tables (``tables.md``) and figures (``arms.png``, and
-    ``pass_at_k.png`` once a run has a sampled evaluation) over every run directory in ``out``
-    (earlier invocations' arms and seeds included)."""
+    """Write the study's tables (``tables.md``) and figures (``arms.png``; ``pass_at_k.png`` once a run has
+    a sampled evaluation) over every run directory in ``out`` (earlier invocations' arms and seeds included)."""
     from evolora.report.data import load_run
     from evolora.report.study_figures import write_study_report
     from evolora.report.study_tables import study_tables

@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evolora.config.errors import format_validation_error
+from evolora.config.fitness import FitnessConfig
 from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
 from evolora.config.presets import preset_names, resolve_config_path
@@ -25,7 +26,7 @@ from evolora.config.strict_yaml import MAX_CHARS, StrictYAMLError, check_text, l
 from evolora.config.types import Algorithm, ConfigError, Device, Float, Int, LRSchedule, _Section
 from evolora.game import ARMS, Arm
 
-__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "Float", "GenerationConfig", "Int", "LearnerConfig", "LoRAConfig",
+__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "FitnessConfig", "Float", "GenerationConfig", "Int", "LearnerConfig", "LoRAConfig",
            "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
            "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "check_resume", "config_from_dict",
            "dump_config", "load_config", "load_run_config", "parse_override"]
@@ -93,10 +94,11 @@ class LearnerConfig(_Section):
     """Sequences per forward/backward."""
     max_grad_norm: Float = Field(default=1.0, gt=0)
     """Clip each adapter's gradient to this global L2 norm before its AdamW step."""
-    rewards: Literal["real", "random"] = "real"
-    """``random``: every reward the learner sees is replaced by a Gaussian draw with the mean and
-    standard deviation of that step's real rewards of the same role (the ``random_reward`` control
-    of a study: the same compute, no signal). Ratings, fitness and records keep the real outcomes."""
+    rewards: Literal["real", "permuted", "random"] = "real"
+    """``permuted``: each GRPO group's rewards are shuffled among its samples (the ``random_reward``
+    control of a study: the same groups and trained samples, no signal). ``random``: Gaussian draws
+    with the mean and std of the step's real rewards of the role (trains on more samples than real
+    rewards). :mod:`evolora.selfplay.reward_control`. Ratings, fitness and records keep the real outcomes."""
     weight_decay: Float = Field(default=0.0, ge=0)
     """AdamW weight decay of the adapter factors (0: none)."""
     on_nonfinite: Literal["rollback", "cull"] = "rollback"
@@ -142,6 +144,8 @@ class EvolutionConfig(_Section):
     selection: OperatorChoice = OperatorChoice(name="tournament")
     crossover: OperatorChoice = OperatorChoice(name="svd_merge")
     mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
+    fitness: FitnessConfig = FitnessConfig()
+    """What members are ranked by: rating (μ − 3σ), validation (dev accuracy) or blend (:mod:`evolora.config.fitness`)."""
 
 
 class EvalConfig(_Section):
@@ -149,6 +153,10 @@ class EvalConfig(_Section):
     """False: no held-out evaluation when the run ends (``evolora evaluate`` can run it later)."""
     limit: Int = Field(default=16, ge=0)
     """Held-out problems evaluated (greedy) per individual; 0 disables."""
+    every: Int = Field(default=0, ge=0)
+    """> 0: a learning curve: every k steps the solvers' greedy accuracy on the first ``curve_limit`` held-out items."""
+    curve_limit: Int = Field(default=18, ge=1)
+    """Held-out items of each learning-curve point (``every``); the step record's ``held_out_curve``."""
     max_new_tokens: Int = Field(default=192, ge=1)
     """Token cap of each greedy held-out answer."""
     batch_size: Int | None = Field(default=None, ge=1)

@@ -18,7 +18,7 @@ class MatchmakingConfig(_Section):
     k: Float = Field(default=2.0, gt=0)
     """Exponent of the ``hard`` weighting."""
     scheme: Scheme = "per_teacher_without_replacement"
-    """How pairs are drawn each step."""
+    """How pairs are drawn each step; ``fixed_pairs``: teacher i always meets student i (no cross-play)."""
     hall_of_fame: Int = Field(default=0, ge=0, le=64)
     """Past student champions kept as frozen opponents (AlphaStar league); 0 turns the hall off.
     After every evolution step the best student (by μ − 3σ) is snapshotted into it."""

@@ -146,8 +146,9 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
             lines {"member", "item", "question", "answer", "group", "completion", "grade"}.
 
     Returns:
-        ({member id or "base": {"correct", "total", "accuracy"}}, number of problems); accuracy
-        is a fraction in [0, 1]. When the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
+        ({member id or "base": {"correct", "total", "accuracy", "items"}}, number of problems); accuracy
+        is a fraction in [0, 1]; "items" is per-item correctness, "1"/"0" per item in order. When
+        the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
         each entry also has "by_group": {group: {"correct", "total"}}, groups in item order.
         Empty when evaluation is disabled or the task has no held-out data.
     """
@@ -171,8 +172,11 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
 
 
 def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:
-    """One member's held-out entry: {"correct", "total", "accuracy"}, and "by_group" when the items have groups."""
-    record = {"correct": result.correct, "total": result.total, "accuracy": result.accuracy}
+    """One member's held-out entry: {"correct", "total", "accuracy", "items"}, and "by_group" when the
+    items have groups. "items" holds per-item correctness in item order, one character each
+    ("1" correct, "0" not), for item-level intervals (:func:`evolora.report.stats.bootstrap_difference`)."""
+    record = {"correct": result.correct, "total": result.total, "accuracy": result.accuracy,
+              "items": "".join("1" if label == "correct" else "0" for label in result.labels)}
     if any(item.group is not None for item in items):
         groups: dict[str, dict[str, int]] = {}
         for item, label in zip(items, result.labels):
@@ -181,3 +185,14 @@ def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:
             group["total"] += 1
         record["by_group"] = groups
     return record
+
+
+def held_out_curve(run) -> dict[str, float]:
+    """One point of a held-out learning curve (``eval.every``) of ``run`` (an :class:`evolora.run.Run`):
+    {member id: greedy accuracy in [0, 1]} of its solvers on the first ``eval.curve_limit`` held-out
+    items, in one batched call, without the base; {} when the task has no held-out data."""
+    solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
+    curve = run.config.eval.model_copy(update={"enabled": True, "base": False})
+    results, _ = held_out_accuracy(run.bank, run.tokenizer, run.task, solvers, curve, seed=run.config.run.seed,
+                                   limit=curve.curve_limit)
+    return {member: entry["accuracy"] for member, entry in results.items()}

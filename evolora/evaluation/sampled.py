@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import random
 import time
+import zlib
 from pathlib import Path
 
 import torch
@@ -40,20 +41,34 @@ def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[Hel
                    temperature: float, max_new_tokens: int, batch_size: int, seed: int,
                    greedy: bool = False) -> dict[str, list[int]]:
     """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
-    for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. One seeded generator drives
-    every draw, so a call replays exactly. ``greedy``: argmax answers instead (``temperature``
-    ignored; with ``samples=1`` the counts are the greedy correct flags)."""
+    for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. Each slot draws from its own
+    generator, seeded from ``(seed, slot name)`` (:func:`slot_seed`), so a slot's samples do not
+    depend on which other slots are evaluated with it: the base draws the same answers in every
+    run's evaluation, and a call replays exactly. ``greedy``: argmax answers instead
+    (``temperature`` ignored; with ``samples=1`` the counts are the greedy correct flags)."""
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
-    rows = [(slot, i) for slot in slots for i in range(len(items)) for _ in range(samples)]
-    generator = torch.Generator(device="cpu").manual_seed(seed)  # the bank seeds one with it on its device
-    done = bank.rollout(tokenizer, [prompts[i] for _, i in rows], [slot for slot, _ in rows],
-                        max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
-                        batch_size=batch_size, generator=generator)
-    grades = task.grade_held_out([c.text for c in done], [items[i] for _, i in rows])
-    counts = {slot: [0] * len(items) for slot in slots}
-    for (slot, i), grade in zip(rows, grades):
-        counts[slot][i] += grade.label == "correct"
+    counts = {}
+    for slot in slots:
+        rows = [i for i in range(len(items)) for _ in range(samples)]
+        generator = torch.Generator(device="cpu").manual_seed(slot_seed(seed, slot))  # the bank moves it to its device
+        done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slot] * len(rows),
+                            max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
+                            batch_size=batch_size, generator=generator)
+        grades = task.grade_held_out([c.text for c in done], [items[i] for i in rows])
+        counts[slot] = [0] * len(items)
+        for i, grade in zip(rows, grades):
+            counts[slot][i] += grade.label == "correct"
     return counts
+
+
+def slot_seed(seed: int, slot: str) -> int:
+    """The sampling seed of one slot's rows: a function of ``(seed, slot name)`` only (CRC-32 of
+    ``"<seed>:<slot>"``), so a slot draws the same noise whatever is evaluated beside it.
+
+    >>> slot_seed(0, "__base__") == slot_seed(0, "__base__") != slot_seed(1, "__base__")
+    True
+    """
+    return zlib.crc32(f"{seed}:{slot}".encode())
 
 
 def pass_at_k_record(counts: list[int], samples: int, ks: tuple[int, ...]) -> dict[str, float]:
@@ -79,7 +94,8 @@ def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None
 
 def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
                       temperature: float = 1.0, limit: int | None = None, seed: int = 0, model: CausalLM | None = None,
-                      tokenizer: Tokenizer | None = None, allow_stale: bool = False) -> dict:
+                      tokenizer: Tokenizer | None = None, allow_stale: bool = False,
+                      base: dict | None = None) -> dict:
     """pass@k of a finished run's members and the base on its held-out set; written to the summary.
 
     Args:
@@ -87,6 +103,8 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
         samples: n sampled answers per problem and member (>= 1); ks: the k reported (<= n).
         temperature: sampling temperature (> 0); limit: held-out problems (default ``eval.limit``);
         seed: the sampling generator's seed; model, tokenizer: an already loaded base.
+        base: the base's entry of an earlier record with the same options, items and model dtype
+            (the base draws the same answers in every run, :func:`correct_counts`): copied, not sampled again.
 
     Returns:
         ``{"samples", "temperature", "limit", "seed", "seconds", "members": {id or "base":
@@ -107,13 +125,16 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     if not items:
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     began = time.perf_counter()
-    counts = correct_counts(bank, tokenizer, task, items, [*members, BASE], samples=samples, temperature=temperature,
+    counts = correct_counts(bank, tokenizer, task, items, [*members] + ([] if base else [BASE]), samples=samples,
+                            temperature=temperature,
                             max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed)
     task.close()
     record = {"samples": samples, "temperature": temperature, "limit": len(items), "seed": seed,
               "seconds": round(time.perf_counter() - began, 1),
               "members": {("base" if slot == BASE else slot): {**pass_at_k_record(c, samples, ks), "correct_counts": c}
                           for slot, c in counts.items()}}
+    if base:
+        record["members"]["base"] = dict(base)
     summary["pass_at_k"] = record
     write_json_atomic(summary_path, summary)
     return record

@@ -12,8 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import json
+
+import numpy as np
+
+from evolora.fitness import pooled_rank_correlation
 from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval, trend_metric
-from evolora.report.stats import paired_difference
+from evolora.report.stats import bootstrap_difference, paired_difference
+
+BOOTSTRAP_SEED = 0
+"""Seed of the item × seed bootstrap's generator (the tables replay exactly)."""
 
 REFERENCE = "population"
 """The arm every other arm is compared with."""
@@ -46,9 +54,10 @@ def study_tables(runs: list[RunData]) -> StudyTables:
     metric = trend_metric(finished) if finished else None
     by_arm: dict[str, dict[int, dict]] = {}
     for run in finished:
-        by_arm.setdefault(run.mode, {})[run.seed] = run_numbers(run, metric)
-    sections = [_arm_table(by_arm), _paired_table(by_arm), _seed_table(by_arm), _pass_table(finished),
-                _cell_table(held_out_groups(finished))]
+        by_arm.setdefault(run.mode, {})[run.seed] = {**run_numbers(run, metric), "items": member_items(run),
+                                                     **compute_numbers(run)}
+    sections = [_arm_table(by_arm), _paired_table(by_arm), _compute_table(by_arm), _seed_table(by_arm),
+                _fitness_table(finished), _pass_table(finished), _cell_table(held_out_groups(finished))]
     return StudyTables(by_arm, "\n\n".join("\n".join(lines) for lines in sections if lines))
 
 
@@ -99,8 +108,8 @@ def _arm_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
 
 
 def _paired_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
-    lines = ["| comparison | seeds | member mean, points [95 % t] | exact sign-flip p | best member, points |",
-             "|---|---|---|---|---|"]
+    lines = ["| comparison | seeds | member mean, points [95 % t] | exact sign-flip p | best member (chosen on the "
+             "test set), points | member mean, points [95 % item × seed bootstrap] |", "|---|---|---|---|---|---|"]
     reference = by_arm.get(REFERENCE, {})
     for arm, seeds in by_arm.items():
         if arm == REFERENCE:
@@ -111,8 +120,17 @@ def _paired_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
             continue
         mean = paired_difference([reference[s]["mean"] for s in common], [seeds[s]["mean"] for s in common])
         best = paired_difference([reference[s]["best"] for s in common], [seeds[s]["best"] for s in common])
+        items_a = {s: reference[s]["items"] for s in common if reference[s]["items"] is not None}
+        items_b = {s: seeds[s]["items"] for s in common if seeds[s]["items"] is not None}
+        crossed = "–"
+        if len(items_a) == len(items_b) == len(common):
+            try:
+                boot = bootstrap_difference(items_a, items_b, generator=np.random.default_rng(BOOTSTRAP_SEED))
+                crossed = _points(boot)
+            except ValueError:  # runs evaluated on different items
+                crossed = "–"
         lines.append(f"| {REFERENCE} − {arm} | {', '.join(map(str, common))} (n = {len(common)}) | "
-                     f"{_points(mean)} | {mean['p']:.3f} | {_points(best)} |")
+                     f"{_points(mean)} | {mean['p']:.3f} | {_points(best)} | {crossed} |")
     return lines
 
 
@@ -142,4 +160,80 @@ def _cell_table(groups: dict[str, dict[str, float]]) -> list[str]:
     for cell in cells:
         lines.append(f"| {cell} | " + " | ".join(f"{100 * groups[k][cell]:.0f}" if cell in groups[k] else "–"
                                                   for k in groups) + " |")
+    return lines
+
+
+def member_items(run: RunData) -> np.ndarray | None:
+    """Per held-out item, the mean over the run's members of their correctness ((N,) in [0, 1]),
+    from the summary's per-item ``items`` strings, else from ``final/held_out.jsonl``; None when
+    neither holds every member's answers."""
+    members = held_out_members(run)
+    held = (run.summary or {}).get("held_out") or {}
+    rows = {m: held[m].get("items") for m in members}
+    if members and all(rows.values()):
+        return np.array([[c == "1" for c in rows[m]] for m in members], dtype=float).mean(axis=0)
+    answers = run.path / "final" / "held_out.jsonl"
+    if not members or not answers.is_file():
+        return None
+    flags: dict[str, dict[int, bool]] = {m: {} for m in members}
+    for line in answers.read_text().splitlines():
+        entry = json.loads(line)
+        if entry.get("member") in flags:
+            flags[entry["member"]][entry["item"]] = entry["grade"] == "correct"
+    sizes = {len(v) for v in flags.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        return None
+    return np.array([[v[i] for i in sorted(v)] for v in flags.values()], dtype=float).mean(axis=0)
+
+
+def compute_numbers(run: RunData) -> dict:
+    """What a run spent, summed over its steps: rollouts (completions sampled), trained samples
+    (samples that carried gradient), rollout tokens and wall seconds; None where the records lack a key."""
+    def total(get):
+        values = [get(record) for record in run.metrics]
+        return float(sum(values)) if values and all(v is not None for v in values) else None
+
+    return {"rollouts": total(lambda r: r.get("rollouts")),
+            "trained": total(lambda r: sum(r["trained_samples"].values()) if "trained_samples" in r else None),
+            "tokens": total(lambda r: r.get("tokens")),
+            "wall": total(lambda r: (r.get("seconds") or {}).get("total"))}
+
+
+def _compute_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
+    """Compute per run, mean over each arm's seeds: is a comparison matched?"""
+    lines = ["| arm | n | rollouts per run | trained samples per run | rollout tokens per run | wall minutes per run |",
+             "|---|---|---|---|---|---|"]
+    for arm, seeds in by_arm.items():
+        cells = []
+        for key, scale in (("rollouts", 1), ("trained", 1), ("tokens", 1), ("wall", 60)):
+            values = [n[key] for n in seeds.values() if n.get(key) is not None]
+            cells.append(f"{sum(values) / len(values) / scale:,.0f}" if values else "–")
+        lines.append(f"| {arm} | {len(seeds)} | {' | '.join(cells)} |")
+    return lines
+
+
+def _fitness_table(runs: list[RunData]) -> list[str]:
+    """Does a fitness signal predict held-out accuracy? Per arm, Spearman's ρ of run-centred final
+    signal and held-out accuracy over its members and seeds, and the member pairs ordered alike /
+    unlike (:func:`evolora.fitness.pooled_rank_correlation`); empty when no run recorded a fitness."""
+    by_arm: dict[str, dict[str, list]] = {}
+    for run in runs:
+        record = (run.summary or {}).get("fitness")
+        if not record:
+            continue
+        accuracy = held_out_members(run)
+        for signal in ("rating", "validation"):
+            values = {m: e[signal] for m, e in record["members"].items() if m in accuracy and e[signal] is not None}
+            by_arm.setdefault(run.mode, {}).setdefault(signal, []).append((values, accuracy))
+    if not by_arm:
+        return []
+    lines = ["| arm | fitness signal | runs | members | within-run Spearman ρ | pairs alike / unlike / tied |",
+             "|---|---|---|---|---|---|"]
+    for arm, signals in by_arm.items():
+        for signal, pairs in signals.items():
+            pooled = pooled_rank_correlation(pairs)
+            rho = "–" if pooled["rho"] is None else f"{pooled['rho']:+.2f}"
+            lines.append(f"| {arm} | {'μ − 3σ' if signal == 'rating' else 'dev accuracy'} | {len(pairs)} | "
+                         f"{pooled['members']} | {rho} | {pooled['concordant']} / {pooled['discordant']} / "
+                         f"{pooled['tied']} |")
     return lines

@@ -258,6 +258,25 @@ class ArithTask(Task):
             self._grid = [column[i] for i in range(self.eval_per_cell) for column in columns]
         return self._grid
 
+    def dev_set(self, size: int) -> list[HeldOutItem]:
+        """``size`` dev problems for the validation fitness, interleaved over the grid's cells like
+        :meth:`grid` (the same digits × operators distribution), from their own stream
+        (``arith-dev:<eval_seed>``) and disjoint from the held-out grid at any ``eval_per_cell`` up to
+        :data:`DEV_RESERVED` (the test stream's first problems of each cell are never used)."""
+        cells = sorted(((d, k) for d in range(1, self.eval_digits + 1) for k in range(1, self.eval_ops + 1)),
+                       key=lambda cell: (sum(cell), cell[0]))
+        per_cell = -(-max(size, 0) // len(cells))
+        columns = [self._dev_cell(d, k, per_cell) for d, k in cells]
+        items = [column[i] for i in range(per_cell) for column in columns if i < len(column)]
+        return items[: max(size, 0)]
+
+    def _dev_cell(self, digits: int, ops: int, count: int) -> list[HeldOutItem]:
+        reserved = set(_distinct_expressions(random.Random(f"arith-heldout:{self.eval_seed}:{digits}:{ops}"),
+                                             digits, ops, max(self.eval_per_cell, DEV_RESERVED)))
+        rng = random.Random(f"arith-dev:{self.eval_seed}:{digits}:{ops}")
+        texts = [t for t in _distinct_expressions(rng, digits, ops, count + len(reserved)) if t not in reserved]
+        return [HeldOutItem(t, float(evaluate_expression(t)), group=f"d{digits}o{ops}") for t in texts[:count]]
+
     def _cell(self, digits: int, ops: int) -> list[HeldOutItem]:
         rng = random.Random(f"arith-heldout:{self.eval_seed}:{digits}:{ops}")
         items: dict[str, HeldOutItem] = {}
@@ -271,3 +290,19 @@ class ArithTask(Task):
             raise ValueError(f"arith task: only {len(items)} distinct problems with {digits} digit(s) and "
                              f"{ops} operator(s); lower eval_per_cell (got {self.eval_per_cell})")
         return list(items.values())
+
+
+DEV_RESERVED = 100
+"""Problems per cell of the held-out stream that the dev set never uses, so it stays disjoint
+from re-evaluations on larger grids (``eval_per_cell`` up to 100)."""
+
+
+def _distinct_expressions(rng: random.Random, digits: int, ops: int, count: int) -> list[str]:
+    """Up to ``count`` distinct :func:`random_expression` texts in draw order (fewer when the cell
+    holds fewer: 200 draws per wanted problem at most)."""
+    seen: dict[str, None] = {}
+    for _ in range(200 * count):
+        if len(seen) == count:
+            break
+        seen.setdefault(random_expression(rng, digits, ops))
+    return list(seen)

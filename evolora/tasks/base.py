@@ -189,6 +189,12 @@ class Task(ABC):
     def held_out(self, limit: int, rng: random.Random) -> list[HeldOutItem] | None:
         """Up to ``limit`` held-out problems, or None when no data is available."""
 
+    def dev_set(self, size: int) -> list[HeldOutItem] | None:
+        """Up to ``size`` dev problems for the validation fitness (``evolution.fitness``): drawn from
+        the training distribution, never from :meth:`held_out`'s items, the same on every call.
+        Default None: the task has no dev set, and a validation fitness is refused before any model loads."""
+        return None
+
     def proposal_request(self, rng: random.Random) -> ProposalRequest:
         """One teacher rollout's request: prompt, forced start, shown examples and segments.
 

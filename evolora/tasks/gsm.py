@@ -18,7 +18,7 @@ from pathlib import Path
 from evolora.sandbox import SandboxPool
 from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, load_bundled_test, load_gsm8k
+from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, gsm_dev_set, load_bundled_test, load_gsm8k
 from evolora.tasks.gsm_text import _drop_trailing_label, _PROBLEM_HEADER, format_proposal, program_answer
 from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
 from evolora.tasks.pooled import PooledVerifier
@@ -323,6 +323,8 @@ class GSMTask(PooledVerifier):
             self._eval = load_gsm8k(Path(self.eval_path)) if self.eval_path is not None else load_bundled_test()
         return self._eval[: max(limit, 0)]
 
+
+    dev_set = gsm_dev_set  # the validation-fitness dev set: the last problems of train_path, or None
 
 def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,
                   example_set, structured, problem_tokens, program_tokens, program_temperature, proposal, value_tokens,

@@ -161,3 +161,17 @@ def load_bundled_test() -> list[HeldOutItem]:
     """
     return load_gsm8k(BUNDLED_TEST)
 
+
+
+def gsm_dev_set(task, size: int) -> list[HeldOutItem] | None:
+    """``GSMTask.dev_set``: the validation-fitness dev set of the ``gsm`` task, the last ``size``
+    problems of the GSM8K train file ``task.train_path`` (a slice of the training distribution;
+    GSM8K's train and test splits share no problem), or None without ``train_path``: the package
+    ships only the test split, and the dev set never takes test items.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`load_gsm8k`.
+    """
+    if task.train_path is None:
+        return None
+    return load_gsm8k(Path(task.train_path))[-size:] if size > 0 else []

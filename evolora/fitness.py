@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -27,8 +28,11 @@ from evolora.config.fitness import FitnessConfig
 from evolora.evaluation import evaluate
 from evolora.tasks.base import HeldOutItem, Task
 
+if TYPE_CHECKING:
+    from evolora.hf_types import Tokenizer
 
-def dev_accuracy(bank: Bank, tokenizer, task: Task, members: Mapping[str, str], items: list[HeldOutItem], *,
+
+def dev_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: Mapping[str, str], items: list[HeldOutItem], *,
                  max_new_tokens: int, batch_size: int | None = None) -> dict[str, float]:
     """Greedy accuracy of each member on the dev ``items``, in one batched call for all of them.
 

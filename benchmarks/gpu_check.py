@@ -180,6 +180,8 @@ def main() -> int:
                         help="the models of the parity check")
     parser.add_argument("--speed", choices=("auto", "on", "off"), default="auto",
                         help="the graph engine's speed part (auto: on CUDA only)")
+    parser.add_argument("--no-qwen", action="store_true",
+                        help="leave the Qwen2.5-0.5B-shaped model out of the speed part")
     parser.add_argument("--engine", default="auto",
                         help="generation.engine of the gsm step (auto: graph on CUDA, eager on the CPU)")
     parser.add_argument("--skip-gsm", action="store_true", help="leave out the gsm step")
@@ -217,7 +219,8 @@ def main() -> int:
         if args.speed == "on" or (args.speed == "auto" and cuda):
             from gpu_speed import run_speed
 
-            failed = run_speed(args.device, quick=args.quick, smollm="smollm2-135m-instruct" in models)
+            failed = run_speed(args.device, quick=args.quick, smollm="smollm2-135m-instruct" in models,
+                               qwen=not args.no_qwen)
         if args.skip_gsm:
             if failed:
                 raise AssertionError("targets missed: " + "; ".join(failed))

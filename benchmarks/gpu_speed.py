@@ -197,9 +197,9 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def run_speed(device_name: str, *, quick: bool, smollm: bool) -> list[str]:
-    """Every measurement above; returns the failed checks: parity anywhere, the targets on CUDA only
-    (empty: all passed)."""
+def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True) -> list[str]:
+    """Every measurement above (the Qwen2.5-0.5B-shaped model only with ``qwen``); returns the failed
+    checks: parity anywhere, the targets on CUDA only (empty: all passed)."""
     from evolora.model import load_base
 
     device = torch.device(device_name)
@@ -213,7 +213,8 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool) -> list[str]:
         models.append(("SmolLM2-135M", lambda d: load_base("smollm2-135m-instruct", dtype=_name(d), device=device_name)[0]))
     if quick:
         models.append(("tiny-random", lambda d: load_base("tiny-random", dtype=_name(d), device=device_name)[0]))
-    models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: qwen_shaped(device_name, d, quick)))
+    if qwen:
+        models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: qwen_shaped(device_name, d, quick)))
     for label, build in models:
         bank = make_bank(build(torch.float32))
         try:

@@ -152,8 +152,8 @@ def test_static_step_logprobs_within_the_mismatch_budget(dtype, budget):
     ours = [logits.log_softmax(-1).gather(1, out[:, :1])]
     with torch.no_grad():
         for s in range(out.shape[1] - 1):
-            logits = decode_step(engine.weights, out[:, s], b.position[:6], b.column, b.keys[:, :6], b.values[:, :6],
-                                 b.valid[:6], b.onehot[:6], 128)
+            logits = decode_step(engine.weights, out[:, s], b.position[:6], b.column, b.kv[:, :, :6], b.valid[:6],
+                                 b.onehot[:6], 128)
             b.position += 1
             b.column += 1
             ours.append(logits.log_softmax(-1).gather(1, out[:, s + 1 : s + 2]))
@@ -220,3 +220,38 @@ def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny
     bank.engine = EagerEngine(bank)
     assert [c.completion_ids for c in after] == [c.completion_ids for c in
                                                  bank.rollout(tokenizer, prompts, names, max_new_tokens=10, greedy=True)]
+
+
+def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
+    """The step's shared rotary tables rotate q and k as HF's ``apply_rotary_pos_emb`` (bitwise, the
+    scaling folded into q exactly) and keep v; its ``F.rms_norm`` equals HF's RMSNorm bitwise."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from evolora.generation.static_step import _norm, step_tables
+
+    bank = setup[0]
+    w = GraphDecoder(bank).weights
+    rows, d, hq, hk = 5, w.head_dim, w.heads, w.kv_heads
+    generator = torch.Generator().manual_seed(1)
+    hidden = torch.randn(rows, w.head.shape[1], generator=generator)
+    position = torch.tensor([0, 3, 7, 30, 100])
+    y = torch.randn(rows, hq + 2 * hk, d, generator=generator)
+    cos, sin = step_tables(w, hidden, position)
+    ours = y * cos + y.view(rows, hq + 2 * hk, 2, d // 2).flip(2).view(rows, -1, d) * sin
+    c, s = w.rotary(hidden, position[:, None])
+    q, k = apply_rotary_pos_emb(y[:, :hq, None], y[:, hq:hq + hk, None], c, s)  # (R, H, 1, D): as HF's layout
+    q, k = q[:, :, 0], k[:, :, 0]
+    assert w.fold_scaling and torch.equal(ours[:, :hq], q * w.scaling)
+    assert torch.equal(ours[:, hq:hq + hk], k) and torch.equal(ours[:, hq + hk:], y[:, hq + hk:])
+    layer = w.layers[0][0]
+    assert torch.equal(_norm(hidden, layer.input_layernorm), layer.input_layernorm(hidden))
+
+
+def test_tokens_equal_eager_with_the_scaling_in_the_scores_gemm(setup):
+    """A head dim whose scaling is not a power of two applies it in ``baddbmm`` (alpha), not in the tables."""
+    bank, tokenizer, ids, attention = setup
+    pad, eos = tokenizer.pad_token_id, {tokenizer.eos_token_id}
+    engine = GraphDecoder(bank)
+    engine.weights.fold_scaling = False
+    ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
+    assert torch.equal(_graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY), ref)

@@ -27,11 +27,11 @@ multi-LoRA batching.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 if TYPE_CHECKING:
     from evolora.bank import LocalBank
@@ -135,6 +135,7 @@ class StaticWeights:
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.scaling = attn.scaling
+        self.fold_scaling = math.frexp(self.scaling)[0] == 0.5  # a power of two: folded exactly into q
         self.dtype = self.head.dtype
         self.device = self.head.device
         self.vocab = self.head.shape[0]
@@ -160,38 +161,79 @@ def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor) -> torch.Tens
     return y
 
 
+def step_tables(w: StaticWeights, hidden: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary tables every layer of one step shares: ``cos``, ``sin`` (R, H_q + 2·H_kv, D).
+
+    Rotating the fused q|k|v heads of a row as ``x·cos + flip_halves(x)·sin`` gives HF's
+    ``x·cos + rotate_half(x)·sin`` bitwise on the q and k heads (``sin``'s first half is negated, so
+    ``−x₂·s`` becomes ``x₂·(−s)``) and leaves the v heads unchanged (``cos`` 1, ``sin`` 0). When the
+    attention scaling is a power of two (head dim 64: 1/8) it is folded into the q heads' tables,
+    exactly: (q·s)·kᵀ = s·(q·kᵀ) bitwise; otherwise :func:`decode_step` applies it in the scores GEMM.
+    """
+    cos, sin = w.rotary(hidden, position[:, None])  # (R, 1, D)
+    half = w.head_dim // 2
+    sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+    hq, hk = w.heads, w.kv_heads
+    scale = w.scaling if w.fold_scaling else 1.0
+    rows = hidden.shape[0]
+    cos_all = torch.cat([(cos * scale).expand(rows, hq, -1), cos.expand(rows, hk, -1),
+                         torch.ones_like(cos).expand(rows, hk, -1)], dim=1)
+    sin_all = torch.cat([(sin * scale).expand(rows, hq, -1), sin.expand(rows, hk, -1),
+                         torch.zeros_like(sin).expand(rows, hk, -1)], dim=1)
+    return cos_all, sin_all
+
+
+def attention_bias(w: StaticWeights, valid: torch.Tensor, window: int) -> torch.Tensor:
+    """The additive mask of one step, (R·H_kv, 1, W) in the model's dtype: 0 where ``valid``, −inf elsewhere."""
+    rows = valid.shape[0]
+    bias = torch.full((rows, w.kv_heads, 1, window), -float("inf"), dtype=w.dtype, device=valid.device)
+    return bias.masked_fill_(valid[:, None, None, :window], 0.0).view(rows * w.kv_heads, 1, window)
+
+
 def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, column: torch.Tensor,
-                keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor, onehot: torch.Tensor,
-                window: int) -> torch.Tensor:
+                kv: torch.Tensor, valid: torch.Tensor, onehot: torch.Tensor, window: int) -> torch.Tensor:
     """Feed one token per row; returns (R, V) logits of the next token.
 
     Shapes: ``tokens`` (R,) long; ``position`` (R,) long RoPE positions; ``column`` (1,) long, the
-    cache column written (the same for every row: left-padded batches); ``keys``/``values``
-    (L, R, H_kv, C, D) caches (written at ``column``); ``valid`` (R, C) bool, cache slots each row
-    attends (``column`` is set here); ``onehot`` (R, P) float, row → adapter; ``window``: columns
+    cache column written (the same for every row: left-padded batches); ``kv`` (L, 2, R, H_kv, C, D)
+    keys ([:, 0]) and values ([:, 1]), written at ``column``; ``valid`` (R, C) bool, cache slots each
+    row attends (``column`` is set here); ``onehot`` (R, P) float, row → adapter; ``window``: columns
     [0, window) attended (a Python int, fixed per captured step, > the column).
+
+    Per layer: RMSNorm as one ``F.rms_norm`` (one fused kernel on CUDA); the rotary of q, k (and the
+    identity on v) as one pass over the fused q|k|v heads with tables shared by every layer
+    (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the scores as one ``baddbmm``
+    onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``.
+    In fp32 this computes HF's layer up to the summation order of the fused GEMMs.
     """
     rows = tokens.shape[0]
     valid.index_fill_(1, column, True)
-    mask = valid[:, None, None, :window]  # (R, 1, 1, W)
+    bias = attention_bias(w, valid, window)
     hidden = w.embed(tokens)  # (R, d)
-    cos, sin = w.rotary(hidden, position[:, None])
+    cos, sin = step_tables(w, hidden, position)
     d, hq, hk = w.head_dim, w.heads, w.kv_heads
+    heads, half = hq + 2 * hk, d // 2
+    alpha = 1.0 if w.fold_scaling else w.scaling
     for i, (layer, attn, (qkv, out, gate_up, down)) in enumerate(w.layers):
-        x = layer.input_layernorm(hidden)
-        q, k, v = _project(x, qkv, onehot).split(qkv.sizes, dim=-1)
-        q, k, v = q.view(rows, hq, 1, d), k.view(rows, hk, 1, d), v.view(rows, hk, 1, d)
+        x = _norm(hidden, layer.input_layernorm)
+        y = _project(x, qkv, onehot).view(rows, heads, d)
         if hasattr(attn, "q_norm"):
-            q, k = attn.q_norm(q), attn.k_norm(k)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)  # cos, sin: (R, 1, D) → broadcast over heads
-        keys[i].index_copy_(2, column, k)
-        values[i].index_copy_(2, column, v)
-        kc, vc = keys[i][:, :, :window], values[i][:, :, :window]  # (R, H_kv, W, D)
-        scores = torch.matmul(q.view(rows, hk, hq // hk, d), kc.transpose(-1, -2)) * w.scaling  # (R, H_kv, G, W)
-        probs = scores.masked_fill(~mask, -float("inf")).float().softmax(dim=-1).to(vc.dtype)
-        context = torch.matmul(probs, vc).reshape(rows, hq * d)
+            y = torch.cat([attn.q_norm(y[:, :hq]), attn.k_norm(y[:, hq:hq + hk]), y[:, hq + hk:]], dim=1)
+        y = y * cos + y.view(rows, heads, 2, half).flip(2).view(rows, heads, d) * sin  # (R, H_q + 2 H_kv, D)
+        kv[i].index_copy_(3, column, y[:, hq:].view(rows, 2, hk, 1, d).transpose(0, 1))
+        q = y[:, :hq].reshape(rows * hk, hq // hk, d)
+        kc = kv[i, 0, :, :, :window].flatten(0, 1)  # (R·H_kv, W, D), a view
+        vc = kv[i, 1, :, :, :window].flatten(0, 1)
+        probs = torch.baddbmm(bias, q, kc.transpose(1, 2), alpha=alpha).softmax(dim=-1)  # (R·H_kv, G, W)
+        context = torch.bmm(probs, vc).view(rows, hq * d)
         hidden = hidden + _project(context, out, onehot)
-        x = layer.post_attention_layernorm(hidden)
+        x = _norm(hidden, layer.post_attention_layernorm)
         g, u = _project(x, gate_up, onehot).split(gate_up.sizes, dim=-1)
         hidden = hidden + _project(layer.mlp.act_fn(g) * u, down, onehot)
-    return _linear(w.norm(hidden), w.head, None)
+    return _linear(_norm(hidden, w.norm), w.head, None)
+
+
+def _norm(x: torch.Tensor, module) -> torch.Tensor:
+    """HF's RMSNorm as ``F.rms_norm``: in fp32 the same ops in the same order (bitwise equal); under a
+    bf16 base the weight is applied before the one rounding (HF rounds, then multiplies in bf16)."""
+    return F.rms_norm(x, module.weight.shape, module.weight, module.variance_epsilon)

@@ -148,9 +148,21 @@ class StaticWeights:
                 group.refresh(self.bank, slot_indices)
 
 
-def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor) -> torch.Tensor:
-    """The group's fused output (R, d_out): base GEMM plus the masked two-GEMM LoRA delta."""
-    y = _linear(x, group.weight, group.bias)
+def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor, into: torch.Tensor | None = None) -> torch.Tensor:
+    """The group's fused output (R, d_out): base GEMM plus the masked two-GEMM LoRA delta.
+
+    With ``into`` (R, d_out), the output is added to it in place (the residual stream): the base
+    GEMM accumulates onto it (``addmm_``, one kernel for the product and the residual add), then
+    the delta; returns ``into``."""
+    if into is None:
+        y = _linear(x, group.weight, group.bias)
+    elif x.device.type == "cpu" and x.shape[0] <= SKINNY_ROWS and x.dtype == group.weight.dtype \
+            and group.weight.shape[0] >= group.weight.shape[1]:
+        y = into.add_(torch.mm(group.weight, x.t()).t())
+    else:
+        y = into.addmm_(x, group.weight.t())
+    if into is not None and group.bias is not None:
+        y.add_(group.bias)
     if group.a is not None:
         h = torch.mm(x.to(group.a.dtype), group.a)  # (R, P·G·r)
         h.view(x.shape[0], onehot.shape[1], -1).mul_(onehot[:, :, None])
@@ -203,8 +215,10 @@ def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, 
     Per layer: RMSNorm as one ``F.rms_norm`` (one fused kernel on CUDA); the rotary of q, k (and the
     identity on v) as one pass over the fused q|k|v heads with tables shared by every layer
     (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the scores as one ``baddbmm``
-    onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``.
-    In fp32 this computes HF's layer up to the summation order of the fused GEMMs.
+    onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``;
+    the o and down projections accumulate onto the residual stream in place (:func:`_project`).
+    In fp32 this computes HF's layer up to summation order (the fused GEMMs; residual + W x + delta
+    rather than residual + (W x + delta)).
     """
     rows = tokens.shape[0]
     valid.index_fill_(1, column, True)
@@ -226,10 +240,10 @@ def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, 
         vc = kv[i, 1, :, :, :window].flatten(0, 1)
         probs = torch.baddbmm(bias, q, kc.transpose(1, 2), alpha=alpha).softmax(dim=-1)  # (R·H_kv, G, W)
         context = torch.bmm(probs, vc).view(rows, hq * d)
-        hidden = hidden + _project(context, out, onehot)
+        hidden = _project(context, out, onehot, into=hidden)
         x = _norm(hidden, layer.post_attention_layernorm)
         g, u = _project(x, gate_up, onehot).split(gate_up.sizes, dim=-1)
-        hidden = hidden + _project(layer.mlp.act_fn(g) * u, down, onehot)
+        hidden = _project(layer.mlp.act_fn(g) * u, down, onehot, into=hidden)
     return _linear(_norm(hidden, w.norm), w.head, None)
 
 

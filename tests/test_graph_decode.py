@@ -255,3 +255,18 @@ def test_tokens_equal_eager_with_the_scaling_in_the_scores_gemm(setup):
     engine.weights.fold_scaling = False
     ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
     assert torch.equal(_graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY), ref)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "qwen3", "mistral"])
+def test_tokens_equal_eager_for_each_supported_layer(model_type):
+    """q/k/v biases (qwen2), q/k norms (qwen3): greedy and sampled tokens equal the eager engine's."""
+    from arch_helpers import tiny_decoder
+
+    bank = random_bank(tiny_decoder(model_type), ["A0", "A1"], target_modules=MODULES, b_std=0.3)
+    ids = torch.randint(3, 128, (4, 7), generator=torch.Generator().manual_seed(0))
+    attention = torch.ones_like(ids)
+    attention[1, :3] = 0
+    names = ["A0", BASE, "A1", "A0"]
+    for sampling in (GREEDY, dict(greedy=False, temperature=0.9, top_p=0.95)):
+        ref = _eager(bank, ids, attention, names, 12, set(), 0, **sampling)
+        assert torch.equal(_graph(GraphDecoder(bank), ids, attention, names, 12, set(), 0, **sampling), ref)

@@ -223,11 +223,12 @@ def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny
 
 
 def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
-    """The step's shared rotary tables rotate q and k as HF's ``apply_rotary_pos_emb`` (bitwise, the
-    scaling folded into q exactly) and keep v; its ``F.rms_norm`` equals HF's RMSNorm bitwise."""
+    """The q/k/v columns in the step's layout (with the halves-swapped copy) rotated with its shared
+    tables give HF's ``apply_rotary_pos_emb`` bitwise (the scaling folded into q exactly) and keep v;
+    its ``F.rms_norm`` equals HF's RMSNorm bitwise."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from evolora.generation.static_step import _norm, step_tables
+    from evolora.generation.static_step import _norm, qkv_order, step_tables
 
     bank = setup[0]
     w = GraphDecoder(bank).weights
@@ -236,13 +237,16 @@ def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
     hidden = torch.randn(rows, w.head.shape[1], generator=generator)
     position = torch.tensor([0, 3, 7, 30, 100])
     y = torch.randn(rows, hq + 2 * hk, d, generator=generator)
+    assert w.flipped and torch.equal(w.layers[0][2][0].weight, torch.cat(
+        [w.layers[0][1].q_proj.base_layer.weight, w.layers[0][1].k_proj.base_layer.weight,
+         w.layers[0][1].v_proj.base_layer.weight])[qkv_order(hq, hk, d, True)])
+    laid = y.flatten(1)[:, qkv_order(hq, hk, d, True)].view(rows, 2, hk, hq // hk + 2, d)
     cos, sin = step_tables(w, hidden, position)
-    ours = y * cos + y.view(rows, hq + 2 * hk, 2, d // 2).flip(2).view(rows, -1, d) * sin
+    ours = laid[:, 0] * cos + laid[:, 1] * sin
     c, s = w.rotary(hidden, position[:, None])
     q, k = apply_rotary_pos_emb(y[:, :hq, None], y[:, hq:hq + hk, None], c, s)  # (R, H, 1, D): as HF's layout
-    q, k = q[:, :, 0], k[:, :, 0]
-    assert w.fold_scaling and torch.equal(ours[:, :hq], q * w.scaling)
-    assert torch.equal(ours[:, hq:hq + hk], k) and torch.equal(ours[:, hq + hk:], y[:, hq + hk:])
+    assert w.fold_scaling and torch.equal(ours[:, :, 2:].reshape(rows, hq, d), q[:, :, 0] * w.scaling)
+    assert torch.equal(ours[:, :, 0], k[:, :, 0]) and torch.equal(ours[:, :, 1], y[:, hq + hk:])
     layer = w.layers[0][0]
     assert torch.equal(_norm(hidden, layer.input_layernorm), layer.input_layernorm(hidden))
 

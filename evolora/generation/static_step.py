@@ -67,12 +67,21 @@ class _Group:
         self.sizes = [lin.out_features for lin in linears]
         self.adapted = [(j, name) for j, name in enumerate(names) if name in bank.layers]
         self.a = self.b = None
+        self.order: torch.Tensor | None = None  # output columns as gathered from the siblings' (see reorder)
         if self.adapted:
             rank, d_in, d_out = bank.rank, self.weight.shape[1], self.weight.shape[0]
             factor = bank.layers[self.adapted[0][1]].lora_A[bank.slots[0]].weight
             width = slots * len(self.adapted) * rank
             self.a = torch.zeros(d_in, width, dtype=factor.dtype, device=factor.device)
             self.b = torch.zeros(width, d_out, dtype=factor.dtype, device=factor.device)
+
+    def reorder(self, order: torch.Tensor) -> None:
+        """Output column c becomes the siblings' concatenated column ``order[c]`` (a column may repeat),
+        in the base weight, the bias and (at each :meth:`refresh`) the stacked ``b``. Before any refresh."""
+        self.order = order.to(self.weight.device)
+        self.weight, self.bias = self.weight[self.order], None if self.bias is None else self.bias[self.order]
+        if self.b is not None:
+            self.b = self.b.new_zeros(self.b.shape[0], len(order))
 
     @torch.no_grad()
     def refresh(self, bank: LocalBank, slot_indices: list[int]) -> None:
@@ -83,11 +92,13 @@ class _Group:
         offsets = [sum(self.sizes[:j]) for j in range(len(self.sizes))]
         for p in slot_indices:
             slot = bank.slots[p]
+            rows = slice(p * g * rank, (p + 1) * g * rank)
+            block = self.b.new_zeros(g * rank, sum(self.sizes))  # (G·r, d_out) in the siblings' order
             for k, (j, name) in enumerate(self.adapted):
                 layer = bank.layers[name]
-                cols = slice((p * g + k) * rank, (p * g + k + 1) * rank)
-                self.a[:, cols].copy_(layer.lora_A[slot].weight.t())
-                self.b[cols, offsets[j]: offsets[j] + self.sizes[j]].copy_(layer.lora_B[slot].weight.t() * scale)
+                self.a[:, rows][:, k * rank:(k + 1) * rank].copy_(layer.lora_A[slot].weight.t())
+                block[k * rank:(k + 1) * rank, offsets[j]: offsets[j] + self.sizes[j]] = layer.lora_B[slot].weight.t() * scale
+            self.b[rows].copy_(block if self.order is None else block[:, self.order])
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -97,6 +108,24 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
         y = torch.mm(weight, x.t()).t().contiguous()
         return y if bias is None else y.add_(bias)
     return F.linear(x, weight, bias)
+
+
+def qkv_order(heads: int, kv_heads: int, head_dim: int, flipped: bool) -> torch.Tensor:
+    """Output columns of the fused q/k/v GEMM, as indices into its siblings' concatenated columns.
+
+    Layout (S, H_kv, G + 2, D): per key/value head j, its k head, its v head, then the G = H_q / H_kv
+    query heads that attend it; S = 2 when ``flipped`` (the second copy holds each head with its two
+    halves swapped, what ``rotate_half`` reads), else 1. The q heads of a row are then a
+    (H_kv, G, D) view whose batch (row, j) strides merge: one ``bmm`` reads them without a copy.
+    """
+    group, half = heads // kv_heads, head_dim // 2
+    head = torch.empty(kv_heads, group + 2, dtype=torch.long)
+    head[:, 0] = heads + torch.arange(kv_heads)  # k
+    head[:, 1] = heads + kv_heads + torch.arange(kv_heads)  # v
+    head[:, 2:] = torch.arange(heads).view(kv_heads, group)  # q
+    within = torch.arange(head_dim)
+    copies = [within, (within + half) % head_dim] if flipped else [within]
+    return torch.stack([head[..., None] * head_dim + c for c in copies]).flatten()
 
 
 class StaticWeights:
@@ -134,7 +163,13 @@ class StaticWeights:
         self.head_dim = attn.head_dim
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
+        if self.heads % self.kv_heads:
+            raise ValueError(f"{self.heads} attention heads do not group over {self.kv_heads} key/value heads")
         self.scaling = attn.scaling
+        self.flipped = not hasattr(attn, "q_norm")  # the GEMM also writes the halves-swapped heads
+        order = qkv_order(self.heads, self.kv_heads, self.head_dim, self.flipped)
+        for _, _, groups in self.layers:
+            groups[0].reorder(order)
         self.fold_scaling = math.frexp(self.scaling)[0] == 0.5  # a power of two: folded exactly into q
         self.dtype = self.head.dtype
         self.device = self.head.device
@@ -174,25 +209,23 @@ def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor, into: torch.T
 
 
 def step_tables(w: StaticWeights, hidden: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rotary tables every layer of one step shares: ``cos``, ``sin`` (R, H_q + 2·H_kv, D).
+    """The rotary tables every layer of one step shares: ``cos``, ``sin`` (R, H_kv, G + 2, D), in the
+    fused GEMM's head layout (:func:`qkv_order`: k, v, then G q heads per key/value head).
 
-    Rotating the fused q|k|v heads of a row as ``x·cos + flip_halves(x)·sin`` gives HF's
-    ``x·cos + rotate_half(x)·sin`` bitwise on the q and k heads (``sin``'s first half is negated, so
-    ``−x₂·s`` becomes ``x₂·(−s)``) and leaves the v heads unchanged (``cos`` 1, ``sin`` 0). When the
-    attention scaling is a power of two (head dim 64: 1/8) it is folded into the q heads' tables,
-    exactly: (q·s)·kᵀ = s·(q·kᵀ) bitwise; otherwise :func:`decode_step` applies it in the scores GEMM.
+    Rotating the heads as ``x·cos + swap_halves(x)·sin`` gives HF's ``x·cos + rotate_half(x)·sin``
+    bitwise on the q and k heads (``sin``'s first half is negated, so ``−x₂·s`` becomes ``x₂·(−s)``)
+    and leaves the v heads unchanged (``cos`` 1, ``sin`` 0). When the attention scaling is a power
+    of two (head dim 64: 1/8) it is folded into the q heads' tables, exactly: (q·s)·kᵀ = s·(q·kᵀ)
+    bitwise; otherwise :func:`decode_step` applies it in the scores GEMM.
     """
     cos, sin = w.rotary(hidden, position[:, None])  # (R, 1, D)
     half = w.head_dim // 2
     sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
-    hq, hk = w.heads, w.kv_heads
+    rows, hk, group = hidden.shape[0], w.kv_heads, w.heads // w.kv_heads
     scale = w.scaling if w.fold_scaling else 1.0
-    rows = hidden.shape[0]
-    cos_all = torch.cat([(cos * scale).expand(rows, hq, -1), cos.expand(rows, hk, -1),
-                         torch.ones_like(cos).expand(rows, hk, -1)], dim=1)
-    sin_all = torch.cat([(sin * scale).expand(rows, hq, -1), sin.expand(rows, hk, -1),
-                         torch.zeros_like(sin).expand(rows, hk, -1)], dim=1)
-    return cos_all, sin_all
+    cos_all = torch.cat([cos, torch.ones_like(cos), (cos * scale).expand(rows, group, -1)], dim=1)
+    sin_all = torch.cat([sin, torch.zeros_like(sin), (sin * scale).expand(rows, group, -1)], dim=1)
+    return cos_all[:, None].expand(rows, hk, group + 2, -1), sin_all[:, None].expand(rows, hk, group + 2, -1)
 
 
 def attention_bias(w: StaticWeights, valid: torch.Tensor, window: int) -> torch.Tensor:
@@ -212,9 +245,10 @@ def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, 
     row attends (``column`` is set here); ``onehot`` (R, P) float, row → adapter; ``window``: columns
     [0, window) attended (a Python int, fixed per captured step, > the column).
 
-    Per layer: RMSNorm as one ``F.rms_norm`` (one fused kernel on CUDA); the rotary of q, k (and the
-    identity on v) as one pass over the fused q|k|v heads with tables shared by every layer
-    (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the scores as one ``baddbmm``
+    Per layer: RMSNorm as one ``F.rms_norm`` (one fused kernel on CUDA); the q/k/v GEMM writes the
+    heads in :func:`qkv_order`'s layout, with a halves-swapped copy, so the rotary of q, k (and the
+    identity on v) is three element-wise kernels over all heads with tables shared by every layer
+    (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the q heads read in place; the scores as one ``baddbmm``
     onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``;
     the o and down projections accumulate onto the residual stream in place (:func:`_project`).
     In fp32 this computes HF's layer up to summation order (the fused GEMMs; residual + W x + delta
@@ -226,16 +260,20 @@ def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, 
     hidden = w.embed(tokens)  # (R, d)
     cos, sin = step_tables(w, hidden, position)
     d, hq, hk = w.head_dim, w.heads, w.kv_heads
-    heads, half = hq + 2 * hk, d // 2
+    group, half = hq // hk, d // 2
     alpha = 1.0 if w.fold_scaling else w.scaling
     for i, (layer, attn, (qkv, out, gate_up, down)) in enumerate(w.layers):
         x = _norm(hidden, layer.input_layernorm)
-        y = _project(x, qkv, onehot).view(rows, heads, d)
-        if hasattr(attn, "q_norm"):
-            y = torch.cat([attn.q_norm(y[:, :hq]), attn.k_norm(y[:, hq:hq + hk]), y[:, hq + hk:]], dim=1)
-        y = y * cos + y.view(rows, heads, 2, half).flip(2).view(rows, heads, d) * sin  # (R, H_q + 2 H_kv, D)
-        kv[i].index_copy_(3, column, y[:, hq:].view(rows, 2, hk, 1, d).transpose(0, 1))
-        q = y[:, :hq].reshape(rows * hk, hq // hk, d)
+        y = _project(x, qkv, onehot)
+        if w.flipped:  # (R, 2, H_kv, G + 2, D): the heads, then the heads with swapped halves
+            y = y.view(rows, 2, hk, group + 2, d)
+            y = y[:, 0] * cos + y[:, 1] * sin
+        else:
+            y = y.view(rows, hk, group + 2, d)
+            y = torch.cat([attn.k_norm(y[:, :, :1]), y[:, :, 1:2], attn.q_norm(y[:, :, 2:])], dim=2)
+            y = y * cos + y.view(rows, hk, group + 2, 2, half).flip(3).view(rows, hk, group + 2, d) * sin
+        kv[i].index_copy_(3, column, y[:, :, :2].permute(2, 0, 1, 3).unsqueeze(3))  # k|v (2, R, H_kv, 1, D)
+        q = y[:, :, 2:].flatten(0, 1)  # (R·H_kv, G, D), a view
         kc = kv[i, 0, :, :, :window].flatten(0, 1)  # (R·H_kv, W, D), a view
         vc = kv[i, 1, :, :, :window].flatten(0, 1)
         probs = torch.baddbmm(bias, q, kc.transpose(1, 2), alpha=alpha).softmax(dim=-1)  # (R·H_kv, G, W)

@@ -17,12 +17,14 @@ rounds, median) and prints their logits' largest difference. On CUDA it also cou
 the profiler sees per step (``F.rms_norm`` is one fused kernel there; on the CPU it decomposes).
 
     python benchmarks/graph_ops.py --threads 1 --batch 16 --steps 8
+    python benchmarks/graph_ops.py --quick --model tiny-random     # seconds (smoke test)
     python benchmarks/graph_ops.py --device cuda --dtype bfloat16 --batch 64
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 
@@ -32,7 +34,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from evolora.generation.static_cache import StaticBuffers, sample
-from evolora.generation.static_step import StaticWeights, _linear, _project, decode_step
+from evolora.generation.static_step import SIBLINGS, StaticWeights, _Group, _linear, _project, decode_step
 from evolora.population import AdapterBank
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -40,6 +42,11 @@ SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, n
                     num_attention_heads=9, num_key_value_heads=3, rms_norm_eps=1e-5, rope_theta=100000.0,
                     max_position_embeddings=8192, tie_word_embeddings=True, hidden_act="silu")
 """SmolLM2-135M's config.json shapes."""
+
+SHAPES = {"smollm2-135m": SMOLLM2_135M,
+          "tiny-random": dict(SMOLLM2_135M, vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                              num_key_value_heads=2)}
+"""Model shapes by ``--model`` name (random weights, no download)."""
 
 ALIASES = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "slice", "select", "split",
            "split_with_sizes", "unsqueeze", "squeeze", "alias", "detach", "as_strided", "unbind", "flatten",
@@ -75,6 +82,19 @@ def reference_step(w: StaticWeights, tokens, position, column, kv, valid, onehot
     return _linear(w.norm(hidden), w.head, None)
 
 
+def natural(w: StaticWeights) -> StaticWeights:
+    """``w`` with each layer's q/k/v group in the siblings' own column order (what :func:`reference_step` reads)."""
+    parent, leaves = SIBLINGS[0]
+    plain = copy.copy(w)
+    plain.layers = []
+    for i, (layer, attn, groups) in enumerate(w.layers):
+        names = [f"model.layers.{i}.{parent}.{leaf}" for leaf in leaves]
+        group = _Group([getattr(attn, leaf) for leaf in leaves], names, w.bank, w.slots)
+        group.refresh(w.bank, list(range(w.slots)))
+        plain.layers.append((layer, attn, [group, *groups[1:]]))
+    return plain
+
+
 class Counter(TorchDispatchMode):
     """Counts dispatched ATen operations by name."""
 
@@ -91,10 +111,11 @@ class Counter(TorchDispatchMode):
         return sum(n for name, n in self.ops.items() if name not in ALIASES)
 
 
-def build(layers: int, dtype: torch.dtype, device: str, adapters: int, rank: int) -> StaticWeights:
-    """A random-weight SmolLM2-135M-shaped model with ``layers`` layers and a bank of ``adapters`` slots."""
+def build(layers: int, dtype: torch.dtype, device: str, adapters: int, rank: int,
+          shapes: dict = SMOLLM2_135M) -> StaticWeights:
+    """A random-weight model of ``shapes`` with ``layers`` layers and a bank of ``adapters`` slots."""
     torch.manual_seed(0)
-    config = LlamaConfig(**dict(SMOLLM2_135M, num_hidden_layers=layers))
+    config = LlamaConfig(**dict(shapes, num_hidden_layers=layers))
     model = LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
     for parameter in model.parameters():
         parameter.requires_grad_(False)
@@ -103,7 +124,9 @@ def build(layers: int, dtype: torch.dtype, device: str, adapters: int, rank: int
     generator = torch.Generator().manual_seed(0)
     for slot in slots:
         bank.init_factors(slot, generator, b_std=1e-2)
-    return StaticWeights(bank)
+    w = StaticWeights(bank)
+    w.natural = natural(w)
+    return w
 
 
 def buffers(w: StaticWeights, rows: int, prompt: int, capacity: int) -> StaticBuffers:
@@ -121,7 +144,9 @@ def buffers(w: StaticWeights, rows: int, prompt: int, capacity: int) -> StaticBu
 
 
 def one_step(fn, w: StaticWeights, b: StaticBuffers, rows: int, window: int) -> torch.Tensor:
-    """The engine's greedy step (``static_cache.step``) with ``fn`` as its decode step; returns the chosen tokens."""
+    """The engine's greedy step (``static_cache.step``) with ``fn`` as its decode step; returns its logits."""
+    if fn is reference_step:
+        w = w.natural if hasattr(w, "natural") else w
     logits = fn(w, b.last[:rows], b.position[:rows], b.column, b.kv[:, :, :rows], b.valid[:rows], b.onehot[:rows],
                 window)
     token = sample(b, logits, rows, greedy=True, top_p=False, total=0, generator=None)
@@ -138,10 +163,11 @@ def one_step(fn, w: StaticWeights, b: StaticBuffers, rows: int, window: int) -> 
 STEPS = {"before": reference_step, "after": decode_step}
 
 
-def count(dtype: torch.dtype, device: str, rows: int, adapters: int, rank: int, layers: int) -> dict:
+def count(dtype: torch.dtype, device: str, rows: int, adapters: int, rank: int, layers: int,
+          shapes: dict = SMOLLM2_135M) -> dict:
     """{path: (all ops per step, launched per step, launched per layer, op histogram)} at ``layers`` layers."""
     result = {}
-    models = {n: build(n, dtype, device, adapters, rank) for n in (2, layers)}
+    models = {n: build(n, dtype, device, adapters, rank, shapes) for n in (2, layers)}
     for path, fn in STEPS.items():
         launched = {}
         for n, w in models.items():
@@ -174,6 +200,7 @@ def cuda_kernels(w: StaticWeights, rows: int) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m", choices=sorted(SHAPES), help="shapes of the random model")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="dtype of the timed rounds")
     parser.add_argument("--batch", type=int, default=16)
@@ -190,16 +217,18 @@ def main() -> None:
     if args.layers < 3 or args.batch < 1:
         parser.error("--layers must be >= 3 and --batch >= 1")
     torch.set_num_threads(args.threads)
-    print(f"SmolLM2-135M shapes ({args.layers} layers), {args.adapters} adapters rank {args.rank} on every linear layer, "
+    shapes = SHAPES[args.model]
+    print(f"{args.model} shapes ({args.layers} layers), {args.adapters} adapters rank {args.rank} on every linear layer, "
           f"batch {args.batch}, window 128, device {args.device}")
     print(f"{'dtype':<10}{'path':<8}{'ops/step':>10}{'launching/step':>16}{'launching/layer':>17}")
+    per_layer = {}
     for name in ("float32", "bfloat16"):
-        for path, (total, launched, per_layer, _) in count(getattr(torch, name), args.device, args.batch,
-                                                          args.adapters, args.rank, args.layers).items():
-            print(f"{name:<10}{path:<8}{total:>10}{launched:>16}{per_layer:>17.1f}")
+        for path, (total, launched, per_layer[name, path], _) in count(
+                getattr(torch, name), args.device, args.batch, args.adapters, args.rank, args.layers, shapes).items():
+            print(f"{name:<10}{path:<8}{total:>10}{launched:>16}{per_layer[name, path]:>17.1f}")
 
     dtype = getattr(torch, args.dtype)
-    w = build(args.layers, dtype, args.device, args.adapters, args.rank)
+    w = build(args.layers, dtype, args.device, args.adapters, args.rank, shapes)
     if args.device.startswith("cuda"):
         kernels = cuda_kernels(w, args.batch)
         print(f"CUDA kernels per step ({args.dtype}): before {kernels['before']}, after {kernels['after']}")
@@ -225,6 +254,8 @@ def main() -> None:
     print(f"uncaptured step, {args.dtype}, {args.threads} thread(s), median of {args.repeats} interleaved rounds of "
           f"{args.steps} steps: before {rate['before']:.1f} tok/s, after {rate['after']:.1f} tok/s, "
           f"after/before {ratio:.2f}x")
+    print("ratio after/before launching operations per layer: "
+          + ", ".join(f"{name} {per_layer[name, 'after'] / per_layer[name, 'before']:.2f}" for name in ("float32", "bfloat16")))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ QWEN_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, n
                 rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
 """Qwen2.5-0.5B-Instruct's config.json shapes (494 M parameters)."""
 
+SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
+                    rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu")
+"""SmolLM2-135M-Instruct's config.json shapes (135 M parameters), for random-weight speed runs."""
+
 QWEN_TINY = dict(QWEN_05B, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=256)
 
@@ -75,6 +80,19 @@ def qwen_shaped(device: str, dtype: torch.dtype, tiny: bool):
     with torch.device(device):
         torch.manual_seed(0)
         model = Qwen2ForCausalLM(config).to(dtype)
+    model.requires_grad_(False)
+    return model.eval()
+
+
+def smollm_shaped(device: str, dtype: torch.dtype):
+    """A random-weight Llama causal LM of SmolLM2-135M's shapes, built from a config (no file)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**SMOLLM2_135M, torch_dtype=dtype)
+    config.eos_token_id, config.pad_token_id = 1, 0
+    with torch.device(device):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(config).to(dtype)
     model.requires_grad_(False)
     return model.eval()
 
@@ -197,9 +215,11 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True) -> list[str]:
-    """Every measurement above (the Qwen2.5-0.5B-shaped model only with ``qwen``); returns the failed
-    checks: parity anywhere, the targets on CUDA only (empty: all passed)."""
+def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True, smollm_random: bool = False) -> list[str]:
+    """Every measurement above (the Qwen2.5-0.5B-shaped model only with ``qwen``; with
+    ``smollm_random`` a random-weight model of SmolLM2-135M's shapes stands in for the embedded
+    one, so no file is needed); returns the failed checks: parity anywhere, the targets on CUDA
+    only (empty: all passed)."""
     from evolora.model import load_base
 
     device = torch.device(device_name)
@@ -209,7 +229,9 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True)
     failed: list[str] = []
 
     models = []
-    if smollm and not quick:
+    if smollm_random and not quick:
+        models.append(("SmolLM2-135M", lambda d: smollm_shaped(device_name, d)))
+    elif smollm and not quick:
         models.append(("SmolLM2-135M", lambda d: load_base("smollm2-135m-instruct", dtype=_name(d), device=device_name)[0]))
     if quick:
         models.append(("tiny-random", lambda d: load_base("tiny-random", dtype=_name(d), device=device_name)[0]))

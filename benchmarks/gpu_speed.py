@@ -71,28 +71,17 @@ class Clock:
         return start.elapsed_time(end) / 1e3
 
 
-def qwen_shaped(device: str, dtype: torch.dtype, tiny: bool):
-    """A random-weight Qwen2 causal LM of Qwen2.5-0.5B's shapes (or a tiny one), built from a config."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def random_shaped(device: str, dtype: torch.dtype, shapes: dict, family: str = "qwen2"):
+    """A random-weight causal LM (``family`` ``qwen2`` or ``llama``) of the given config shapes,
+    built from a config: no file is read. Seeded (0), frozen, in eval mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(**(QWEN_TINY if tiny else QWEN_05B), torch_dtype=dtype)
+    config_class, model_class = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[family]
+    config = config_class(**shapes, torch_dtype=dtype)
     config.eos_token_id, config.pad_token_id = 1, 0
     with torch.device(device):
         torch.manual_seed(0)
-        model = Qwen2ForCausalLM(config).to(dtype)
-    model.requires_grad_(False)
-    return model.eval()
-
-
-def smollm_shaped(device: str, dtype: torch.dtype):
-    """A random-weight Llama causal LM of SmolLM2-135M's shapes, built from a config (no file)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(**SMOLLM2_135M, torch_dtype=dtype)
-    config.eos_token_id, config.pad_token_id = 1, 0
-    with torch.device(device):
-        torch.manual_seed(0)
-        model = LlamaForCausalLM(config).to(dtype)
+        model = model_class(config).to(dtype)
     model.requires_grad_(False)
     return model.eval()
 
@@ -230,13 +219,13 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True,
 
     models = []
     if smollm_random and not quick:
-        models.append(("SmolLM2-135M", lambda d: smollm_shaped(device_name, d)))
+        models.append(("SmolLM2-135M", lambda d: random_shaped(device_name, d, SMOLLM2_135M, "llama")))
     elif smollm and not quick:
         models.append(("SmolLM2-135M", lambda d: load_base("smollm2-135m-instruct", dtype=_name(d), device=device_name)[0]))
     if quick:
         models.append(("tiny-random", lambda d: load_base("tiny-random", dtype=_name(d), device=device_name)[0]))
     if qwen:
-        models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: qwen_shaped(device_name, d, quick)))
+        models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: random_shaped(device_name, d, QWEN_TINY if quick else QWEN_05B)))
     for label, build in models:
         bank = make_bank(build(torch.float32))
         try:

@@ -112,8 +112,9 @@ class Counter(TorchDispatchMode):
 
 
 def build(layers: int, dtype: torch.dtype, device: str, adapters: int, rank: int,
-          shapes: dict = SMOLLM2_135M) -> StaticWeights:
-    """A random-weight model of ``shapes`` with ``layers`` layers and a bank of ``adapters`` slots."""
+          shapes: dict = SMOLLM2_135M, swapped_copy: bool | None = None) -> StaticWeights:
+    """A random-weight model of ``shapes`` with ``layers`` layers and a bank of ``adapters`` slots
+    (``swapped_copy``: :class:`StaticWeights`' q/k/v layout; None: the device's)."""
     torch.manual_seed(0)
     config = LlamaConfig(**dict(shapes, num_hidden_layers=layers))
     model = LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
@@ -124,7 +125,7 @@ def build(layers: int, dtype: torch.dtype, device: str, adapters: int, rank: int
     generator = torch.Generator().manual_seed(0)
     for slot in slots:
         bank.init_factors(slot, generator, b_std=1e-2)
-    w = StaticWeights(bank)
+    w = StaticWeights(bank, swapped_copy=swapped_copy)
     w.natural = natural(w)
     return w
 
@@ -165,9 +166,10 @@ STEPS = {"before": reference_step, "after": decode_step}
 
 def count(dtype: torch.dtype, device: str, rows: int, adapters: int, rank: int, layers: int,
           shapes: dict = SMOLLM2_135M) -> dict:
-    """{path: (all ops per step, launched per step, launched per layer, op histogram)} at ``layers`` layers."""
+    """{path: (all ops per step, launched per step, launched per layer, op histogram)} at ``layers`` layers,
+    the q/k/v GEMM in CUDA's layout (with the halves-swapped copy)."""
     result = {}
-    models = {n: build(n, dtype, device, adapters, rank, shapes) for n in (2, layers)}
+    models = {n: build(n, dtype, device, adapters, rank, shapes, swapped_copy=True) for n in (2, layers)}
     for path, fn in STEPS.items():
         launched = {}
         for n, w in models.items():
@@ -220,6 +222,7 @@ def main() -> None:
     shapes = SHAPES[args.model]
     print(f"{args.model} shapes ({args.layers} layers), {args.adapters} adapters rank {args.rank} on every linear layer, "
           f"batch {args.batch}, window 128, device {args.device}")
+    print("operations per step, the q/k/v layout as on CUDA (the halves-swapped copy from the GEMM):")
     print(f"{'dtype':<10}{'path':<8}{'ops/step':>10}{'launching/step':>16}{'launching/layer':>17}")
     per_layer = {}
     for name in ("float32", "bfloat16"):
@@ -251,7 +254,8 @@ def main() -> None:
             seconds[path].append(time.perf_counter() - began)
     rate = {path: args.batch * args.steps / statistics.median(times) for path, times in seconds.items()}
     ratio = statistics.median(b / a for b, a in zip(seconds["before"], seconds["after"]))
-    print(f"uncaptured step, {args.dtype}, {args.threads} thread(s), median of {args.repeats} interleaved rounds of "
+    print(f"uncaptured step (q/k/v layout {'with' if w.flipped else 'without'} the swapped copy), {args.dtype}, "
+          f"{args.threads} thread(s), median of {args.repeats} interleaved rounds of "
           f"{args.steps} steps: before {rate['before']:.1f} tok/s, after {rate['after']:.1f} tok/s, "
           f"after/before {ratio:.2f}x")
     print("ratio after/before launching operations per layer: "

@@ -230,8 +230,10 @@ def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
 
     from evolora.generation.static_step import _norm, qkv_order, step_tables
 
+    from evolora.generation.static_step import StaticWeights
+
     bank = setup[0]
-    w = GraphDecoder(bank).weights
+    w = StaticWeights(bank, swapped_copy=True)
     rows, d, hq, hk = 5, w.head_dim, w.heads, w.kv_heads
     generator = torch.Generator().manual_seed(1)
     hidden = torch.randn(rows, w.head.shape[1], generator=generator)
@@ -251,14 +253,22 @@ def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
     assert torch.equal(_norm(hidden, layer.input_layernorm), layer.input_layernorm(hidden))
 
 
-def test_tokens_equal_eager_with_the_scaling_in_the_scores_gemm(setup):
-    """A head dim whose scaling is not a power of two applies it in ``baddbmm`` (alpha), not in the tables."""
+@pytest.mark.parametrize("fold, swapped", [(False, False), (True, True), (False, True)])
+def test_tokens_equal_eager_with_each_rotary_layout_and_scaling(setup, fold, swapped):
+    """The halves-swapped copy from the q/k/v GEMM (CUDA's layout) or the swap as a kernel (the CPU's);
+    a head dim whose scaling is not a power of two applies it in ``baddbmm`` (alpha), not in the tables."""
+    from evolora.generation.static_step import StaticWeights
+
     bank, tokenizer, ids, attention = setup
-    pad, eos = tokenizer.pad_token_id, {tokenizer.eos_token_id}
-    engine = GraphDecoder(bank)
-    engine.weights.fold_scaling = False
-    ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
-    assert torch.equal(_graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY), ref)
+    pad = tokenizer.pad_token_id
+    free = _eager(bank, ids, attention, NAMES, 16, set(), pad, **GREEDY)
+    eos = _eos_that_ends_some_rows(free)
+    engine = GraphDecoder(bank, check_every=3)
+    engine.weights = StaticWeights(bank, swapped_copy=swapped)
+    engine.weights.fold_scaling = fold
+    for sampling in (GREEDY, dict(greedy=False, temperature=0.9, top_p=0.9)):
+        ref = _eager(bank, ids, attention, NAMES, 16, eos, pad, **sampling)
+        assert torch.equal(_graph(engine, ids, attention, NAMES, 16, eos, pad, **sampling), ref)
 
 
 @pytest.mark.parametrize("model_type", ["qwen2", "qwen3", "mistral"])
@@ -273,4 +283,7 @@ def test_tokens_equal_eager_for_each_supported_layer(model_type):
     names = ["A0", BASE, "A1", "A0"]
     for sampling in (GREEDY, dict(greedy=False, temperature=0.9, top_p=0.95)):
         ref = _eager(bank, ids, attention, names, 12, set(), 0, **sampling)
-        assert torch.equal(_graph(GraphDecoder(bank), ids, attention, names, 12, set(), 0, **sampling), ref)
+        for swapped in (False, True):
+            engine = GraphDecoder(bank)
+            engine.weights = type(engine.weights)(bank, swapped_copy=swapped)
+            assert torch.equal(_graph(engine, ids, attention, names, 12, set(), 0, **sampling), ref)

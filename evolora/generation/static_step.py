@@ -134,11 +134,14 @@ class StaticWeights:
     Base weights are the bank's own tensors (fused copies for q/k/v and gate/up); the LoRA
     factors of every slot are stacked per sibling group (:meth:`refresh` updates them in place).
 
+    ``swapped_copy``: the q/k/v GEMM also writes each head with its halves swapped (:func:`qkv_order`;
+    not for layers with q/k norms); None: on CUDA only.
+
     Raises:
         ValueError: the model's ``model_type`` is not in :data:`SUPPORTED`.
     """
 
-    def __init__(self, bank: LocalBank) -> None:
+    def __init__(self, bank: LocalBank, *, swapped_copy: bool | None = None) -> None:
         base = bank.model.get_base_model() if hasattr(bank.model, "get_base_model") else bank.model
         config = base.config
         if config.model_type not in SUPPORTED:
@@ -166,7 +169,10 @@ class StaticWeights:
         if self.heads % self.kv_heads:
             raise ValueError(f"{self.heads} attention heads do not group over {self.kv_heads} key/value heads")
         self.scaling = attn.scaling
-        self.flipped = not hasattr(attn, "q_norm")  # the GEMM also writes the halves-swapped heads
+        # the q/k/v GEMM also writes the halves-swapped heads (one kernel fewer per layer, the q/k/v
+        # weights read twice): on CUDA, where the step is bound by kernels; the CPU's by its GEMMs
+        self.flipped = (self.head.device.type == "cuda" if swapped_copy is None else swapped_copy) \
+            and not hasattr(attn, "q_norm")
         order = qkv_order(self.heads, self.kv_heads, self.head_dim, self.flipped)
         for _, _, groups in self.layers:
             groups[0].reorder(order)
@@ -270,7 +276,8 @@ def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, 
             y = y[:, 0] * cos + y[:, 1] * sin
         else:
             y = y.view(rows, hk, group + 2, d)
-            y = torch.cat([attn.k_norm(y[:, :, :1]), y[:, :, 1:2], attn.q_norm(y[:, :, 2:])], dim=2)
+            if hasattr(attn, "q_norm"):
+                y = torch.cat([attn.k_norm(y[:, :, :1]), y[:, :, 1:2], attn.q_norm(y[:, :, 2:])], dim=2)
             y = y * cos + y.view(rows, hk, group + 2, 2, half).flip(3).view(rows, hk, group + 2, d) * sin
         kv[i].index_copy_(3, column, y[:, :, :2].permute(2, 0, 1, 3).unsqueeze(3))  # k|v (2, R, H_kv, 1, D)
         q = y[:, :, 2:].flatten(0, 1)  # (R·H_kv, G, D), a view

@@ -46,3 +46,11 @@ def crash_reference(tmp_path_factory):
     from crash_helpers import uninterrupted
 
     return uninterrupted(tmp_path_factory.mktemp("crash") / "uninterrupted")
+
+
+@pytest.fixture(autouse=True)
+def _held_out_cache(tmp_path, monkeypatch):
+    """Each test gets its own cache of the base's held-out answers (evolora.evaluation.base_cache)."""
+    import evolora.evaluation.base_cache as base_cache
+
+    monkeypatch.setattr(base_cache, "_path", lambda key: tmp_path / "held_out" / f"{key}.json")

@@ -47,12 +47,13 @@ def test_evaluate_run_reproduces_the_final_evaluation(tiny_config, tmp_path, sin
 
     model, tokenizer = load_base("tiny-random")
     again = evaluate_run(tmp_path, model=model, tokenizer=tokenizer)
-    assert again == first  # same adapters, same items, greedy
+    assert "cached" not in first["base"] and again["base"]["cached"] is True  # the base's answers reused
+    assert again == {**first, "base": {**first["base"], "cached": True}}  # same adapters, same items, greedy
     model, tokenizer = load_base("tiny-random")
     more = evaluate_run(tmp_path, limit=6, model=model, tokenizer=tokenizer)
-    assert all(r["total"] == 6 for r in more.values())
+    assert all(r["total"] == 6 for r in more.values()) and "cached" not in more["base"]  # other items: evaluated
     summary = json.loads((tmp_path / "final" / "summary.json").read_text())
-    assert summary["held_out"] == more and summary["held_out_previous"] == first
+    assert summary["held_out"] == more and summary["held_out_previous"] == again
     assert summary["held_out_eval"]["limit"] == 6
     member = next(i for i in summary["individuals"] if i["id"] in more and i["id"] != "base")
     assert member["held_out"] == more[member["id"]]

@@ -44,6 +44,9 @@ def test_the_sentence_says_whether_the_gain_is_outside_the_noise():
                           "s1": {"correct": 30, "total": 90, "accuracy": 1 / 3}}}
     assert "outside the noise" in run_verdict(large, [])["sentence"]
     assert "nothing to compare" in run_verdict({"held_out": {}}, [])["sentence"]
+    assert "cache" not in run_verdict(large, [])["sentence"]
+    large["held_out"]["base"]["cached"] = True  # the base's answers came from evolora's cache: the summary says so
+    assert "reused from evolora's cache" in run_verdict(large, [])["sentence"]
 
 
 def test_the_in_run_sentence_compares_the_first_and_last_steps_solve_rates():

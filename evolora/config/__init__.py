@@ -164,6 +164,9 @@ class EvalConfig(_Section):
     256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
     base: bool = True
     """Also evaluate the bare base model as a reference."""
+    cache_base: bool = True
+    """Reuse the base model's greedy answers from evolora's cache when the model, dtype, items, prompts,
+    decoding and versions are the same (:mod:`evolora.evaluation.base_cache`); the summary says so."""
     critic_limit: Int = Field(default=16, ge=0)
     """Held-out problems of the critic evaluation (runs with critics only; 0 disables it)."""
     critic_samples: Int = Field(default=4, ge=1)

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from evolora.bank import Bank
+from evolora.evaluation.base_cache import base_key, load_base, store_base
 from evolora.generation import heap
 from evolora.io import write_text_atomic
 from evolora.generation.rollout import chat_prompt, generate
@@ -71,7 +72,7 @@ def evaluate(
     Returns:
         {adapter name: EvalResult}.
     """
-    prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
+    prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]  # answers end at task.answer_stop
     rows = [(adapter, i) for adapter in adapters for i in range(len(items))]
     heap.trim()  # a run's last update leaves freed blocks in the heap; the KV buffers then add to live memory only
     if rollout is None:
@@ -81,7 +82,8 @@ def evaluate(
     for chunk in row_chunks([len(prompts[i]) for _, i in rows], size, max_new_tokens):
         with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
             done = rollout([prompts[rows[r][1]] for r in chunk], [rows[r][0] for r in chunk],
-                           max_new_tokens=max_new_tokens, greedy=True, batch_size=len(chunk))
+                           max_new_tokens=max_new_tokens, greedy=True, batch_size=len(chunk),
+                           **({"stop": task.answer_stop} if task.answer_stop else {}))
         for r, completion in zip(chunk, done):
             completions[r] = completion
         heap.trim()
@@ -147,7 +149,9 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
 
     Returns:
         ({member id or "base": {"correct", "total", "accuracy", "items"}}, number of problems); accuracy
-        is a fraction in [0, 1]; "items" is per-item correctness, "1"/"0" per item in order. When
+        is a fraction in [0, 1]; "items" is per-item correctness, "1"/"0" per item in order; the base's
+        entry has "cached": True when its answers came from the cache (``eval.cache_base``,
+        :mod:`evolora.evaluation.base_cache`). When
         the items have groups (:class:`evolora.tasks.base.HeldOutItem`)
         each entry also has "by_group": {group: {"correct", "total"}}, groups in item order.
         Empty when evaluation is disabled or the task has no held-out data.
@@ -159,16 +163,30 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
     if not items:
         return {}, 0
     names = dict(members)
-    if eval_config.base:
+    key = cached = None
+    if eval_config.base and eval_config.cache_base:
+        prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
+        key = base_key(bank, task, items, prompts, eval_config.max_new_tokens)
+        cached = load_base(key, len(items))
+    if eval_config.base and cached is None:
         names[BASE] = "base"
     results = evaluate(None, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
-                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer))
+                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer)) if names else {}
+    if cached is not None:
+        texts, labels = cached
+        results[BASE] = EvalResult(BASE, labels.count("correct"), len(items), tuple(texts), tuple(labels))
+        names[BASE] = "base"
+    elif eval_config.base:
+        store_base(key, list(results[BASE].texts), list(results[BASE].labels))
     if answers_path is not None:
         write_text_atomic(answers_path, "".join(
             json.dumps({"member": names[slot], "item": i, "question": item.question, "answer": item.answer,
                         "group": item.group, "completion": text, "grade": label}) + "\n"
             for slot, r in results.items() for i, (item, text, label) in enumerate(zip(items, r.texts, r.labels))))
-    return {names[slot]: _record(r, items) for slot, r in results.items()}, len(items)
+    records = {names[slot]: _record(r, items) for slot, r in results.items()}
+    if cached is not None:
+        records["base"]["cached"] = True
+    return records, len(items)
 
 
 def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:

@@ -53,7 +53,7 @@ def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[Hel
         generator = torch.Generator(device="cpu").manual_seed(slot_seed(seed, slot))  # the bank moves it to its device
         done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slot] * len(rows),
                             max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
-                            batch_size=batch_size, generator=generator)
+                            batch_size=batch_size, generator=generator, stop=task.answer_stop)
         grades = task.grade_held_out([c.text for c in done], [items[i] for i in rows])
         counts[slot] = [0] * len(items)
         for i, grade in zip(rows, grades):

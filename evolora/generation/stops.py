@@ -4,6 +4,9 @@
     stopped = StopOnText(tokenizer, ("\\n",), start).tails   # per-row check inside the decode loop
     keep = stop_cut(tokenizer, ids, ("\\n",), keep=True)    # how many tokens of a finished row to keep
 
+A stop is a string (the row ends once its text holds it) or a compiled :class:`re.Pattern` (once
+its text matches it, e.g. a task's finished answer line: :attr:`evolora.tasks.base.Task.answer_stop`).
+
 The decode loop (:mod:`evolora.generation.decode`) only calls the ``stopped`` callback it is
 given; the rollouts (:mod:`evolora.generation.rollout`, :mod:`evolora.generation.segments`)
 build it here. Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (rollouts of every role).
@@ -11,6 +14,7 @@ build it here. Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (rollouts of ev
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import torch
@@ -20,10 +24,27 @@ if TYPE_CHECKING:
     from evolora.hf_types import CausalLM, Tokenizer
 
 
-class StopOnText(StoppingCriteria):
-    """Per-row stop once the last few generated tokens decode to text holding a stop string."""
+PATTERN_WINDOW = 24
+"""Generated tokens a pattern stop is matched against (a whole answer line such as ``#### 1,234``)."""
 
-    def __init__(self, tokenizer: Tokenizer, stops: tuple[str, ...], start: int, window: int = 8) -> None:
+
+def holds(text: str, stop: str | re.Pattern[str]) -> bool:
+    """Whether ``text`` holds the stop string, or matches the stop pattern somewhere."""
+    return stop.search(text) is not None if isinstance(stop, re.Pattern) else stop in text
+
+
+def stop_start(text: str, stop: str | re.Pattern[str]) -> int:
+    """Character index in ``text`` where the stop (string or pattern match) first starts; ``text`` holds it."""
+    return stop.search(text).start() if isinstance(stop, re.Pattern) else text.index(stop)
+
+
+class StopOnText(StoppingCriteria):
+    """Per-row stop once the last few generated tokens decode to text holding a stop string (or
+    matching a stop pattern: then the last :data:`PATTERN_WINDOW` tokens)."""
+
+    def __init__(self, tokenizer: Tokenizer, stops: tuple, start: int, window: int = 8) -> None:
+        if any(isinstance(s, re.Pattern) for s in stops):
+            window = max(window, PATTERN_WINDOW)
         self.tokenizer, self.stops, self.start, self.window = tokenizer, stops, start, window
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
@@ -32,24 +53,24 @@ class StopOnText(StoppingCriteria):
     def tails(self, generated: torch.Tensor, *_) -> torch.Tensor:
         """(B,) bool on ``generated``'s device: the last ``window`` of the (B, t) generated tokens hold a stop string."""
         texts = self.tokenizer.batch_decode(generated[:, -self.window :].tolist(), skip_special_tokens=True)
-        return torch.tensor([any(s in text for s in self.stops) for text in texts], dtype=torch.bool,
+        return torch.tensor([any(holds(text, s) for s in self.stops) for text in texts], dtype=torch.bool,
                             device=generated.device)
 
 
-def stop_cut(tokenizer: Tokenizer, ids: list[int], stops: tuple[str, ...], keep: bool) -> int | None:
+def stop_cut(tokenizer: Tokenizer, ids: list[int], stops: tuple, keep: bool) -> int | None:
     """Tokens to keep of a row that wrote a stop string, or None when it wrote none.
 
     ``keep``: the shortest prefix whose text holds a stop string. Else the longest prefix
     whose text ends before the stop string starts (every token that is part of it dropped).
     """
     decode = lambda k: tokenizer.decode(ids[:k], skip_special_tokens=True)  # noqa: E731
-    if not any(s in decode(len(ids)) for s in stops):
+    if not any(holds(decode(len(ids)), s) for s in stops):
         return None
-    k = next(k for k in range(1, len(ids) + 1) if any(s in decode(k) for s in stops))
+    k = next(k for k in range(1, len(ids) + 1) if any(holds(decode(k), s) for s in stops))
     if keep:
         return k
     text = decode(k)
-    start = min(text.index(s) for s in stops if s in text)
+    start = min(stop_start(text, s) for s in stops if holds(text, s))
     return max(j for j in range(k) if len(decode(j)) <= start)
 
 

@@ -92,5 +92,8 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
                     f"[{100 * low:+.1f}, {100 * high:+.1f}] on {held[best]['total']} problems: "
                     + ("outside the noise." if outside else
                        "within the noise; more held-out problems (--set eval.limit=N) would be needed to tell."))
+        if held["base"].get("cached"):
+            sentence += (" The base's answers were reused from evolora's cache (the same model, items, prompts"
+                         " and decoding; --set eval.cache_base=false evaluates it again).")
     return {"held_out": {name: dict(zip(("accuracy", "low", "high", "n"), v)) for name, v in intervals.items()},
             "trend": trends(records), "sentence": sentence, "in_run": solve_rate_sentence(records)}

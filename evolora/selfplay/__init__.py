@@ -198,7 +198,7 @@ def play_step(
     attempts = bank.rollout(
         tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
         **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats,
-        stop=config.student_stop,
+        stop=(*config.student_stop, *task.answer_stop),
     ) if solve_rows else []
     seconds["rollout_student"] = time.perf_counter() - began
 

@@ -164,6 +164,10 @@ class Task(ABC):
     """Where :meth:`held_out` problems come from, recorded in ``summary.json``."""
     critic_prefix: str = "Verdict:"
     """Text a critic's verdict is forced to start with (prepended before :meth:`parse_verdict`)."""
+    answer_stop: tuple = ()
+    """Where a student's answer (rollout and held-out) ends besides EOS and the token cap: stop
+    strings or compiled patterns (:mod:`evolora.generation.stops`), kept in the text. Only for a
+    format whose grade ignores what follows the first finished answer. Empty: none."""
 
     @abstractmethod
     def proposal_prompt(self, rng: random.Random) -> list[Message]:

@@ -12,6 +12,7 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; GSM8K (arXiv 2110.14168).
 from __future__ import annotations
 
 import json
+import re
 import random
 from pathlib import Path
 
@@ -44,6 +45,11 @@ TEACHER_INSTRUCTION = (
 TEACHER_CLOSING = "Now write a new, different problem."
 STUDENT_SYSTEM = "You are a careful math tutor."
 STUDENT_INSTRUCTION = 'Solve it step by step, briefly. End with a line "#### <number>".'
+ANSWER_LINE = re.compile(r"####[^\n]*\d[^\n]*\n")
+"""A finished answer line: "####", a number, the line's end. A student's answer stops there
+(:attr:`GSMTask.answer_stop`): the instruction ends the answer with that line, and a 135M model
+that goes on writes more "####" lines ("#### 2", "#### 3", ...), the last of which
+:func:`~evolora.tasks.numeric.final_value` would grade. docs/results/gsm.md measures the change."""
 
 class GSMTask(PooledVerifier):
     """Grade-school math with program-verified answers (task name "gsm").
@@ -281,6 +287,8 @@ class GSMTask(PooledVerifier):
         return Verdict(not reasons, answer, reasons[0] if reasons else "ok", seconds)
 
     # ------------------------------------------------------------------ student side
+    answer_stop = (ANSWER_LINE,)
+
     def solve_prompt(self, problem: str) -> list[Message]:
         return [{"role": "system", "content": STUDENT_SYSTEM},
                 {"role": "user", "content": f"{problem.strip()}\n\n{STUDENT_INSTRUCTION}"}]

@@ -182,6 +182,8 @@ def main() -> int:
                         help="the graph engine's speed part (auto: on CUDA only)")
     parser.add_argument("--no-qwen", action="store_true",
                         help="leave the Qwen2.5-0.5B-shaped model out of the speed part")
+    parser.add_argument("--random-smollm", action="store_true",
+                        help="the speed part on a random-weight model of SmolLM2-135M's shapes (no GGUF needed)")
     parser.add_argument("--engine", default="auto",
                         help="generation.engine of the gsm step (auto: graph on CUDA, eager on the CPU)")
     parser.add_argument("--skip-gsm", action="store_true", help="leave out the gsm step")
@@ -220,7 +222,7 @@ def main() -> int:
             from gpu_speed import run_speed
 
             failed = run_speed(args.device, quick=args.quick, smollm="smollm2-135m-instruct" in models,
-                               qwen=not args.no_qwen)
+                               qwen=not args.no_qwen, smollm_random=args.random_smollm)
         if args.skip_gsm:
             if failed:
                 raise AssertionError("targets missed: " + "; ".join(failed))

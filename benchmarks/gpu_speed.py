@@ -43,6 +43,11 @@ QWEN_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, n
                 rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
 """Qwen2.5-0.5B-Instruct's config.json shapes (494 M parameters)."""
 
+SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
+                    rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu")
+"""SmolLM2-135M-Instruct's config.json shapes (135 M parameters), for random-weight speed runs."""
+
 QWEN_TINY = dict(QWEN_05B, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=256)
 
@@ -66,15 +71,17 @@ class Clock:
         return start.elapsed_time(end) / 1e3
 
 
-def qwen_shaped(device: str, dtype: torch.dtype, tiny: bool):
-    """A random-weight Qwen2 causal LM of Qwen2.5-0.5B's shapes (or a tiny one), built from a config."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def random_shaped(device: str, dtype: torch.dtype, shapes: dict, family: str = "qwen2"):
+    """A random-weight causal LM (``family`` ``qwen2`` or ``llama``) of the given config shapes,
+    built from a config: no file is read. Seeded (0), frozen, in eval mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(**(QWEN_TINY if tiny else QWEN_05B), torch_dtype=dtype)
+    config_class, model_class = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[family]
+    config = config_class(**shapes, torch_dtype=dtype)
     config.eos_token_id, config.pad_token_id = 1, 0
     with torch.device(device):
         torch.manual_seed(0)
-        model = Qwen2ForCausalLM(config).to(dtype)
+        model = model_class(config).to(dtype)
     model.requires_grad_(False)
     return model.eval()
 
@@ -197,9 +204,11 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True) -> list[str]:
-    """Every measurement above (the Qwen2.5-0.5B-shaped model only with ``qwen``); returns the failed
-    checks: parity anywhere, the targets on CUDA only (empty: all passed)."""
+def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True, smollm_random: bool = False) -> list[str]:
+    """Every measurement above (the Qwen2.5-0.5B-shaped model only with ``qwen``; with
+    ``smollm_random`` a random-weight model of SmolLM2-135M's shapes stands in for the embedded
+    one, so no file is needed); returns the failed checks: parity anywhere, the targets on CUDA
+    only (empty: all passed)."""
     from evolora.model import load_base
 
     device = torch.device(device_name)
@@ -209,12 +218,14 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True)
     failed: list[str] = []
 
     models = []
-    if smollm and not quick:
+    if smollm_random and not quick:
+        models.append(("SmolLM2-135M", lambda d: random_shaped(device_name, d, SMOLLM2_135M, "llama")))
+    elif smollm and not quick:
         models.append(("SmolLM2-135M", lambda d: load_base("smollm2-135m-instruct", dtype=_name(d), device=device_name)[0]))
     if quick:
         models.append(("tiny-random", lambda d: load_base("tiny-random", dtype=_name(d), device=device_name)[0]))
     if qwen:
-        models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: qwen_shaped(device_name, d, quick)))
+        models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: random_shaped(device_name, d, QWEN_TINY if quick else QWEN_05B)))
     for label, build in models:
         bank = make_bank(build(torch.float32))
         try:

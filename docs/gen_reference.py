@@ -82,7 +82,7 @@ def operator_rows(kind: str) -> list[tuple[str, str, str, str, str]]:
     from evolora.operators import REGISTRY
 
     rows = []
-    for name in REGISTRY.names(kind):
+    for name in REGISTRY.names(kind, resolved=False):
         spec = REGISTRY.get(kind, name)
         params = list(spec.params.items()) or [("", None)]
         for index, (pname, param) in enumerate(params):

@@ -5,7 +5,7 @@ the population with its lineage, the ratings, and the counts of log records writ
 ``manifest.json``: the size and SHA-256 of each of those files. A checkpoint whose files do not
 match its manifest (truncated, edited, half-copied) is skipped on resume in favour of the
 newest intact one. Random state needs no saving: every step seeds its generators from
-(run seed, step). Checkpoints are device-independent: every tensor is written from the CPU and
+(run seed, step) (:mod:`evolora.streams`). Checkpoints are device-independent: every tensor is written from the CPU and
 read onto the device the loader names (a run checkpointed on a GPU resumes on a CPU and back).
 """
 

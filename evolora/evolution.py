@@ -4,8 +4,8 @@
         fitness  = μ − 3σ of each member                      # conservative rating
         losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation (replaced_indices)
         for each loser:
-            parents = selection(role or survivors)            # e.g. tournament within the role
-            child   = crossover(parents) w.p. crossover_rate, else mutation(parent)
+            parents = selection(role or survivors)            # e.g. tournament within the role (selection stream)
+            child   = crossover(parents) w.p. crossover_rate, else mutation(parent)   # (variation stream)
             loser's slot ← child; enter(loser, child)         # League.replace: fresh rating, optimizer
 
 Operators come from the registry by the names in the config (``evolution.selection``,
@@ -45,7 +45,8 @@ class Birth:
 
 def evolve(bank: Bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,
            generator: torch.Generator, operators: Operators | None = None,
-           enter: Callable[[Individual, Individual], None] | None = None) -> list[Birth]:
+           enter: Callable[[Individual, Individual], None] | None = None,
+           selection_generator: torch.Generator | None = None) -> list[Birth]:
     """Replace the bottom γ of each role of ``population`` by children of the survivors, in place.
 
     Args:
@@ -55,7 +56,11 @@ def evolve(bank: Bank, population: Population, fitness: dict[str, float], config
         fitness: {individual id: fitness}, higher is better (the loop passes μ − 3σ).
         config: γ, elitism, crossover rate and operator choices.
         step: current RL step (recorded as the children's birth step).
-        generator: drives selection, the crossover/mutation coin and the operators.
+        generator: the variation stream: the crossover/mutation coin, the crossover and the mutation
+            (and selection too when ``selection_generator`` is None).
+        selection_generator: the selection stream: every parent choice. With its own stream, a
+            change of selection operator changes only the parents: the coins and the operators'
+            noise stay the same draws (:mod:`evolora.streams`).
         enter: puts a newborn in its loser's place, ``enter(loser, child)``; the default swaps
             them in ``population`` (the loop passes :meth:`evolora.league.League.replace`, which
             also gives the child a fresh rating and optimizer).
@@ -69,7 +74,8 @@ def evolve(bank: Bank, population: Population, fitness: dict[str, float], config
     births = []
     for role, (losers, pool, pool_fitness) in zip(population.roles, plans):
         # Make every child from the pre-evolution pool before any slot is overwritten.
-        children = [_make_child(bank, pool, pool_fitness, config, operators, generator) for _ in losers]
+        children = [_make_child(bank, pool, pool_fitness, config, operators, generator,
+                                selection_generator or generator) for _ in losers]
         for loser, (child, parents, name) in zip(losers, children):
             bank.set_factors(loser.slot, child)
             newborn = population.new_individual(role, loser.slot, parents=tuple(p.id for p in parents),
@@ -93,12 +99,13 @@ def _plan(members: list[Individual], fitness: dict[str, float], config: Evolutio
 
 
 def _make_child(bank: Bank, pool: list[Individual], fitness: torch.Tensor, config: EvolutionConfig,
-                operators: Operators, generator: torch.Generator):
+                operators: Operators, generator: torch.Generator, selector: torch.Generator):
+    """One child: the coin, the crossover and the mutation draw from ``generator``, the parents from ``selector``."""
     select, select_params = operators.selection
     draw = torch.rand((), generator=generator, device=generator.device).item()
     use_crossover = len(pool) >= 2 and draw < config.crossover_rate
     if use_crossover:
-        index = select.fn(fitness, 2, generator=generator, **select_params).tolist()
+        index = select.fn(fitness, 2, generator=selector, **select_params).tolist()
         if index[0] == index[1]:  # a crossover needs two distinct parents: take the best other one
             others = [i for i in range(len(pool)) if i != index[0]]
             index[1] = max(others, key=lambda i: (fitness[i].item(), -i))
@@ -112,7 +119,7 @@ def _make_child(bank: Bank, pool: list[Individual], fitness: torch.Tensor, confi
             child = mutation.fn(child, generator=generator, **mutation_params)
             name = f"{name}+{mutation.name}"
         return child, parents, name
-    index = select.fn(fitness, 1, generator=generator, **select_params).tolist()
+    index = select.fn(fitness, 1, generator=selector, **select_params).tolist()
     parent = pool[index[0]]
     spec, params = operators.mutation
     return spec.fn(bank.get_factors(parent.slot), generator=generator, **params), [parent], spec.name

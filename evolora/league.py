@@ -77,13 +77,15 @@ class League:
         self.lineage.append(dict(child.to_dict(), step=step))
 
     def evolve(self, bank: Bank, config, *, step: int, generator: torch.Generator, operators,
-               fitness: dict[str, float] | None = None) -> list[Birth]:
+               fitness: dict[str, float] | None = None,
+               selection_generator: torch.Generator | None = None) -> list[Birth]:
         """One evolution (:func:`evolora.evolution.evolve`) with ``fitness`` ({id: value}, higher is
-        better; default μ − 3σ); every child enters by :meth:`replace`. Returns the births in order."""
+        better; default μ − 3σ); every child enters by :meth:`replace`. ``generator`` is the variation
+        stream, ``selection_generator`` the selection stream (None: ``generator``). Returns the births in order."""
         if fitness is None:
             fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
         return evolve(bank, self.population, fitness, config, step=step, generator=generator, operators=operators,
-                      enter=lambda old, child: self.replace(old, child, step))
+                      enter=lambda old, child: self.replace(old, child, step), selection_generator=selection_generator)
 
     def cull(self, member: Individual, bank: Bank, mutation, *, step: int, generator: torch.Generator) -> dict:
         """Replace ``member`` (its factors are not finite) by a mutated copy of the best other member

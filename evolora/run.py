@@ -15,8 +15,10 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
     every k steps (arm.evolve): league.evolve(...)       # bottom γ of each role -> children, each
                                                          #   through league.replace; hall of fame
 
-Each step seeds its own generators from (seed, step), so a run resumed from a checkpoint
-replays exactly what the uninterrupted run would have done. ``run.backend: ray`` puts the
+Each step seeds its own generators from (seed, step), one per purpose (:mod:`evolora.streams`:
+rollouts, matchmaking, selection, variation, ...), so a run resumed from a checkpoint replays
+exactly what the uninterrupted run would have done, and a change of selection operator changes
+only the parents chosen. ``run.backend: ray`` puts the
 adapters on Ray workers (:class:`evolora.distributed.sharded_bank.ShardedBank`, the same bank protocol as
 :class:`evolora.bank.local.AdapterBank`); a lost worker is restarted, the workers restored from the
 newest checkpoint and the steps since replayed (:func:`evolora.distributed.recovery.run_step_with_recovery`).
@@ -24,12 +26,10 @@ newest checkpoint and the steps since replayed (:func:`evolora.distributed.recov
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 from typing import Callable, TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -51,6 +51,7 @@ from evolora.selfplay.memory import ProblemMemory
 from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.step_record import step_record
+from evolora.streams import StepStreams, step_streams
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 from evolora.distributed.recovery import run_step_with_recovery
@@ -61,23 +62,6 @@ if TYPE_CHECKING:
 
 Callback = Callable[["Run", dict, list[GameRecord]], None]
 """Called after every step with the run, the step's metrics record and its games."""
-
-
-def step_generators(seed: int, step: int) -> tuple[random.Random, np.random.Generator, torch.Generator]:
-    """Independent generators for one step, a pure function of (seed, step); also seeds torch.
-
-    The torch generator (evolution and repairs) is a CPU one on every device: the operators draw
-    on the generator's device and move the draws to the adapters' (:mod:`evolora.operators`), so
-    a run's children are the same on a CPU and a GPU. ``torch.manual_seed`` seeds the CPU and every
-    CUDA device's default generator (the rollouts' sampling)."""
-    torch.manual_seed(rollout_seed(seed, step))  # rollout sampling uses torch's global RNG
-    return (random.Random(f"{seed}:{step}"), np.random.default_rng([seed, step]),
-            torch.Generator(device="cpu").manual_seed(seed * 7_919 + step))
-
-
-def rollout_seed(seed: int, step: int) -> int:
-    """The seed of one step's rollout sampling (torch's global RNG, in-process or on each worker)."""
-    return seed * 1_000_003 + step
 
 
 class Run:
@@ -174,9 +158,10 @@ class Run:
     def _run_step(self) -> tuple[dict, list[GameRecord]]:
         step = self.step + 1
         began = time.perf_counter()
-        rng, np_rng, generator = step_generators(self.config.run.seed, step)
-        self.bank.seed(rollout_seed(self.config.run.seed, step))
-        faults = self._repair_faults("before_step", generator)
+        streams = step_streams(self.config.run.seed, step)  # one generator per purpose (evolora.streams)
+        rng, np_rng = streams.proposals, streams.matchmaking
+        self.bank.seed(streams.rollout_seed)
+        faults = self._repair_faults("before_step", streams.repair)
         proposers, solvers = self.population.players(self.arm.game)
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
         outcome = play_step(self.bank, self.tokenizer, self.task, proposers, solvers, self.ratings,
@@ -202,14 +187,14 @@ class Run:
         faults += [{"id": i, "where": "update", "action": "skipped"} for i, u in updates.items() if not u.finite]
         faults += [{"id": i, "where": "reward", "action": "dropped", "samples": u.nonfinite_rewards}
                    for i, u in updates.items() if u.nonfinite_rewards]
-        faults += self._repair_faults("after_update", generator)
+        faults += self._repair_faults("after_update", streams.repair)
 
         self.league.count(outcome.games)
         outcomes = self.league.rate(outcome.pair_solve_rates)
         critic = self._rate_reviews(reviews, outcome, roles) if reviews is not None else None
 
         t0 = time.perf_counter()
-        births, extra = self._evolve(step, generator)  # extra: every member's fitness at an evolution event
+        births, extra = self._evolve(step, streams)  # extra: every member's fitness at an evolution event
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
@@ -225,15 +210,17 @@ class Run:
             record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
 
-    def _evolve(self, step: int, generator: torch.Generator) -> tuple[list, dict]:
+    def _evolve(self, step: int, streams: StepStreams) -> tuple[list, dict]:
         """The outer loop when ``step`` is an evolution step: (births, {"fitness": every member's
-        fitness record}); else ([], {})."""
+        fitness record}); else ([], {}). Parents come from the selection stream, coins, crossovers
+        and mutations from the variation stream (:mod:`evolora.streams`)."""
         evo = self.config.evolution
         if not (self.arm.evolve and evo.enabled and step % evo.every == 0
                 and (evo.at_last_step or step < self.config.run.steps)):
             return [], {}
         fitness = fitness_now(self, measure=evo.fitness.needs_dev_set)
-        births = self.league.evolve(self.bank, evo, step=step, generator=generator, operators=self.operators,
+        births = self.league.evolve(self.bank, evo, step=step, generator=streams.variation,
+                                    selection_generator=streams.selection, operators=self.operators,
                                     fitness={m: entry["fitness"] for m, entry in fitness["members"].items()})
         self.league.enshrine(self.bank, self.arm.game.solver, step)
         return births, {"fitness": fitness}

@@ -186,9 +186,10 @@ class Registry:
                              f"(or 'package.module:function' for your own)")
         return specs[name]
 
-    def names(self, kind: str) -> list[str]:
-        """Registered names of ``kind``, sorted."""
-        return sorted(self._kind(kind))
+    def names(self, kind: str, *, resolved: bool = True) -> list[str]:
+        """Registered names of ``kind``, sorted; with ``resolved=False`` without the
+        ``"package.module:function"`` names that :meth:`resolve_callable` added at run time."""
+        return sorted(n for n in self._kind(kind) if resolved or ":" not in n)
 
     def validate(self, kind: str, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Check a config's parameters for operator ``name`` and return them with defaults filled in.

@@ -28,6 +28,7 @@ CASES = {
     "rollout_limit": (["--quick"], r"gsm run, 2 steps: peak RSS \d+ MB.*\nratio evolora routed, 8 adapters decode / limit: "
                                    r"\d+\.\d+"),
     "graph_decode": (["--quick"], r"ratio graph/eager tok/s: \d+\.\d+x"),
+    "graph_ops": (["--quick"], r"ratio after/before launching operations per layer: float32 \d+\.\d+, bfloat16 \d+\.\d+"),
     "rl_step": (["--tokens", "6", "--steps", "1"], r"ratio evolora/TRL update time per sample: \d+\.\d+x"),
     "shared_prefix": (["--prompt-tokens", "5", "--teacher-prompt-tokens", "6", "--completion-tokens", "4",
                        "--groups", "1", "--group-size", "4", "--teacher-samples", "2", "--repeats", "1"],

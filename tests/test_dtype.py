@@ -15,11 +15,7 @@ def test_cpu_flags_decide(tmp_path):
     intel = "flags : fpu avx512f amx_bf16 amx_tile\n"
     old = "flags : fpu sse2 avx2 avx512f\nbugs : avx512_bf16\n"  # only the flags line counts
     assert cpu_has_bf16(amd) and cpu_has_bf16(intel) and not cpu_has_bf16(old)
-    (tmp_path / "cpuinfo").write_text(amd)
-    assert auto_dtype("cpu", tmp_path / "cpuinfo") == "bfloat16"
-    (tmp_path / "cpuinfo").write_text(old)
-    assert auto_dtype("cpu", tmp_path / "cpuinfo") == "float32"
-    assert auto_dtype("cpu", tmp_path / "missing") == "float32"
+    assert auto_dtype("cpu") == "float32"  # whatever the flags: bf16 cost learning on a CPU (docs/results/dtype.md)
     assert auto_dtype("cuda") == ("bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported()
                                   else "float32")
 

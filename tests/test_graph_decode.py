@@ -152,8 +152,8 @@ def test_static_step_logprobs_within_the_mismatch_budget(dtype, budget):
     ours = [logits.log_softmax(-1).gather(1, out[:, :1])]
     with torch.no_grad():
         for s in range(out.shape[1] - 1):
-            logits = decode_step(engine.weights, out[:, s], b.position[:6], b.column, b.keys[:, :6], b.values[:, :6],
-                                 b.valid[:6], b.onehot[:6], 128)
+            logits = decode_step(engine.weights, out[:, s], b.position[:6], b.column, b.kv[:, :, :6], b.valid[:6],
+                                 b.onehot[:6], 128)
             b.position += 1
             b.column += 1
             ours.append(logits.log_softmax(-1).gather(1, out[:, s + 1 : s + 2]))
@@ -220,3 +220,70 @@ def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny
     bank.engine = EagerEngine(bank)
     assert [c.completion_ids for c in after] == [c.completion_ids for c in
                                                  bank.rollout(tokenizer, prompts, names, max_new_tokens=10, greedy=True)]
+
+
+def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
+    """The q/k/v columns in the step's layout (with the halves-swapped copy) rotated with its shared
+    tables give HF's ``apply_rotary_pos_emb`` bitwise (the scaling folded into q exactly) and keep v;
+    its ``F.rms_norm`` equals HF's RMSNorm bitwise."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from evolora.generation.static_step import _norm, qkv_order, step_tables
+
+    from evolora.generation.static_step import StaticWeights
+
+    bank = setup[0]
+    w = StaticWeights(bank, swapped_copy=True)
+    rows, d, hq, hk = 5, w.head_dim, w.heads, w.kv_heads
+    generator = torch.Generator().manual_seed(1)
+    hidden = torch.randn(rows, w.head.shape[1], generator=generator)
+    position = torch.tensor([0, 3, 7, 30, 100])
+    y = torch.randn(rows, hq + 2 * hk, d, generator=generator)
+    assert w.flipped and torch.equal(w.layers[0][2][0].weight, torch.cat(
+        [w.layers[0][1].q_proj.base_layer.weight, w.layers[0][1].k_proj.base_layer.weight,
+         w.layers[0][1].v_proj.base_layer.weight])[qkv_order(hq, hk, d, True)])
+    laid = y.flatten(1)[:, qkv_order(hq, hk, d, True)].view(rows, 2, hk, hq // hk + 2, d)
+    cos, sin = step_tables(w, hidden, position)
+    ours = laid[:, 0] * cos + laid[:, 1] * sin
+    c, s = w.rotary(hidden, position[:, None])
+    q, k = apply_rotary_pos_emb(y[:, :hq, None], y[:, hq:hq + hk, None], c, s)  # (R, H, 1, D): as HF's layout
+    assert w.fold_scaling and torch.equal(ours[:, :, 2:].reshape(rows, hq, d), q[:, :, 0] * w.scaling)
+    assert torch.equal(ours[:, :, 0], k[:, :, 0]) and torch.equal(ours[:, :, 1], y[:, hq + hk:])
+    layer = w.layers[0][0]
+    assert torch.equal(_norm(hidden, layer.input_layernorm), layer.input_layernorm(hidden))
+
+
+@pytest.mark.parametrize("fold, swapped", [(False, False), (True, True), (False, True)])
+def test_tokens_equal_eager_with_each_rotary_layout_and_scaling(setup, fold, swapped):
+    """The halves-swapped copy from the q/k/v GEMM (CUDA's layout) or the swap as a kernel (the CPU's);
+    a head dim whose scaling is not a power of two applies it in ``baddbmm`` (alpha), not in the tables."""
+    from evolora.generation.static_step import StaticWeights
+
+    bank, tokenizer, ids, attention = setup
+    pad = tokenizer.pad_token_id
+    free = _eager(bank, ids, attention, NAMES, 16, set(), pad, **GREEDY)
+    eos = _eos_that_ends_some_rows(free)
+    engine = GraphDecoder(bank, check_every=3)
+    engine.weights = StaticWeights(bank, swapped_copy=swapped)
+    engine.weights.fold_scaling = fold
+    for sampling in (GREEDY, dict(greedy=False, temperature=0.9, top_p=0.9)):
+        ref = _eager(bank, ids, attention, NAMES, 16, eos, pad, **sampling)
+        assert torch.equal(_graph(engine, ids, attention, NAMES, 16, eos, pad, **sampling), ref)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "qwen3", "mistral"])
+def test_tokens_equal_eager_for_each_supported_layer(model_type):
+    """q/k/v biases (qwen2), q/k norms (qwen3): greedy and sampled tokens equal the eager engine's."""
+    from arch_helpers import tiny_decoder
+
+    bank = random_bank(tiny_decoder(model_type), ["A0", "A1"], target_modules=MODULES, b_std=0.3)
+    ids = torch.randint(3, 128, (4, 7), generator=torch.Generator().manual_seed(0))
+    attention = torch.ones_like(ids)
+    attention[1, :3] = 0
+    names = ["A0", BASE, "A1", "A0"]
+    for sampling in (GREEDY, dict(greedy=False, temperature=0.9, top_p=0.95)):
+        ref = _eager(bank, ids, attention, names, 12, set(), 0, **sampling)
+        for swapped in (False, True):
+            engine = GraphDecoder(bank)
+            engine.weights = type(engine.weights)(bank, swapped_copy=swapped)
+            assert torch.equal(_graph(engine, ids, attention, names, 12, set(), 0, **sampling), ref)

@@ -213,3 +213,35 @@ def test_independent_pairs_never_cross_play_and_single_agent_total_matches_rollo
     assert agent_record["rollouts"] == population_record["rollouts"]
     with pytest.raises(ConfigError, match="single_agent_total"):
         arm_overrides("single_agent_total", {})
+
+
+def _selection_study():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "selection_study.py"
+    spec = importlib.util.spec_from_file_location("selection_study", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("fitness", ["rating", "validation"])
+def test_the_4x4_selection_sweep_arms_differ_only_in_the_selection_key(tmp_path, fitness):
+    sweep = _selection_study()
+    overrides = [*sweep.study_overrides(fitness), "model.name=tiny-random", "run.steps=2"]
+    plan = study_plan("tasks/arith.yaml", seeds=[4], arms=list(sweep.ARMS), out=tmp_path / "s", overrides=overrides)
+    dumps = {item.arm: item.config.model_dump() for item in plan}
+    assert {arm: d["evolution"]["selection"] for arm, d in dumps.items()} == {
+        arm: {"name": name, "params": {}} for arm, name in sweep.ARMS.items()}
+    rest = [{**d, "evolution": {**d["evolution"], "selection": None}, "study": {**d["study"], "arm": None}}
+            for d in dumps.values()]
+    assert all(r == rest[0] for r in rest)  # nothing else differs between the arms of a seed
+    config = plan[0].config
+    assert (config.population.teachers, config.population.students, config.run.seed) == (4, 4, 4)
+    assert config.selfplay.proposals_per_teacher * config.population.teachers == 8  # the size4 arm's rollouts
+    assert (config.model.dtype, config.eval.limit, config.evolution.fitness.name) == ("float32", 270, fitness)
+    args = sweep.study_args("0-5", "runs/x", fitness)
+    assert args[:6] == ["study", "tasks/arith.yaml", "--arms", ",".join(sweep.ARMS), "--seeds", "0-5"]
+    with pytest.raises(ValueError, match="rating or validation"):
+        sweep.study_overrides("blend")

@@ -23,8 +23,8 @@ class StaticBuffers:
     def __init__(self, w: StaticWeights, slots: int, capacity: int) -> None:
         dev, layers = w.device, len(w.layers)
         self.slots, self.capacity = slots, capacity
-        self.keys = torch.zeros(layers, slots, w.kv_heads, capacity, w.head_dim, dtype=w.dtype, device=dev)
-        self.values = torch.zeros_like(self.keys)
+        self.kv = torch.zeros(layers, 2, slots, w.kv_heads, capacity, w.head_dim, dtype=w.dtype, device=dev)
+        self.keys, self.values = self.kv[:, 0], self.kv[:, 1]  # (L, slots, H_kv, C, D) views
         self.valid = torch.zeros(slots, capacity, dtype=torch.bool, device=dev)
         self.position = torch.zeros(slots, dtype=torch.long, device=dev)
         self.last = torch.zeros(slots, dtype=torch.long, device=dev)
@@ -48,8 +48,7 @@ class StaticBuffers:
     def compact(self, keep: torch.Tensor, size: int) -> None:
         """Move slots ``keep`` (n,) long to slots [0, n); slots [n, size) become ended padding."""
         n = len(keep)
-        self.keys[:, :n] = self.keys[:, keep]
-        self.values[:, :n] = self.values[:, keep]
+        self.kv[:, :, :n] = self.kv[:, :, keep]
         for buffer in self.per_slot():
             buffer[:n] = buffer[keep]
         self.done[n:size] = True
@@ -81,8 +80,8 @@ def step(w: StaticWeights, b: StaticBuffers, rows: int, window: int, *, greedy: 
     """One decode step of slots [0, rows), in place: feed ``b.last``, attend cache columns [0, window),
     choose (:func:`sample`), write the token (``pad`` for ended rows) at ``out[row, step]``, mark rows
     that wrote an EOS ended, advance positions, the write column and the step."""
-    logits = decode_step(w, b.last[:rows], b.position[:rows], b.column, b.keys[:, :rows], b.values[:, :rows],
-                         b.valid[:rows], b.onehot[:rows], window)
+    logits = decode_step(w, b.last[:rows], b.position[:rows], b.column, b.kv[:, :, :rows], b.valid[:rows],
+                         b.onehot[:rows], window)
     token = sample(b, logits, rows, greedy=greedy, top_p=top_p, total=total, generator=generator)
     done = b.done[:rows]
     token = torch.where(done, b.pad, token)

@@ -27,11 +27,11 @@ multi-LoRA batching.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 if TYPE_CHECKING:
     from evolora.bank import LocalBank
@@ -67,12 +67,21 @@ class _Group:
         self.sizes = [lin.out_features for lin in linears]
         self.adapted = [(j, name) for j, name in enumerate(names) if name in bank.layers]
         self.a = self.b = None
+        self.order: torch.Tensor | None = None  # output columns as gathered from the siblings' (see reorder)
         if self.adapted:
             rank, d_in, d_out = bank.rank, self.weight.shape[1], self.weight.shape[0]
             factor = bank.layers[self.adapted[0][1]].lora_A[bank.slots[0]].weight
             width = slots * len(self.adapted) * rank
             self.a = torch.zeros(d_in, width, dtype=factor.dtype, device=factor.device)
             self.b = torch.zeros(width, d_out, dtype=factor.dtype, device=factor.device)
+
+    def reorder(self, order: torch.Tensor) -> None:
+        """Output column c becomes the siblings' concatenated column ``order[c]`` (a column may repeat),
+        in the base weight, the bias and (at each :meth:`refresh`) the stacked ``b``. Before any refresh."""
+        self.order = order.to(self.weight.device)
+        self.weight, self.bias = self.weight[self.order], None if self.bias is None else self.bias[self.order]
+        if self.b is not None:
+            self.b = self.b.new_zeros(self.b.shape[0], len(order))
 
     @torch.no_grad()
     def refresh(self, bank: LocalBank, slot_indices: list[int]) -> None:
@@ -83,11 +92,13 @@ class _Group:
         offsets = [sum(self.sizes[:j]) for j in range(len(self.sizes))]
         for p in slot_indices:
             slot = bank.slots[p]
+            rows = slice(p * g * rank, (p + 1) * g * rank)
+            block = self.b.new_zeros(g * rank, sum(self.sizes))  # (G·r, d_out) in the siblings' order
             for k, (j, name) in enumerate(self.adapted):
                 layer = bank.layers[name]
-                cols = slice((p * g + k) * rank, (p * g + k + 1) * rank)
-                self.a[:, cols].copy_(layer.lora_A[slot].weight.t())
-                self.b[cols, offsets[j]: offsets[j] + self.sizes[j]].copy_(layer.lora_B[slot].weight.t() * scale)
+                self.a[:, rows][:, k * rank:(k + 1) * rank].copy_(layer.lora_A[slot].weight.t())
+                block[k * rank:(k + 1) * rank, offsets[j]: offsets[j] + self.sizes[j]] = layer.lora_B[slot].weight.t() * scale
+            self.b[rows].copy_(block if self.order is None else block[:, self.order])
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -99,17 +110,38 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
     return F.linear(x, weight, bias)
 
 
+def qkv_order(heads: int, kv_heads: int, head_dim: int, flipped: bool) -> torch.Tensor:
+    """Output columns of the fused q/k/v GEMM, as indices into its siblings' concatenated columns.
+
+    Layout (S, H_kv, G + 2, D): per key/value head j, its k head, its v head, then the G = H_q / H_kv
+    query heads that attend it; S = 2 when ``flipped`` (the second copy holds each head with its two
+    halves swapped, what ``rotate_half`` reads), else 1. The q heads of a row are then a
+    (H_kv, G, D) view whose batch (row, j) strides merge: one ``bmm`` reads them without a copy.
+    """
+    group, half = heads // kv_heads, head_dim // 2
+    head = torch.empty(kv_heads, group + 2, dtype=torch.long)
+    head[:, 0] = heads + torch.arange(kv_heads)  # k
+    head[:, 1] = heads + kv_heads + torch.arange(kv_heads)  # v
+    head[:, 2:] = torch.arange(heads).view(kv_heads, group)  # q
+    within = torch.arange(head_dim)
+    copies = [within, (within + half) % head_dim] if flipped else [within]
+    return torch.stack([head[..., None] * head_dim + c for c in copies]).flatten()
+
+
 class StaticWeights:
     """The tensors :func:`decode_step` reads, gathered once from an :class:`evolora.bank.local.AdapterBank`.
 
     Base weights are the bank's own tensors (fused copies for q/k/v and gate/up); the LoRA
     factors of every slot are stacked per sibling group (:meth:`refresh` updates them in place).
 
+    ``swapped_copy``: the q/k/v GEMM also writes each head with its halves swapped (:func:`qkv_order`;
+    not for layers with q/k norms); None: on CUDA only.
+
     Raises:
         ValueError: the model's ``model_type`` is not in :data:`SUPPORTED`.
     """
 
-    def __init__(self, bank: LocalBank) -> None:
+    def __init__(self, bank: LocalBank, *, swapped_copy: bool | None = None) -> None:
         base = bank.model.get_base_model() if hasattr(bank.model, "get_base_model") else bank.model
         config = base.config
         if config.model_type not in SUPPORTED:
@@ -134,7 +166,17 @@ class StaticWeights:
         self.head_dim = attn.head_dim
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
+        if self.heads % self.kv_heads:
+            raise ValueError(f"{self.heads} attention heads do not group over {self.kv_heads} key/value heads")
         self.scaling = attn.scaling
+        # the q/k/v GEMM also writes the halves-swapped heads (one kernel fewer per layer, the q/k/v
+        # weights read twice): on CUDA, where the step is bound by kernels; the CPU's by its GEMMs
+        self.flipped = (self.head.device.type == "cuda" if swapped_copy is None else swapped_copy) \
+            and not hasattr(attn, "q_norm")
+        order = qkv_order(self.heads, self.kv_heads, self.head_dim, self.flipped)
+        for _, _, groups in self.layers:
+            groups[0].reorder(order)
+        self.fold_scaling = math.frexp(self.scaling)[0] == 0.5  # a power of two: folded exactly into q
         self.dtype = self.head.dtype
         self.device = self.head.device
         self.vocab = self.head.shape[0]
@@ -147,9 +189,21 @@ class StaticWeights:
                 group.refresh(self.bank, slot_indices)
 
 
-def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor) -> torch.Tensor:
-    """The group's fused output (R, d_out): base GEMM plus the masked two-GEMM LoRA delta."""
-    y = _linear(x, group.weight, group.bias)
+def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor, into: torch.Tensor | None = None) -> torch.Tensor:
+    """The group's fused output (R, d_out): base GEMM plus the masked two-GEMM LoRA delta.
+
+    With ``into`` (R, d_out), the output is added to it in place (the residual stream): the base
+    GEMM accumulates onto it (``addmm_``, one kernel for the product and the residual add), then
+    the delta; returns ``into``."""
+    if into is None:
+        y = _linear(x, group.weight, group.bias)
+    elif x.device.type == "cpu" and x.shape[0] <= SKINNY_ROWS and x.dtype == group.weight.dtype \
+            and group.weight.shape[0] >= group.weight.shape[1]:
+        y = into.add_(torch.mm(group.weight, x.t()).t())
+    else:
+        y = into.addmm_(x, group.weight.t())
+    if into is not None and group.bias is not None:
+        y.add_(group.bias)
     if group.a is not None:
         h = torch.mm(x.to(group.a.dtype), group.a)  # (R, P·G·r)
         h.view(x.shape[0], onehot.shape[1], -1).mul_(onehot[:, :, None])
@@ -160,38 +214,85 @@ def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor) -> torch.Tens
     return y
 
 
+def step_tables(w: StaticWeights, hidden: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary tables every layer of one step shares: ``cos``, ``sin`` (R, H_kv, G + 2, D), in the
+    fused GEMM's head layout (:func:`qkv_order`: k, v, then G q heads per key/value head).
+
+    Rotating the heads as ``x·cos + swap_halves(x)·sin`` gives HF's ``x·cos + rotate_half(x)·sin``
+    bitwise on the q and k heads (``sin``'s first half is negated, so ``−x₂·s`` becomes ``x₂·(−s)``)
+    and leaves the v heads unchanged (``cos`` 1, ``sin`` 0). When the attention scaling is a power
+    of two (head dim 64: 1/8) it is folded into the q heads' tables, exactly: (q·s)·kᵀ = s·(q·kᵀ)
+    bitwise; otherwise :func:`decode_step` applies it in the scores GEMM.
+    """
+    cos, sin = w.rotary(hidden, position[:, None])  # (R, 1, D)
+    half = w.head_dim // 2
+    sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+    rows, hk, group = hidden.shape[0], w.kv_heads, w.heads // w.kv_heads
+    scale = w.scaling if w.fold_scaling else 1.0
+    cos_all = torch.cat([cos, torch.ones_like(cos), (cos * scale).expand(rows, group, -1)], dim=1)
+    sin_all = torch.cat([sin, torch.zeros_like(sin), (sin * scale).expand(rows, group, -1)], dim=1)
+    return cos_all[:, None].expand(rows, hk, group + 2, -1), sin_all[:, None].expand(rows, hk, group + 2, -1)
+
+
+def attention_bias(w: StaticWeights, valid: torch.Tensor, window: int) -> torch.Tensor:
+    """The additive mask of one step, (R·H_kv, 1, W) in the model's dtype: 0 where ``valid``, −inf elsewhere."""
+    rows = valid.shape[0]
+    bias = torch.full((rows, w.kv_heads, 1, window), -float("inf"), dtype=w.dtype, device=valid.device)
+    return bias.masked_fill_(valid[:, None, None, :window], 0.0).view(rows * w.kv_heads, 1, window)
+
+
 def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, column: torch.Tensor,
-                keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor, onehot: torch.Tensor,
-                window: int) -> torch.Tensor:
+                kv: torch.Tensor, valid: torch.Tensor, onehot: torch.Tensor, window: int) -> torch.Tensor:
     """Feed one token per row; returns (R, V) logits of the next token.
 
     Shapes: ``tokens`` (R,) long; ``position`` (R,) long RoPE positions; ``column`` (1,) long, the
-    cache column written (the same for every row: left-padded batches); ``keys``/``values``
-    (L, R, H_kv, C, D) caches (written at ``column``); ``valid`` (R, C) bool, cache slots each row
-    attends (``column`` is set here); ``onehot`` (R, P) float, row → adapter; ``window``: columns
+    cache column written (the same for every row: left-padded batches); ``kv`` (L, 2, R, H_kv, C, D)
+    keys ([:, 0]) and values ([:, 1]), written at ``column``; ``valid`` (R, C) bool, cache slots each
+    row attends (``column`` is set here); ``onehot`` (R, P) float, row → adapter; ``window``: columns
     [0, window) attended (a Python int, fixed per captured step, > the column).
+
+    Per layer: RMSNorm as one ``F.rms_norm`` (one fused kernel on CUDA); the q/k/v GEMM writes the
+    heads in :func:`qkv_order`'s layout, with a halves-swapped copy, so the rotary of q, k (and the
+    identity on v) is three element-wise kernels over all heads with tables shared by every layer
+    (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the q heads read in place; the scores as one ``baddbmm``
+    onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``;
+    the o and down projections accumulate onto the residual stream in place (:func:`_project`).
+    In fp32 this computes HF's layer up to summation order (the fused GEMMs; residual + W x + delta
+    rather than residual + (W x + delta)).
     """
     rows = tokens.shape[0]
     valid.index_fill_(1, column, True)
-    mask = valid[:, None, None, :window]  # (R, 1, 1, W)
+    bias = attention_bias(w, valid, window)
     hidden = w.embed(tokens)  # (R, d)
-    cos, sin = w.rotary(hidden, position[:, None])
+    cos, sin = step_tables(w, hidden, position)
     d, hq, hk = w.head_dim, w.heads, w.kv_heads
+    group, half = hq // hk, d // 2
+    alpha = 1.0 if w.fold_scaling else w.scaling
     for i, (layer, attn, (qkv, out, gate_up, down)) in enumerate(w.layers):
-        x = layer.input_layernorm(hidden)
-        q, k, v = _project(x, qkv, onehot).split(qkv.sizes, dim=-1)
-        q, k, v = q.view(rows, hq, 1, d), k.view(rows, hk, 1, d), v.view(rows, hk, 1, d)
-        if hasattr(attn, "q_norm"):
-            q, k = attn.q_norm(q), attn.k_norm(k)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)  # cos, sin: (R, 1, D) → broadcast over heads
-        keys[i].index_copy_(2, column, k)
-        values[i].index_copy_(2, column, v)
-        kc, vc = keys[i][:, :, :window], values[i][:, :, :window]  # (R, H_kv, W, D)
-        scores = torch.matmul(q.view(rows, hk, hq // hk, d), kc.transpose(-1, -2)) * w.scaling  # (R, H_kv, G, W)
-        probs = scores.masked_fill(~mask, -float("inf")).float().softmax(dim=-1).to(vc.dtype)
-        context = torch.matmul(probs, vc).reshape(rows, hq * d)
-        hidden = hidden + _project(context, out, onehot)
-        x = layer.post_attention_layernorm(hidden)
+        x = _norm(hidden, layer.input_layernorm)
+        y = _project(x, qkv, onehot)
+        if w.flipped:  # (R, 2, H_kv, G + 2, D): the heads, then the heads with swapped halves
+            y = y.view(rows, 2, hk, group + 2, d)
+            y = y[:, 0] * cos + y[:, 1] * sin
+        else:
+            y = y.view(rows, hk, group + 2, d)
+            if hasattr(attn, "q_norm"):
+                y = torch.cat([attn.k_norm(y[:, :, :1]), y[:, :, 1:2], attn.q_norm(y[:, :, 2:])], dim=2)
+            y = y * cos + y.view(rows, hk, group + 2, 2, half).flip(3).view(rows, hk, group + 2, d) * sin
+        kv[i].index_copy_(3, column, y[:, :, :2].permute(2, 0, 1, 3).unsqueeze(3))  # k|v (2, R, H_kv, 1, D)
+        q = y[:, :, 2:].flatten(0, 1)  # (R·H_kv, G, D), a view
+        kc = kv[i, 0, :, :, :window].flatten(0, 1)  # (R·H_kv, W, D), a view
+        vc = kv[i, 1, :, :, :window].flatten(0, 1)
+        probs = torch.baddbmm(bias, q, kc.transpose(1, 2), alpha=alpha).softmax(dim=-1)  # (R·H_kv, G, W)
+        context = torch.bmm(probs, vc).view(rows, hq * d)
+        hidden = _project(context, out, onehot, into=hidden)
+        x = _norm(hidden, layer.post_attention_layernorm)
         g, u = _project(x, gate_up, onehot).split(gate_up.sizes, dim=-1)
-        hidden = hidden + _project(layer.mlp.act_fn(g) * u, down, onehot)
-    return _linear(w.norm(hidden), w.head, None)
+        hidden = _project(layer.mlp.act_fn(g) * u, down, onehot, into=hidden)
+    return _linear(_norm(hidden, w.norm), w.head, None)
+
+
+def _norm(x: torch.Tensor, module) -> torch.Tensor:
+    """HF's RMSNorm as ``F.rms_norm``: in fp32 the same ops in the same order (bitwise equal); under a
+    bf16 base the weight is applied before the one rounding (HF rounds, then multiplies in bf16)."""
+    return F.rms_norm(x, module.weight.shape, module.weight, module.variance_epsilon)

@@ -50,7 +50,7 @@ def main() -> None:
     times, _, _ = interleaved_updates(bank, data, checkpointing, repeats=args.repeats, micro_batch=args.micro_batch)
     for on in (True, False):
         print(f"checkpointing {'on ' if on else 'off'}: " + " ".join(f"{t:.2f}" for t in times[on]) + " s")
-    print(f"micro-batch of up to {padded} padded tokens; CHECKPOINT_MIN_TOKENS default 512")
+    print(f"micro-batch of up to {padded} padded tokens; CHECKPOINT_MIN_TOKENS default {learner.CHECKPOINT_MIN_TOKENS}")
     ratio = statistics.median(times[False]) / statistics.median(times[True])
     print(f"ratio checkpointing off/on update time: {ratio:.3f}x")
 

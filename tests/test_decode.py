@@ -130,3 +130,19 @@ def test_skinny_linears_equal_f_linear_and_restore_forward(tiny):
     assert got.shape == (3, 1, head.out_features) and got.is_contiguous()
     assert torch.allclose(got, torch.nn.functional.linear(x, head.weight), atol=1e-6, rtol=1e-6)
     assert torch.equal(got_wide, torch.nn.functional.linear(wide, head.weight))
+
+
+def test_skinny_linears_give_f_linear_a_contiguous_view_of_many_rows(tiny, monkeypatch):
+    """A prefill's last positions (B, 1, d), a strided view of (B, T, d), reach F.linear contiguous
+    (a strided bf16 LM-head input costs the head over all T positions), with the same values."""
+    model, _ = tiny
+    head = model.get_output_embeddings()
+    hidden = torch.randn(20, 7, head.in_features, generator=torch.Generator().manual_seed(2))
+    last = hidden[:, -1:, :]  # > SKINNY_ROWS rows, not contiguous
+    seen = []
+    linear = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda x, *a: seen.append(x.is_contiguous()) or linear(x, *a))
+    with skinny_linears(model):
+        got = head(last)
+    assert seen == [True]
+    assert torch.equal(got, linear(last.contiguous(), head.weight))

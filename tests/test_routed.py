@@ -220,3 +220,30 @@ def test_a_bank_with_another_model_is_refused_on_every_generation_path(bank, tin
         generate_segments(other, tokenizer, [[5, 6]], ["A0"], (Segment(max_new_tokens=2),), max_new_tokens=2, bank=bank)
     (out,) = generate(bank.model, tokenizer, [[5, 6]], ["A0"], max_new_tokens=2, greedy=True, bank=bank)
     assert 1 <= len(out.completion_ids) <= 2
+
+
+def test_lora_delta_of_a_bf16_input_keeps_it_and_equals_autograd_through_the_cast():
+    """The training delta of a bf16 input: the same value and gradients (x, A, B) as autograd
+    through x.to(float32), to ~1e-6, with only x itself (bf16) kept for backward, no fp32 copy."""
+    from evolora.generation.routed import _LoraDelta
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 16, generator=g).to(torch.bfloat16).requires_grad_()
+    a = torch.randn(8, 16, generator=g, requires_grad=True)  # P·r = 2 adapters × rank 4
+    b = torch.randn(12, 8, generator=g, requires_grad=True)
+    mask = torch.zeros(3, 1, 8)
+    mask[0, :, :4] = mask[1, :, 4:] = 2.0  # row 2 is a base row
+    upstream = torch.randn(3, 5, 12, generator=g)
+    want = torch.matmul(torch.matmul(x.to(torch.float32), a.t()) * mask, b.t())
+    want_grads = torch.autograd.grad(want, (x, a, b), upstream)
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t) or t, lambda t: t):
+        got = _LoraDelta.apply(x, a, b, mask)
+    assert not any(t.dtype == torch.float32 and t.shape == x.shape for t in kept)
+    assert any(t is x or t.data_ptr() == x.data_ptr() for t in kept)
+    got_grads = torch.autograd.grad(got, (x, a, b), upstream)
+    assert torch.allclose(got, want, atol=1e-6, rtol=1e-6) and got.dtype == torch.float32
+    assert torch.equal(got_grads[0], want_grads[0])  # both rounded once to bf16
+    for got_grad, want_grad in zip(got_grads[1:], want_grads[1:]):
+        assert torch.allclose(got_grad, want_grad, atol=1e-5, rtol=1e-6)
+    assert torch.count_nonzero(got_grads[0][2]) == 0  # a base row gets no gradient through the delta

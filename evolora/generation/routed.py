@@ -153,12 +153,41 @@ def _masked_hook(layer, slots: list[str], mask: torch.Tensor):
             hidden = torch.matmul(x.reshape(-1, x.shape[-1]), a_cat.t()).view(n, -1, pr).mul_(mask)
             output.view(-1, output.shape[-1]).addmm_(hidden.view(-1, pr), b_cat.t())
             return output
-        x3 = x.reshape(n, -1, x.shape[-1]).to(a_cat.dtype)
-        hidden = torch.matmul(x3, a_cat.t()) * mask  # (N, T, P·r), other adapters' columns zeroed
-        delta = torch.matmul(hidden, b_cat.t())  # (N, T, d_out)
+        delta = _LoraDelta.apply(x.reshape(n, -1, x.shape[-1]), a_cat, b_cat, mask)  # (N, T, d_out)
         return output + delta.reshape(output.shape).to(output.dtype)
 
     return hook
+
+
+class _LoraDelta(torch.autograd.Function):
+    """delta = ((x A_catᵀ) ⊙ mask) B_catᵀ in the factors' dtype, for an input x of another dtype
+    (a bf16 base): autograd through ``x.to(float32)`` would keep an fp32 copy of every adapted
+    layer's input for A's gradient (q, k and v each their own: ~21 KB per token and layer of
+    SmolLM2-135M, half a policy update's activations); here x is kept as given (one tensor for
+    q, k, v) and cast again in backward. Same values: the cast is exact and the products are
+    the ones autograd forms.
+
+    Shapes: x (N, T, d_in), a_cat (P·r, d_in), b_cat (d_out, P·r), mask (N, 1, P·r); returns
+    (N, T, d_out) in a_cat's dtype.
+    """
+
+    @staticmethod
+    def forward(ctx, x, a_cat, b_cat, mask):
+        hidden = torch.matmul(x.to(a_cat.dtype), a_cat.t()).mul_(mask)  # (N, T, P·r)
+        ctx.save_for_backward(x, a_cat, b_cat, mask, hidden)
+        return torch.matmul(hidden, b_cat.t())
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, a_cat, b_cat, mask, hidden = ctx.saved_tensors
+        grad = grad.to(b_cat.dtype)
+        flat = grad.reshape(-1, grad.shape[-1])  # (N·T, d_out)
+        grad_b = flat.t() @ hidden.reshape(-1, hidden.shape[-1]) if ctx.needs_input_grad[2] else None
+        grad_hidden = torch.matmul(grad, b_cat).mul_(mask)  # (N, T, P·r)
+        flat_hidden = grad_hidden.reshape(-1, grad_hidden.shape[-1])
+        grad_a = flat_hidden.t() @ x.reshape(-1, x.shape[-1]).to(a_cat.dtype) if ctx.needs_input_grad[1] else None
+        grad_x = torch.matmul(grad_hidden, a_cat).to(x.dtype) if ctx.needs_input_grad[0] else None
+        return grad_x, grad_a, grad_b, None
 
 
 class _Plan:

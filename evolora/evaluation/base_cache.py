@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,8 +23,11 @@ from evolora import __version__
 from evolora.io import write_text_atomic
 from evolora.model import cache_dir
 
+if TYPE_CHECKING:
+    from evolora.bank import Bank
 
-def base_key(bank, task, items: list, prompts: list[list[int]], max_new_tokens: int) -> str | None:
+
+def base_key(bank: Bank, task, items: list, prompts: list[list[int]], max_new_tokens: int) -> str | None:
     """The cache key (64 hex digits) of the base's greedy answers to ``items``, or None when ``bank``
     holds no in-process model (Ray workers: nothing to name the weights by, so no cache).
 

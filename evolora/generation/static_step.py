@@ -119,11 +119,12 @@ def qkv_order(heads: int, kv_heads: int, head_dim: int, flipped: bool) -> torch.
     (H_kv, G, D) view whose batch (row, j) strides merge: one ``bmm`` reads them without a copy.
     """
     group, half = heads // kv_heads, head_dim // 2
-    head = torch.empty(kv_heads, group + 2, dtype=torch.long)
-    head[:, 0] = heads + torch.arange(kv_heads)  # k
-    head[:, 1] = heads + kv_heads + torch.arange(kv_heads)  # v
-    head[:, 2:] = torch.arange(heads).view(kv_heads, group)  # q
-    within = torch.arange(head_dim)
+    cpu = torch.device("cpu")  # index arithmetic, moved with the weights it orders
+    head = torch.empty(kv_heads, group + 2, dtype=torch.long, device=cpu)
+    head[:, 0] = heads + torch.arange(kv_heads, device=cpu)  # k
+    head[:, 1] = heads + kv_heads + torch.arange(kv_heads, device=cpu)  # v
+    head[:, 2:] = torch.arange(heads, device=cpu).view(kv_heads, group)  # q
+    within = torch.arange(head_dim, device=cpu)
     copies = [within, (within + half) % head_dim] if flipped else [within]
     return torch.stack([head[..., None] * head_dim + c for c in copies]).flatten()
 

@@ -13,8 +13,8 @@ No stream draws for another purpose, so two runs of one seed that differ only in
 operator (``evolution.selection``) play the same games up to the first evolution event, flip the
 same crossover coins and draw the same mutation noise there, and draw the same rollout samples at
 every later step: they differ only in which parents were chosen (and what follows from that).
-Before, selection and variation shared one generator, and an operator that consumed more draws
-shifted every later coin and every mutation of the step.
+Were selection and variation to share one generator, an operator that consumed more draws would
+shift every later coin and every mutation of the step.
 
 Each step builds its streams afresh from (seed, step), so no generator state is checkpointed: a
 run resumed at step t draws exactly what the uninterrupted run drew. The evolution streams are CPU

@@ -21,6 +21,19 @@ TINY_OVERRIDES = {
 """A 4-step run of 2 teachers + 2 students on the tiny random model: a config dict for ``config_from_dict``."""
 
 
+def config_with(**sections):
+    """The :data:`TINY_OVERRIDES` config with each named section updated by its mapping
+    (``config_with(evolution={"fitness": "validation"})``), validated into a ``Config``."""
+    import copy
+
+    from evolora.config import config_from_dict
+
+    data = copy.deepcopy(TINY_OVERRIDES)
+    for key, value in sections.items():
+        data.setdefault(key, {}).update(value)
+    return config_from_dict(data)
+
+
 def finished_arith_run(tiny_config, out, mode: str = "population"):
     """A finished 1-step arith run of ``tiny_config`` in ``out`` (``mode``: population or single_agent):
     (the :class:`evolora.run.Run`, its held-out results)."""

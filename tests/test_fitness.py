@@ -5,30 +5,23 @@ from __future__ import annotations
 
 import pytest
 
-from evolora.config import ConfigError, config_from_dict
+from evolora.config import ConfigError
 from evolora.config.fitness import FitnessConfig
 from evolora.fitness import member_fitness, pooled_rank_correlation, rank_correlation
 from evolora.run import Run
 from evolora.tasks import ArithTask
 from evolora.tasks.gsm import GSMTask
-from run_helpers import TINY_OVERRIDES
-
-
-def _config(**sections):
-    data = {key: dict(value) for key, value in TINY_OVERRIDES.items()}
-    for key, value in sections.items():
-        data[key] = {**data.get(key, {}), **value}
-    return config_from_dict(data)
+from run_helpers import config_with
 
 
 def test_fitness_config_takes_a_bare_name_or_a_mapping():
-    assert _config().evolution.fitness == FitnessConfig(name="rating")
-    assert _config(evolution={"fitness": "validation"}).evolution.fitness.name == "validation"
-    blend = _config(evolution={"fitness": {"name": "blend", "weight": 0.25, "size": 12}}).evolution.fitness
+    assert config_with().evolution.fitness == FitnessConfig(name="rating")
+    assert config_with(evolution={"fitness": "validation"}).evolution.fitness.name == "validation"
+    blend = config_with(evolution={"fitness": {"name": "blend", "weight": 0.25, "size": 12}}).evolution.fitness
     assert (blend.name, blend.weight, blend.size, blend.needs_dev_set) == ("blend", 0.25, 12, True)
     for bad in ("elo", {"name": "blend", "weight": 1.5}, {"name": "validation", "size": 0}):
         with pytest.raises(ConfigError, match="evolution.fitness"):
-            _config(evolution={"fitness": bad})
+            config_with(evolution={"fitness": bad})
 
 
 def test_arith_dev_set_is_disjoint_from_the_held_out_grid_at_any_size():
@@ -78,14 +71,14 @@ def test_rank_correlations():
 
 
 def test_validation_fitness_is_refused_without_a_dev_set(tmp_path):
-    config = _config(evolution={"fitness": "validation"}, task={"name": "toy", "params": {}})
+    config = config_with(evolution={"fitness": "validation"}, task={"name": "toy", "params": {}})
     with pytest.raises(ValueError, match="has no dev set"):
         Run(config, tmp_path / "run")
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
 def test_every_evolution_event_records_each_members_fitness(tmp_path, single_thread):
-    config = _config(evolution={"every": 2, "fitness": {"name": "validation", "size": 6}},
+    config = config_with(evolution={"every": 2, "fitness": {"name": "validation", "size": 6}},
                      task={"name": "arith", "params": {}}, run={"steps": 3})
     run = Run(config, tmp_path / "run")
     first, _ = run.run_step()
@@ -108,7 +101,7 @@ def test_every_evolution_event_records_each_members_fitness(tmp_path, single_thr
 
 
 def test_held_out_learning_curve_every_k_steps(tmp_path, single_thread):
-    config = _config(eval={"every": 2, "curve_limit": 3, "limit": 3}, task={"name": "arith", "params": {}},
+    config = config_with(eval={"every": 2, "curve_limit": 3, "limit": 3}, task={"name": "arith", "params": {}},
                      evolution={"every": 10}, run={"steps": 2})
     run = Run(config, tmp_path / "run")
     first, _ = run.run_step()

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 import torch
 
 from evolora.callbacks import Checkpointer, JsonlLogger
-from evolora.config import ConfigError, config_from_dict
+from evolora.config import ConfigError
 from evolora.io import read_jsonl
 from evolora.model import load_base
 from evolora.run import Run
-from run_helpers import TINY_OVERRIDES
-
-
-def _config(**sections):
-    data = copy.deepcopy(TINY_OVERRIDES)
-    for key, value in sections.items():
-        data.setdefault(key, {}).update(value)
-    return config_from_dict(data)
+from run_helpers import config_with
 
 
 def _run(config, task, out, steps=None):
@@ -36,7 +28,7 @@ def _moving(rewards: list[float]) -> int:
 
 
 def test_single_agent_proposes_and_solves_its_own_problems(toy_task, tmp_path, single_thread):
-    config = _config(selfplay={"mode": "single_agent"})
+    config = config_with(selfplay={"mode": "single_agent"})
     run = _run(config, toy_task, tmp_path)
     assert [(m.id, m.role, m.slot) for m in run.population.members] == [("a0", "agent", "A0")]
     assert run.bank.slots == ["A0"]
@@ -66,16 +58,16 @@ def test_single_agent_proposes_and_solves_its_own_problems(toy_task, tmp_path, s
 def test_single_agent_ignores_population_checks():
     # one teacher with elitism 1 would fail in population mode; the baseline has no evolution
     with pytest.raises(ConfigError, match="elitism"):
-        _config(population={"teachers": 1})
-    assert _config(population={"teachers": 1}, selfplay={"mode": "single_agent"}).selfplay.mode == "single_agent"
+        config_with(population={"teachers": 1})
+    assert config_with(population={"teachers": 1}, selfplay={"mode": "single_agent"}).selfplay.mode == "single_agent"
     with pytest.raises(ConfigError, match="hall_of_fame"):
-        _config(selfplay={"mode": "single_agent", "matchmaking": {"hall_of_fame": 2}})
+        config_with(selfplay={"mode": "single_agent", "matchmaking": {"hall_of_fame": 2}})
     with pytest.raises(ConfigError, match="mode"):
-        _config(selfplay={"mode": "solo"})
+        config_with(selfplay={"mode": "solo"})
 
 
 def test_hall_of_fame_snapshots_champions_and_serves_them_as_frozen_opponents(toy_task, tmp_path, single_thread):
-    config = _config(selfplay={"matchmaking": {"hall_of_fame": 2, "hall_prob": 1.0}})
+    config = config_with(selfplay={"matchmaking": {"hall_of_fame": 2, "hall_prob": 1.0}})
     model, tokenizer = load_base("tiny-random")
     run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
     assert run.bank.slots[-2:] == ["H0", "H1"]
@@ -102,7 +94,7 @@ def test_hall_of_fame_snapshots_champions_and_serves_them_as_frozen_opponents(to
 
 @pytest.mark.slow
 def test_hall_of_fame_survives_resume(toy_task, tmp_path, single_thread):
-    config = _config(selfplay={"matchmaking": {"hall_of_fame": 2, "hall_prob": 0.5}})
+    config = config_with(selfplay={"matchmaking": {"hall_of_fame": 2, "hall_prob": 0.5}})
     full = _run(config, toy_task, tmp_path / "full")
     _run(config, toy_task, tmp_path / "part", steps=2)
     model, tokenizer = load_base("tiny-random")

@@ -16,14 +16,7 @@ from evolora.advantages import compute_advantages
 from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.run import Run
 from evolora.study import BUILTIN_ARMS, arm_overrides, parse_arms, study_plan
-from run_helpers import TINY_OVERRIDES
-
-
-def _config(**sections):
-    data = {key: dict(value) for key, value in TINY_OVERRIDES.items()}
-    for key, value in sections.items():
-        data[key] = {**data.get(key, {}), **value}
-    return config_from_dict(data)
+from run_helpers import config_with
 
 
 def test_builtin_and_user_arms_resolve_to_overrides():
@@ -65,7 +58,7 @@ def _raising(spec: OperatorSpec) -> OperatorSpec:
 
 
 def test_no_evolution_never_calls_an_operator(tmp_path, single_thread, monkeypatch):
-    config = _config(evolution={"every": 1, "enabled": False}, run={"steps": 3})
+    config = config_with(evolution={"every": 1, "enabled": False}, run={"steps": 3})
     run = Run(config, tmp_path / "run")
     ops = run.operators
     run.operators = type(ops)(**{k: (_raising(spec), params) for k, (spec, params) in vars(ops).items()})
@@ -73,7 +66,7 @@ def test_no_evolution_never_calls_an_operator(tmp_path, single_thread, monkeypat
     births = [run.run_step()[0]["births"] for _ in range(3)]
     assert births == [[], [], []] and [m.id for m in run.population.members] == members
     # the same run with evolution on does call them: the check above can fail
-    evolving = Run(_config(evolution={"every": 1}), tmp_path / "evo")
+    evolving = Run(config_with(evolution={"every": 1}), tmp_path / "evo")
     evolving.operators = run.operators
     with pytest.raises(AssertionError, match="no_evolution run"):
         evolving.run_step()
@@ -102,7 +95,7 @@ def test_randomize_rewards_keeps_each_roles_mean_and_spread_but_not_the_values()
 
 
 def test_gaussian_reward_run_trains_on_draws(tmp_path, single_thread, monkeypatch):
-    run = Run(_config(learner={"rewards": "random"}, evolution={"every": 10}, task={"name": "toy", "params": {}}),
+    run = Run(config_with(learner={"rewards": "random"}, evolution={"every": 10}, task={"name": "toy", "params": {}}),
               tmp_path / "run")
     seen, real = [], []
     update = run.bank.update
@@ -154,7 +147,7 @@ def _nonzero_advantages(jobs_or_samples) -> int:
 def test_random_reward_arm_trains_on_as_many_samples_as_the_real_rewards(tmp_path, single_thread, monkeypatch):
     """A seeded tiny run: the permuted control gives exactly the real run's non-zero-advantage count
     (the Gaussian control does not), and the learner sees rewards in another order."""
-    run = Run(_config(learner={"rewards": "permuted"}, evolution={"every": 10}, task={"name": "toy", "params": {}},
+    run = Run(config_with(learner={"rewards": "permuted"}, evolution={"every": 10}, task={"name": "toy", "params": {}},
                       selfplay={"samples_per_problem": 4}), tmp_path / "run")
     seen: list[list] = []
     update = run.bank.update
@@ -194,15 +187,15 @@ def test_random_reward_arm_trains_on_as_many_samples_as_the_real_rewards(tmp_pat
 
 
 def test_independent_pairs_never_cross_play_and_single_agent_total_matches_rollouts(tmp_path, single_thread):
-    pairs = Run(_config(selfplay={"matchmaking": {"scheme": "fixed_pairs"}}, evolution={"enabled": False},
+    pairs = Run(config_with(selfplay={"matchmaking": {"scheme": "fixed_pairs"}}, evolution={"enabled": False},
                         task={"name": "toy", "params": {}}), tmp_path / "pairs")
-    population = Run(_config(task={"name": "toy", "params": {}}, evolution={"every": 10}), tmp_path / "pop")
+    population = Run(config_with(task={"name": "toy", "params": {}}, evolution={"every": 10}), tmp_path / "pop")
     seen = set()
     for _ in range(3):
         record, _ = pairs.run_step()
         seen |= set(record["pair_solve_rates"])
     assert seen == {"t0|s0", "t1|s1"}
-    base = _config(task={"name": "toy", "params": {}})
+    base = config_with(task={"name": "toy", "params": {}})
     overrides = arm_overrides("single_agent_total", {}, base)
     assert 'selfplay.proposals_per_teacher=4' in overrides  # 2 per teacher x 2 teachers
     from evolora.config import apply_overrides

@@ -36,12 +36,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from evolora.generation.static_cache import StaticBuffers, sample
 from evolora.generation.static_step import SIBLINGS, StaticWeights, _Group, _linear, _project, decode_step
 from evolora.population import AdapterBank
-
-MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                    num_attention_heads=9, num_key_value_heads=3, rms_norm_eps=1e-5, rope_theta=100000.0,
-                    max_position_embeddings=8192, tie_word_embeddings=True, hidden_act="silu")
-"""SmolLM2-135M's config.json shapes."""
+from gpu_speed import MODULES, SMOLLM2_135M  # benchmarks/: this script's folder
 
 SHAPES = {"smollm2-135m": SMOLLM2_135M,
           "tiny-random": dict(SMOLLM2_135M, vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,

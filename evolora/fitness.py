@@ -145,6 +145,20 @@ def fitness_now(run, *, measure: bool) -> dict:
     return fitness_record(run.config.evolution.fitness, run.population.members, run.ratings, validation)
 
 
+def fittest(record: dict, ids: list[str]) -> str:
+    """Of ``ids`` (members of one role), the id with the highest fitness in ``record`` (a
+    :func:`fitness_record`); ties go to the first in ``ids``.
+
+    Raises:
+        ValueError: ``ids`` is empty.
+        KeyError: an id is not in the record.
+    """
+    if not ids:
+        raise ValueError("no members to choose the fittest from")
+    fitness = record["members"]
+    return max(ids, key=lambda i: fitness[i]["fitness"])
+
+
 def final_fitness(record: dict, held_out: Mapping[str, dict], dev_size: int) -> dict:
     """The summary's ``fitness``: a :func:`fitness_record` of the final members with ``dev_size``
     and, over the solvers with a held-out accuracy, Spearman's ρ of each signal with it

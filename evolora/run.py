@@ -37,7 +37,7 @@ from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy, held_out_curve
-from evolora.fitness import final_fitness, fitness_dev_set, fitness_now
+from evolora.fitness import final_fitness, fitness_dev_set, fitness_now, fittest
 from evolora.generation.engine import resolve_engine
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
@@ -314,10 +314,17 @@ class Run:
         return True
 
     # -- the end ------------------------------------------------------------------------------
-    def evaluate(self) -> dict[str, dict]:
-        """Greedy held-out accuracy of every student (and the base model when configured), by
-        :func:`evolora.evaluation.held_out_accuracy`; every answer goes to ``final/held_out.jsonl``."""
-        members = {m.slot: m.id for m in self.population.players(self.arm.game)[1]}
+    def evaluate(self, fitness: dict | None = None) -> dict[str, dict]:
+        """Greedy held-out accuracy of the students (and the base model when configured), by
+        :func:`evolora.evaluation.held_out_accuracy`; every answer goes to ``final/held_out.jsonl``.
+        ``eval.members``: every student, or the fittest by ``fitness`` (a
+        :func:`evolora.fitness.fitness_record` of now; measured when not given)."""
+        solvers = self.population.players(self.arm.game)[1]
+        if self.config.eval.members == "fittest" and self.config.eval.enabled and len(solvers) > 1:
+            record = fitness or fitness_now(self, measure=self.config.evolution.fitness.needs_dev_set)
+            best = fittest(record, [m.id for m in solvers])
+            solvers = [m for m in solvers if m.id == best]
+        members = {m.slot: m.id for m in solvers}
         results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
                                        seed=self.config.run.seed,
                                        answers_path=self.out_dir / "final" / "held_out.jsonl")
@@ -351,7 +358,8 @@ class Run:
 
     def finish(self, *, evaluate: bool = True) -> dict:
         """Evaluate, write every individual to ``final/<id>/`` as a PEFT adapter and ``final/summary.json``."""
-        held_out = self.evaluate() if evaluate else {}
+        record = fitness_now(self, measure=True) if evaluate and self.config.eval.enabled else None
+        held_out = self.evaluate(record) if evaluate else {}
         final = self.out_dir / "final"
         for member in self.population.members:
             self.bank.save_adapter(member.slot, final / member.id)
@@ -366,13 +374,13 @@ class Run:
                                 "solve_or_valid_rate": rate,
                                 "operator": member.operator, "born_step": member.born_step,
                                 "held_out": held_out.get(member.id)})
-        fitness = (final_fitness(fitness_now(self, measure=True), held_out, len(self.dev_items or []))
-                   if evaluate and self.config.eval.enabled else None)
+        fitness = final_fitness(record, held_out, len(self.dev_items or [])) if record is not None else None
         summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
                    "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
                    "hall_of_fame": self.hall.ids if self.hall else [],
                    "held_out_source": self.task.held_out_source if evaluate else None,
-                   "individuals": individuals, "held_out": held_out, "lineage": self.lineage,
+                   "individuals": individuals, "held_out": held_out,
+                   "held_out_members": self.config.eval.members if held_out else None, "lineage": self.lineage,
                    "diversity": self.diversity()}
         if fitness is not None:
             summary["fitness"] = fitness

@@ -162,6 +162,12 @@ class EvalConfig(_Section):
     batch_size: Int | None = Field(default=None, ge=1)
     """Held-out prompts per decode batch; None: the engine's default for the device (16 on a CPU,
     256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
+    members: Literal["all", "fittest"] = "all"
+    """Which solvers (students, or the single agent) are evaluated: ``all``, each of them (member means,
+    as the studies compare), or ``fittest``, the one with the highest fitness at the run's end
+    (``evolution.fitness``; μ − 3σ by default). The fittest is chosen without the held-out items, so
+    "fittest − base" is an unbiased comparison, where the best of ``all`` is chosen on the test set;
+    at 2 students it halves the students' evaluation rows."""
     base: bool = True
     """Also evaluate the bare base model as a reference."""
     cache_base: bool = True

@@ -134,6 +134,9 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: Causal
     record_dir = _record_dir(run_dir, overrides, out)
     from evolora.evaluation import held_out_accuracy
 
+    if load_run_config(run_dir, overrides).eval.members == "fittest":
+        members = [_fittest(summary, members)]
+
     config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer,
                                                  overrides=overrides)
     (record_dir / "final").mkdir(parents=True, exist_ok=True)
@@ -148,16 +151,28 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: Causal
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     summary["held_out_previous"] = summary.get("held_out")
     summary["held_out"] = held_out
+    summary["held_out_members"] = config.eval.members
     summary["held_out_source"] = task.held_out_source
     summary["held_out_eval"] = {"adapters_step": summary["steps"], "limit": limit or config.eval.limit, "items": items, "overrides": list(overrides),
                                 "seconds": round(time.perf_counter() - began, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for individual in summary["individuals"]:
-        if individual["id"] in held_out:
-            individual["held_out"] = held_out[individual["id"]]
+        if individual["role"] in MEMBER_ROLES:  # a member left out (eval.members: fittest) keeps no older number
+            individual["held_out"] = held_out.get(individual["id"])
     if record_dir != run_dir:
         _write_record(run_dir, record_dir, config)
     write_json_atomic(record_dir / "final" / "summary.json", summary)
     return held_out
+
+
+def _fittest(summary: dict, members: list[str]) -> str:
+    """The member of ``members`` with the highest fitness in the run's summary (its ``fitness`` record;
+    μ − 3σ when the run recorded none, e.g. ``--no-eval``): ``eval.members: fittest``."""
+    from evolora.fitness import fittest
+
+    record = summary.get("fitness") or {}
+    if not all(m in record.get("members", {}) for m in members):
+        record = {"members": {i["id"]: {"fitness": i["conservative"]} for i in summary["individuals"]}}
+    return fittest(record, members)
 
 
 def _record_dir(run_dir: Path, overrides, out) -> Path:

@@ -45,7 +45,7 @@ def dev_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: Mapping[
     if not members or not items:
         return {}
     results = evaluate(None, tokenizer, task, items, list(members), max_new_tokens=max_new_tokens,
-                       batch_size=batch_size, rollout=partial(bank.rollout, tokenizer))
+                       batch_size=batch_size, bank=bank, rollout=partial(bank.rollout, tokenizer))
     return {members[slot]: result.accuracy for slot, result in results.items()}
 
 

@@ -27,6 +27,8 @@ CASES = {
                r"ratio increment per adapter / \(factors \+ grads \+ Adam\): -?\d+\.\d+x"),
     "rollout_limit": (["--quick"], r"gsm run, 2 steps: peak RSS \d+ MB.*\nratio evolora routed, 8 adapters decode / limit: "
                                    r"\d+\.\d+"),
+    "eval_budget": (["--limit", "3", "--max-new-tokens", "4", "--budgets", "8", "64"],
+                    r"ratio CPU time 64/8 positions: \d+\.\d+x"),
     "graph_decode": (["--quick"], r"ratio graph/eager tok/s: \d+\.\d+x"),
     "graph_ops": (["--quick"], r"ratio after/before launching operations per layer: float32 \d+\.\d+, bfloat16 \d+\.\d+"),
     "rl_step": (["--tokens", "6", "--steps", "1"], r"ratio evolora/TRL update time per sample: \d+\.\d+x"),

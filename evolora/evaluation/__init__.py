@@ -18,6 +18,7 @@ from pathlib import Path
 from evolora.bank import Bank
 from evolora.evaluation.base_cache import base_key, load_base, store_base
 from evolora.generation import heap
+from evolora.generation.engine import BATCH_SIZE
 from evolora.io import write_text_atomic
 from evolora.generation.rollout import chat_prompt, generate
 from evolora.generation.routed import BASE
@@ -64,8 +65,10 @@ def evaluate(
             ``task.grade_held_out(completions, items)`` (batched; e.g. HumanEval for ``code``).
         adapters: adapter slot names to evaluate.
         max_new_tokens: generation cap per answer.
-        batch_size: rows per decode batch; None: the default of ``rollout`` (a bank's engine: by device).
-        bank: route rows with :func:`evolora.generation.routed.routed` when given (else PEFT's mixed batches).
+        batch_size: rows per decode batch; None: the default of ``bank``'s engine (by device; 16 without a bank).
+            Batches also hold at most :data:`EVAL_POSITIONS_PER_ROW` × that default decoder positions.
+        bank: route rows with :func:`evolora.generation.routed.routed` when given and ``rollout`` is not
+            (else PEFT's mixed batches); its ``batch_size`` sizes the batches.
         rollout: ``(prompts, adapters, **options) -> completions`` to generate with instead of
             ``model`` (a bank's :meth:`~evolora.bank.local.AdapterBank.rollout`, in-process or on Ray workers).
 
@@ -78,8 +81,9 @@ def evaluate(
     if rollout is None:
         rollout = partial(generate, model, tokenizer, bank=bank)
     completions = [None] * len(rows)
-    size = batch_size or (bank.batch_size if bank is not None else 16)  # None: the engine's default for the device
-    for chunk in row_chunks([len(prompts[i]) for _, i in rows], size, max_new_tokens):
+    default = bank.batch_size if bank is not None else BATCH_SIZE["cpu"]  # the engine's default for the device
+    budget = default * EVAL_POSITIONS_PER_ROW
+    for chunk in row_chunks([len(prompts[i]) for _, i in rows], batch_size or default, max_new_tokens, budget):
         with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
             done = rollout([prompts[rows[r][1]] for r in chunk], [rows[r][0] for r in chunk],
                            max_new_tokens=max_new_tokens, greedy=True, batch_size=len(chunk),
@@ -96,20 +100,20 @@ def evaluate(
             for adapter, pairs in answers.items()}
 
 
-__all__ = ["BASE", "EVAL_TOKEN_BUDGET", "EvalResult", "evaluate", "row_chunks"]
+__all__ = ["BASE", "EVAL_POSITIONS_PER_ROW", "EvalResult", "evaluate", "row_chunks"]
 
 
-EVAL_TOKEN_BUDGET = 6144
-"""Decoder positions (rows × (longest prompt + ``max_new_tokens``)) one evaluation batch may hold.
+EVAL_POSITIONS_PER_ROW = 1024
+"""Decoder positions (rows × (longest prompt + ``max_new_tokens``)) one evaluation batch may hold,
+per row of the engine's default batch (:data:`evolora.generation.engine.BATCH_SIZE`): 16,384 on a
+CPU, 262,144 on a GPU. The batch's prefill activations and KV cache grow with it. On a CPU, gsm's
+48 rows (prompts of 68-152 tokens + 192 new) then run in one batch instead of batches of about 20
+(at 6,144 positions): side by side, 48 greedy answers of the base (SmolLM2-135M, float32, one
+thread) took 0.84x the CPU time, the same 48 texts, with peak RSS 1.68 GB against 1.24 GB
+(docs/performance.md)."""
 
-The batch's prefill activations and KV cache grow with it, and a batch of 48 gsm rows raised the
-peak RSS of ``evolora evaluate`` on SmolLM2-135M to 3.68 GB against 1.25 GB for batches of 16
-(docs/performance.md): 6144 positions cut gsm's 48 rows (prompts of 68-152 tokens + 192 new) into
-batches of 20, 19 and 9."""
 
-
-def row_chunks(lengths: list[int], batch_size: int, max_new_tokens: int,
-               budget: int = EVAL_TOKEN_BUDGET) -> list[list[int]]:
+def row_chunks(lengths: list[int], batch_size: int, max_new_tokens: int, budget: int) -> list[list[int]]:
     """Indices of ``lengths`` (prompt tokens per row) in batches, shortest prompts first: each at
     most ``batch_size`` rows and, above one row, at most ``budget`` decoder positions counted as
     rows × (longest prompt of the batch + ``max_new_tokens``).
@@ -171,7 +175,7 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
     if eval_config.base and cached is None:
         names[BASE] = "base"
     results = evaluate(None, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
-                       batch_size=eval_config.batch_size, rollout=partial(bank.rollout, tokenizer)) if names else {}
+                       batch_size=eval_config.batch_size, bank=bank, rollout=partial(bank.rollout, tokenizer)) if names else {}
     if cached is not None:
         texts, labels = cached
         results[BASE] = EvalResult(BASE, labels.count("correct"), len(items), tuple(texts), tuple(labels))

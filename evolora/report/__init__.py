@@ -88,7 +88,8 @@ def _page(runs: list[RunData], summary: dict, figures: list[tuple[str, Path | No
              "(shown when an arm has at least two runs with the number; clipped to 0-100 % for rates). "
              "The best member is chosen on the held-out set itself (an optimistic upper bound); the "
              "member mean averages the students of a "
-             "population or the single agent. The slope is the least-squares trend of the mean "
+             "population or the single agent (in runs with <code>eval.members: fittest</code>, both are the one "
+             "student evaluated, chosen by its fitness). The slope is the least-squares trend of the mean "
              f"{html.escape(summary['complexity_metric'] or 'complexity')} of valid proposals per training step.</p>"]
     paired = summary.get("paired")
     if paired:

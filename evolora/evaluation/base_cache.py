@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
+from evolora._version import __version__
 from evolora.io import write_text_atomic
 from evolora.model import cache_dir
 
@@ -48,8 +48,7 @@ def base_key(bank: Bank, task, items: list, prompts: list[list[int]], max_new_to
             continue
         weights.update(tensor.detach().flatten()[:64].float().cpu().numpy().tobytes())
     fields = {
-        # the package root is imported before any module of it: read, not imported (no cycle)
-        "evolora": sys.modules["evolora"].__version__, "torch": torch.__version__,
+        "evolora": __version__, "torch": torch.__version__,
         "model": str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", "")),
         "weights": weights.hexdigest(), "dtype": str(parameter.dtype), "device": parameter.device.type,
         "task": task.name, "source": task.held_out_source,

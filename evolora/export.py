@@ -4,9 +4,10 @@
     export_member(plan)                                  # runs/gsm/export/s3/ (merged)
     export_member(plan_export("runs/gsm", "t0", merge=False))
 
-``best`` is the top student (or the single agent) by held-out accuracy when every candidate
-has one (ties broken by μ − 3σ), else by the conservative rating μ − 3σ that ranks members
-during the run (PopuLoRA (arXiv 2605.16727) §2). A merged export folds the LoRA update
+``best`` is the one student evaluated in a run with ``eval.members: fittest`` (the fittest by
+the run's fitness); else the top student (or the single agent) by held-out accuracy when every
+candidate has one (ties broken by μ − 3σ), else by the conservative rating μ − 3σ that ranks
+members during the run (PopuLoRA (arXiv 2605.16727) §2). A merged export folds the LoRA update
 ΔW = (alpha / r) · B A into the base weights with PEFT's ``merge_and_unload`` and writes
 weights, tokenizer and a greedy generation config that ``AutoModelForCausalLM.from_pretrained``
 loads without PEFT; ``merge=False`` copies the PEFT adapter directory (``final/<id>/``)
@@ -110,10 +111,15 @@ def choose_member(summary: dict, member: str = "best") -> tuple[dict, str]:
     candidates = [row for row in rows if row["role"] in MEMBER_ROLES]
     if not candidates:
         raise ExportError("the run lists no student or agent to choose from; give a member id with --member")
-    if all((row.get("held_out") or {}).get("accuracy") is not None for row in candidates):
+    evaluated = [row for row in candidates if (row.get("held_out") or {}).get("accuracy") is not None]
+    source = summary.get("held_out_source") or "the task's held-out problems"
+    if summary.get("held_out_members") == "fittest" and len(evaluated) == 1:  # eval.members: fittest
+        best, held = evaluated[0], evaluated[0]["held_out"]
+        return best, (f"the fittest {best['role']} by the run's fitness, the one evaluated: {held['accuracy']:.1%} "
+                      f"({held['correct']}/{held['total']}) on {source}")
+    if len(evaluated) == len(candidates):
         best = max(candidates, key=lambda r: (r["held_out"]["accuracy"], r["conservative"]))
         held = best["held_out"]
-        source = summary.get("held_out_source") or "the task's held-out problems"
         return best, (f"best {best['role']} by held-out accuracy: {held['accuracy']:.1%} "
                       f"({held['correct']}/{held['total']}) on {source}; ties broken by μ − 3σ")
     best = max(candidates, key=lambda r: r["conservative"])

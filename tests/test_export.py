@@ -81,7 +81,7 @@ def test_merged_member_loads_without_peft_generates_and_matches_the_bank(finishe
     result, output = export(str(finished_run), "--out", str(out))
     assert result.exit_code == 0, output
     best, criterion = choose_member(summary_of(finished_run))
-    assert f"exporting {best['id']} (student; best student by held-out accuracy" in output
+    assert f"exporting {best['id']} (student; the fittest student by the run's fitness, the one evaluated" in output
     assert not (out / "adapter_config.json").exists()  # transformers would otherwise load it through PEFT
     model = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
@@ -170,6 +170,10 @@ def test_best_is_held_out_accuracy_then_conservative_rating():
     summary["individuals"][1]["held_out"] = None  # one candidate without held-out accuracy: ratings decide
     best, criterion = choose_member(summary)
     assert best["id"] == "s2" and "μ − 3σ = 7.00" in criterion
+    fittest = {"individuals": rows(("s0", "student", 5.0, None), ("s1", "student", 1.0, held(0.25))),
+               "held_out_source": "toy", "held_out_members": "fittest"}  # eval.members: fittest chose s1
+    best, criterion = choose_member(fittest)
+    assert best["id"] == "s1" and criterion.startswith("the fittest student by the run's fitness, the one evaluated: 25.0%")
     agent = {"individuals": rows(("a0", "agent", -3.0, None))}
     assert choose_member(agent)[0]["id"] == "a0"
     assert choose_member(summary, "t0") == (summary["individuals"][0], "asked for by id")

@@ -133,7 +133,7 @@ def _ks(text: str) -> tuple[int, ...]:
 
 def export_command(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A finished run directory."),
-    member: str = typer.Option("best", "--member", help="best (top student by held-out accuracy, else μ−3σ) or an id."),
+    member: str = typer.Option("best", "--member", help="best (the student evaluated under eval.members=fittest; else top by held-out accuracy, else μ−3σ) or an id."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default RUN_DIR/export/<id>)."),
     merge: bool = typer.Option(True, "--merge/--no-merge", help="Merged standalone model, or the PEFT adapter."),
     stale_ok: bool = typer.Option(False, "--stale-ok", help=STALE_HELP),

@@ -109,7 +109,7 @@ per row of the engine's default batch (:data:`evolora.generation.engine.BATCH_SI
 CPU, 262,144 on a GPU. The batch's prefill activations and KV cache grow with it. On a CPU, gsm's
 48 rows (prompts of 68-152 tokens + 192 new) then run in one batch instead of batches of about 20
 (at 6,144 positions): side by side, 48 greedy answers of the base (SmolLM2-135M, float32, one
-thread) took 0.84x the CPU time, the same 48 texts, with peak RSS 1.68 GB against 1.24 GB
+thread) took 0.86x the CPU time, the same 48 texts, with peak RSS 1.68 GB against 1.25 GB
 (docs/performance.md)."""
 
 

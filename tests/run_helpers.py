@@ -79,3 +79,14 @@ def tree_digest(root) -> dict[str, str]:
     root = Path(root)
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+def benchmark_module(name: str):
+    """The script ``benchmarks/<name>.py`` imported as a module (its functions, without running ``main``)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

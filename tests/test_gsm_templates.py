@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gsm_templates.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("gsm_templates", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from run_helpers import benchmark_module
 
 
 def test_templates_count_valid_attempts_and_learnable_within_the_first_steps(tmp_path):
@@ -25,7 +16,7 @@ def test_templates_count_valid_attempts_and_learnable_within_the_first_steps(tmp
         {"step": 5, "proposal_text": bus, "valid": True, "grades": ["correct", "wrong"]},  # after --steps 4
     ]
     (tmp_path / "matches.jsonl").write_text("".join(json.dumps(m) + "\n" for m in matches))
-    table = _module().template_table([tmp_path], steps=4)
+    table = benchmark_module("gsm_templates").template_table([tmp_path], steps=4)
     assert table["Problem: A box holds {a} eggs."] == {"proposals": 2, "valid": 2, "attempts": 8, "correct": 5,
                                                        "learnable": 1}
     assert table["Problem: A bus has {a} seats."] == {"proposals": 1, "valid": 0, "attempts": 0, "correct": 0,

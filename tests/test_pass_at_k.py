@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -12,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from run_helpers import finished_arith_run
+from run_helpers import benchmark_module, finished_arith_run
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "pass_at_k.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("pass_at_k", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("pass_at_k")
 
 
 def test_pass_at_k_estimator_values():

@@ -86,8 +86,7 @@ def evaluate(
     for chunk in row_chunks([len(prompts[i]) for _, i in rows], batch_size or default, max_new_tokens, budget):
         with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
             done = rollout([prompts[rows[r][1]] for r in chunk], [rows[r][0] for r in chunk],
-                           max_new_tokens=max_new_tokens, greedy=True, batch_size=len(chunk),
-                           **({"stop": task.answer_stop} if task.answer_stop else {}))
+                           max_new_tokens=max_new_tokens, greedy=True, batch_size=len(chunk), stop=task.answer_stop)
         for r, completion in zip(chunk, done):
             completions[r] = completion
         heap.trim()

@@ -24,7 +24,7 @@ from evolora.generation import heap
 from evolora.generation.decode import choose_tokens, decode
 from evolora.generation.routed import routed
 from evolora.generation.stops import StopOnText, end_of_turn_ids, stop_cut
-from evolora.generation.types import Completion, RolloutStats  # re-exported: the rollout API
+from evolora.generation.types import Completion, RolloutStats, Stop  # Completion, RolloutStats re-exported: the rollout API
 from evolora.model.device import model_device
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def generate(
     batch_size: int = 16,
     stats: RolloutStats | None = None,
     bank: LocalBank | None = None,
-    stop: tuple[str, ...] = (),
+    stop: tuple[Stop, ...] = (),
     keep_stop: bool = True,
     generator: torch.Generator | None = None,
     decode: BatchDecode | None = None,
@@ -114,7 +114,8 @@ def generate(
             routed with :func:`evolora.generation.routed.routed` (batched matmuls, ~base speed) and decoded
             by :func:`evolora.generation.decode.decode` (preallocated KV cache, shrinking batch). None:
             ``transformers``' ``generate`` with PEFT's mixed-adapter batches (the reference path).
-        stop: stop strings; a row ends once its generated text holds one of them.
+        stop: stop strings or patterns (:data:`~evolora.generation.types.Stop`); a row ends once its
+            generated text holds or matches one of them.
         keep_stop: keep the tokens through the stop string (else every token that holds part
             of it is dropped).
         generator: the RNG of sampling with ``bank`` (torch's global RNG when None; the
@@ -217,7 +218,7 @@ def _decode_peft(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, na
 
 
 def completion_of(tokenizer: Tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],
-                stop: tuple[str, ...], keep_stop: bool) -> Completion:
+                stop: tuple[Stop, ...], keep_stop: bool) -> Completion:
     """One row's completion: cut after its first EOS, or at its stop string."""
     end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
     kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens

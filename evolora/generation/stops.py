@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import StoppingCriteria
 
+from evolora.generation.types import Stop
+
 if TYPE_CHECKING:
     from evolora.hf_types import CausalLM, Tokenizer
 
@@ -28,12 +30,12 @@ PATTERN_WINDOW = 24
 """Generated tokens a pattern stop is matched against (a whole answer line such as ``#### 1,234``)."""
 
 
-def holds(text: str, stop: str | re.Pattern[str]) -> bool:
+def holds(text: str, stop: Stop) -> bool:
     """Whether ``text`` holds the stop string, or matches the stop pattern somewhere."""
     return stop.search(text) is not None if isinstance(stop, re.Pattern) else stop in text
 
 
-def stop_start(text: str, stop: str | re.Pattern[str]) -> int:
+def stop_start(text: str, stop: Stop) -> int:
     """Character index in ``text`` where the stop (string or pattern match) first starts; ``text`` holds it."""
     return stop.search(text).start() if isinstance(stop, re.Pattern) else text.index(stop)
 
@@ -42,7 +44,7 @@ class StopOnText(StoppingCriteria):
     """Per-row stop once the last few generated tokens decode to text holding a stop string (or
     matching a stop pattern: then the last :data:`PATTERN_WINDOW` tokens)."""
 
-    def __init__(self, tokenizer: Tokenizer, stops: tuple, start: int, window: int = 8) -> None:
+    def __init__(self, tokenizer: Tokenizer, stops: tuple[Stop, ...], start: int, window: int = 8) -> None:
         if any(isinstance(s, re.Pattern) for s in stops):
             window = max(window, PATTERN_WINDOW)
         self.tokenizer, self.stops, self.start, self.window = tokenizer, stops, start, window
@@ -57,7 +59,7 @@ class StopOnText(StoppingCriteria):
                             device=generated.device)
 
 
-def stop_cut(tokenizer: Tokenizer, ids: list[int], stops: tuple, keep: bool) -> int | None:
+def stop_cut(tokenizer: Tokenizer, ids: list[int], stops: tuple[Stop, ...], keep: bool) -> int | None:
     """Tokens to keep of a row that wrote a stop string, or None when it wrote none.
 
     ``keep``: the shortest prefix whose text holds a stop string. Else the longest prefix

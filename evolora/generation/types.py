@@ -9,7 +9,13 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (the rollouts of teachers and 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+
+Stop = str | re.Pattern[str]
+"""Where a rollout ends besides EOS and the token cap: a string (once the text holds it) or a compiled
+pattern (once the text matches it; :mod:`evolora.generation.stops`)."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,8 @@ class Sampling:
         greedy: argmax decoding (held-out evaluation) instead of sampling.
         temperature: logits / temperature before sampling, > 0 (ignored when greedy).
         top_p: nucleus mass, 0 < p <= 1 (1: the whole distribution).
-        stop: stop strings of a free-form rollout; a row ends once its text holds one (segments
-            carry their own).
+        stop: stops of a free-form rollout, strings or compiled patterns (:data:`Stop`); a row ends
+            once its text holds or matches one (segments carry their own).
         keep_stop: keep the tokens through the stop string (else every token holding part of it
             is dropped).
 
@@ -61,7 +67,7 @@ class Sampling:
     greedy: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
-    stop: tuple[str, ...] = ()
+    stop: tuple[Stop, ...] = ()
     keep_stop: bool = True
 
     def __post_init__(self) -> None:

@@ -88,10 +88,12 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
         delta, low, high = difference((held[best]["correct"], held[best]["total"]),
                                       (held["base"]["correct"], held["base"]["total"]))
         outside = low > 0 or high < 0
-        who = (f"The fittest student ({best}, chosen by the run's fitness, not on these problems)"
-               if summary.get("held_out_members") == "fittest" and len(members) == 1
-               else f"The best member ({best}, chosen on these problems, so the figure is optimistic)"
-               if len(members) > 1 else f"The member ({best})")
+        if len(members) > 1:
+            who = f"The best member ({best}, chosen on these problems, so the figure is optimistic)"
+        elif summary.get("held_out_members") == "fittest":
+            who = f"The fittest student ({best}, chosen by the run's fitness, not on these problems)"
+        else:
+            who = f"The member ({best})"
         sentence = (f"{who} differs from the base by {100 * delta:+.1f} points, 95 % interval "
                     f"[{100 * low:+.1f}, {100 * high:+.1f}] on {held[best]['total']} problems: "
                     + ("outside the noise." if outside else

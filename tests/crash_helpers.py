@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +21,44 @@ CLI = [sys.executable, "-c", "from evolora.cli import app; app()"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
 
 
-def start(*args: str) -> subprocess.Popen:
-    """``evolora evolve ARGS --no-eval`` in a subprocess, stdout and stderr together."""
-    return subprocess.Popen([*CLI, "evolve", *args, "--no-eval"], env=ENV, stdout=subprocess.PIPE,
+# Runs ``evolora`` with a signal sent to itself at an exact point, chosen by EVOLORA_TEST_KILL
+# ("RECORDS,SIGNAL,MID"): right after metrics.jsonl reaches RECORDS records or, with MID=1, after the
+# first file of the next checkpoint is written into its temporary directory. The product code runs
+# unchanged; only the moment of the signal is fixed, so no test races a poll against a fast run.
+_SELF_KILL = """
+import os
+import evolora.callbacks as callbacks, evolora.checkpoint as checkpoint
+records, sig, mid = (int(x) for x in os.environ.pop("EVOLORA_TEST_KILL").split(","))
+armed = False
+log, write = callbacks.JsonlLogger.__call__, checkpoint._write
+def logged(self, run, record, games):
+    global armed
+    log(self, run, record, games)
+    if len((run.out_dir / callbacks.METRICS).read_text().splitlines()) >= records:
+        armed = True
+        if not mid:
+            os.kill(os.getpid(), sig)
+def written(path, data):
+    write(path, data)
+    if armed and path.parent.name.startswith("."):
+        os.kill(os.getpid(), sig)
+callbacks.JsonlLogger.__call__, checkpoint._write = logged, written
+from evolora.cli import app
+app()
+"""
+
+
+def start(*args: str, kill: tuple[int, int] | None = None, mid_checkpoint: bool = False) -> subprocess.Popen:
+    """``evolora evolve ARGS --no-eval`` in a subprocess, stdout and stderr together.
+
+    ``kill=(records, sig)``: the run sends itself ``sig`` once metrics.jsonl holds ``records``
+    records, or with ``mid_checkpoint`` while the next checkpoint is half written.
+    """
+    env, command = ENV, CLI
+    if kill is not None:
+        env = {**ENV, "EVOLORA_TEST_KILL": f"{kill[0]},{int(kill[1])},{int(mid_checkpoint)}"}
+        command = [sys.executable, "-c", _SELF_KILL]
+    return subprocess.Popen([*command, "evolve", *args, "--no-eval"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -33,18 +68,12 @@ def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str]:
     return proc.returncode, output
 
 
-def kill_when(proc: subprocess.Popen, out: Path, records: int, sig: int, *, mid_checkpoint: bool = False) -> int:
-    """Send ``sig`` once metrics.jsonl holds ``records`` records (and, with ``mid_checkpoint``,
-    as soon as a checkpoint is being written); return how many records there were."""
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
-        count = len(read_jsonl(out / "metrics.jsonl"))
-        writing = any(p.name.startswith(".step_") for p in (out / "checkpoints").glob(".*"))
-        if count >= records and (not mid_checkpoint or writing):
-            proc.send_signal(sig)
-            return count
-        time.sleep(0.002 if mid_checkpoint else 0.02)
-    pytest.fail(f"the run ended before {records} records (exit {proc.returncode})")
+def killed(proc: subprocess.Popen) -> str:
+    """Wait for a run started with ``kill=(…, SIGKILL)``; fail unless SIGKILL ended it. Its output."""
+    code, output = finish(proc)
+    if code != -signal.SIGKILL:
+        pytest.fail(f"the run was to be killed (SIGKILL) but exited {code}:\n{output}")
+    return output
 
 
 def strip(records: list[dict]) -> list[dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crash_helpers import STEPS, TINY, finish, kill_when, start, strip
+from crash_helpers import STEPS, TINY, finish, killed, start, strip
 from evolora.checkpoint import FILES, checkpoint_problem
 from evolora.io import read_jsonl
 
@@ -38,16 +38,14 @@ def _damage(checkpoints: list[Path], rng: random.Random) -> str:
 def test_random_kills_and_a_damaged_checkpoint_still_end_like_an_undisturbed_run(crash_reference, tmp_path, seed):
     rng = random.Random(seed)
     out = tmp_path / "run"
-    proc = start("tasks/gsm.yaml", "--out", str(out), *TINY)
-    kill_when(proc, out, rng.randint(2, STEPS - 1), signal.SIGKILL, mid_checkpoint=rng.random() < 0.5)
-    finish(proc)
+    killed(start("tasks/gsm.yaml", "--out", str(out), *TINY, kill=(rng.randint(2, STEPS - 1), signal.SIGKILL),
+                 mid_checkpoint=rng.random() < 0.5))
     checkpoints = sorted((out / "checkpoints").glob("step_*"))
     intact = [p for p in checkpoints if checkpoint_problem(p) is None]
     assert intact, f"seed {seed}: a SIGKILL left no intact checkpoint in {checkpoints}"
     damage = _damage(checkpoints, rng) if len(checkpoints) > 1 else "none"
-    proc = start("--resume", str(out))  # a second kill, anywhere in the rest of the run
-    kill_when(proc, out, rng.randint(1, STEPS - 1), signal.SIGKILL)
-    finish(proc)
+    # a second kill, after the resumed run's next record at the earliest
+    killed(start("--resume", str(out), kill=(rng.randint(1, STEPS - 1), signal.SIGKILL)))
     code, output = finish(start("--resume", str(out)))
     assert code == 0, f"seed {seed}, damage: {damage}\n{output}"
     assert strip(read_jsonl(out / "metrics.jsonl")) == crash_reference["metrics"], damage

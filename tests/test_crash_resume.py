@@ -4,11 +4,11 @@ record for record (wall-clock fields aside)."""
 
 from __future__ import annotations
 
-import pytest
-
 import signal
 
-from crash_helpers import TINY, finish, kill_when, start, strip
+import pytest
+
+from crash_helpers import TINY, finish, killed, start, strip
 from evolora.io import read_jsonl
 
 pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
@@ -17,20 +17,15 @@ pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` s
 def test_kill_at_several_points_then_resume_matches_uninterrupted(crash_reference, tmp_path):
     out = tmp_path / "run"
     # 1. kill -9 right after the first step's record is written
-    proc = start("tasks/gsm.yaml", "--out", str(out), *TINY)
-    kill_when(proc, out, 1, signal.SIGKILL)
-    assert finish(proc)[0] == -signal.SIGKILL
+    killed(start("tasks/gsm.yaml", "--out", str(out), *TINY, kill=(1, signal.SIGKILL)))
+    assert len(read_jsonl(out / "metrics.jsonl")) == 1
     # 2. resume, then SIGTERM: exit 130 and a message naming --resume
-    proc = start("--resume", str(out))
-    kill_when(proc, out, 2, signal.SIGTERM)
-    code, output = finish(proc)
+    code, output = finish(start("--resume", str(out), kill=(2, signal.SIGTERM)))
     assert code == 130, output
     assert f"--resume {out}" in " ".join(output.split())
-    # 3. resume, then kill -9 while a checkpoint is being written (best effort: the
-    #    temporary checkpoint directory must exist when the signal is sent)
-    proc = start("--resume", str(out))
-    kill_when(proc, out, 3, signal.SIGKILL, mid_checkpoint=True)
-    finish(proc)
+    # 3. resume, then kill -9 while step 3's checkpoint is half written
+    killed(start("--resume", str(out), kill=(3, signal.SIGKILL), mid_checkpoint=True))
+    assert list((out / "checkpoints").glob(".step_000003.*")), "no half-written checkpoint was left"
     # 4. resume to the end
     code, output = finish(start("--resume", str(out)))
     assert code == 0, output

@@ -3,6 +3,8 @@
     python benchmarks/study_report.py runs/study-arith --out docs/results/study
     python benchmarks/study_report.py runs/study-arith --out sweep \
         --arms population,truncation,rank_selection,fitness_proportional --seeds 0-3
+    python benchmarks/study_report.py runs/study-popsize --out evolution \
+        --arms size4,size4_noevo --reference size4
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--arms", help="only these arms, in this order: population,single_agent")
     parser.add_argument("--seeds", help="only these seeds: 0-3 or 0,1,2")
+    parser.add_argument("--reference", default="population", help="the arm each other arm is compared with "
+                        "(reference - arm; default population)")
     args = parser.parse_args()
     runs = [load_run(p) for p in sorted(Path(args.study).iterdir()) if (p / "config.yaml").is_file()]
     runs = select_runs(runs, parse_arms(args.arms) if args.arms else None,
                        parse_seeds(args.seeds) if args.seeds else None)
-    tables = study_tables(runs)
+    tables = study_tables(runs, reference=args.reference)
     write_study_report(tables, runs, args.out)
     print(tables.markdown)
 

@@ -47,6 +47,15 @@ def test_select_runs_keeps_the_given_arms_and_seeds_in_the_given_order(tmp_path)
     assert select_runs(runs) == runs
 
 
+def test_a_reference_arm_other_than_the_population(tmp_path):
+    runs = _copy(tmp_path, ["population-s0", "population-s1", "single_agent-s0", "single_agent-s1"])
+    default, swapped = study_tables(runs).markdown, study_tables(runs, reference="single_agent").markdown
+    assert "| single_agent − population | 0, 1 (n = 2) |" in swapped and "population − single_agent" not in swapped
+    row = lambda md, name: next(line for line in md.splitlines() if line.startswith(f"| {name} | 0, 1"))  # noqa: E731
+    first = lambda md, name: row(md, name).split(" | ")[2].split(" ")[0]  # noqa: E731  the mean difference
+    assert float(first(swapped, "single_agent − population")) == -float(first(default, "population − single_agent"))
+
+
 def test_pass_at_k_curves_average_the_base_and_the_best_member_by_pass_at_1(tmp_path):
     runs = _copy(tmp_path, ["population-s0", "single_agent-s1"])  # only population-s0 has pass@k
     members = runs[0].summary["pass_at_k"]["members"]

@@ -1,7 +1,8 @@
-"""The comparison tables of a study: each arm's held-out accuracy, and each arm against the
-population paired by seed (t interval and exact sign-flip p), as Markdown, plus the figure.
+"""The comparison tables of a study: each arm's held-out accuracy, and each arm against a
+reference arm (the population unless told) paired by seed (t interval and exact sign-flip p), as Markdown, plus the figure.
 
     tables = study_tables(runs)           # runs: loaded run directories of one study
+    tables = study_tables(runs, reference="size4")   # each arm against size4
     Path("study.md").write_text(tables.markdown)
     # figures: evolora.report.study_figures
 
@@ -24,7 +25,7 @@ BOOTSTRAP_SEED = 0
 """Seed of the item × seed bootstrap's generator (the tables replay exactly)."""
 
 REFERENCE = "population"
-"""The arm every other arm is compared with."""
+"""The arm every other arm is compared with, unless :func:`study_tables` is given another."""
 
 
 @dataclass
@@ -48,15 +49,18 @@ def select_runs(runs: list[RunData], arms: list[str] | None = None,
     return picked
 
 
-def study_tables(runs: list[RunData]) -> StudyTables:
-    """Build the tables from the finished runs among ``runs`` (arms in order of appearance)."""
+def study_tables(runs: list[RunData], reference: str = REFERENCE) -> StudyTables:
+    """Build the tables from the finished runs among ``runs`` (arms in order of appearance).
+
+    ``reference``: the arm each other arm is compared with, paired by seed (``reference − arm``).
+    """
     finished = [run for run in runs if run.summary is not None and held_out_members(run)]
     metric = trend_metric(finished) if finished else None
     by_arm: dict[str, dict[int, dict]] = {}
     for run in finished:
         by_arm.setdefault(run.mode, {})[run.seed] = {**run_numbers(run, metric), "items": member_items(run),
                                                      **compute_numbers(run)}
-    sections = [_arm_table(by_arm), _paired_table(by_arm), _compute_table(by_arm), _seed_table(by_arm),
+    sections = [_arm_table(by_arm), _paired_table(by_arm, reference), _compute_table(by_arm), _seed_table(by_arm),
                 _fitness_table(finished), _pass_table(finished), _cell_table(held_out_groups(finished))]
     return StudyTables(by_arm, "\n\n".join("\n".join(lines) for lines in sections if lines))
 
@@ -107,16 +111,16 @@ def _arm_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
     return lines
 
 
-def _paired_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
+def _paired_table(by_arm: dict[str, dict[int, dict]], name: str) -> list[str]:
     lines = ["| comparison | seeds | member mean, points [95 % t] | exact sign-flip p | best member (chosen on the "
              "test set), points | member mean, points [95 % item × seed bootstrap] |", "|---|---|---|---|---|---|"]
-    reference = by_arm.get(REFERENCE, {})
+    reference = by_arm.get(name, {})
     for arm, seeds in by_arm.items():
-        if arm == REFERENCE:
+        if arm == name:
             continue
         common = sorted(set(seeds) & set(reference))
         if not common:
-            lines.append(f"| {REFERENCE} − {arm} | none in common | – | – | – |")
+            lines.append(f"| {name} − {arm} | none in common | – | – | – |")
             continue
         mean = paired_difference([reference[s]["mean"] for s in common], [seeds[s]["mean"] for s in common])
         best = paired_difference([reference[s]["best"] for s in common], [seeds[s]["best"] for s in common])
@@ -129,7 +133,7 @@ def _paired_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
                 crossed = _points(boot)
             except ValueError:  # runs evaluated on different items
                 crossed = "–"
-        lines.append(f"| {REFERENCE} − {arm} | {', '.join(map(str, common))} (n = {len(common)}) | "
+        lines.append(f"| {name} − {arm} | {', '.join(map(str, common))} (n = {len(common)}) | "
                      f"{_points(mean)} | {mean['p']:.3f} | {_points(best)} | {crossed} |")
     return lines
 

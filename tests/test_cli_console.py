@@ -86,6 +86,12 @@ def test_start_line_counts_critics_when_the_population_has_them(tmp_path):
     assert "2 teachers + 2 students + 3 critics on tiny-random" in start_line(config, tmp_path, resume=False)
 
 
+def test_start_line_says_one_teacher_not_one_teachers(tmp_path):
+    config = config_from_dict({"model": {"name": "tiny-random"}, "task": {"name": "arith"},
+                               "population": {"teachers": 1, "students": 1}, "evolution": {"enabled": False}})
+    assert "starting 1 teacher + 1 student on" in start_line(config, tmp_path, resume=False)
+
+
 def test_start_line_names_the_resolved_device_and_dtype(tmp_path):
     from evolora.model.dtype import auto_dtype
 

@@ -86,3 +86,12 @@ def test_one_replacement_rule_for_the_loop_and_the_registered_operator(size, gam
     assert num_replaced(size, gamma, elitism) <= size - 1  # one member always survives
     if gamma == 0.3 and size == 10:
         assert num_replaced(size, gamma, elitism) == 3  # 0.3 * 10 = 3.0000000000000004 is still 3
+
+
+def test_evolution_settings_are_checked_only_when_evolution_runs():
+    from evolora.config import ConfigError, config_from_dict
+
+    pair = {"model": {"name": "tiny-random"}, "population": {"teachers": 1, "students": 1}}
+    with pytest.raises(ConfigError, match=r"protects every teacher \(1 in all\)"):
+        config_from_dict(pair)  # elitism 1 of 1: an evolution that could never replace anyone
+    assert config_from_dict({**pair, "evolution": {"enabled": False}}).role_sizes == {"teacher": 1, "student": 1}

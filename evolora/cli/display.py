@@ -25,7 +25,7 @@ def start_line(config: Config, out, *, resume: bool) -> str:
     from evolora.model import needs_conversion
 
     players = ("1 single agent (proposes and solves)" if config.selfplay.mode == "single_agent"
-               else " + ".join(f"{n} {role}s" for role, n in config.role_sizes.items()))
+               else " + ".join(f"{n} {role}{'s' * (n != 1)}" for role, n in config.role_sizes.items()))
     model = config.model.name
     if needs_conversion(model):
         model += " (first run: converting the embedded GGUF once, ~20 s)"

@@ -215,7 +215,8 @@ class Config(_Section):
                 raise ValueError("population.critics needs students to judge; set it to 0 with "
                                  f"selfplay.mode={self.selfplay.mode} or use selfplay.mode=population")
             return self  # one agent: the population and evolution sections are not used
-        check_evolvable(self.population, self.evolution)
+        if self.evolution.enabled:  # no evolution event runs otherwise: its settings do not matter
+            check_evolvable(self.population, self.evolution)
         return self
 
     @property

@@ -91,7 +91,7 @@ def check_evolvable(population: PopulationConfig, evolution) -> None:
     for role, size in population.roles.items():
         if evo.elitism >= size and evo.gamma > 0:  # a silent no-op evolution is a config bug
             raise ValueError(
-                f"evolution.elitism={evo.elitism} protects every one of the {size} {role}s; "
+                f"evolution.elitism={evo.elitism} protects every {role} ({size} in all); "
                 f"set evolution.elitism below {population.key(role)} or evolution.gamma to 0")
     if evo.crossover_rate > 0 and evo.gamma > 0:
         from evolora.operators.selection import num_replaced

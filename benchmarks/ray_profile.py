@@ -1,4 +1,4 @@
-"""Where the driver overhead of a Ray step goes (issue 12): per waited call, the driver's wall
+"""Where the driver overhead of a Ray step goes: per waited call, the driver's wall
 time against the slowest worker's self-timed seconds, and Ray's own task timeline
 (``ray.timeline()``: submission, argument deserialisation, execution, output storing).
 

@@ -1,4 +1,4 @@
-"""Bad input (issue 6 §5) beyond tests/test_cli.py: each case exits non-zero within 5 s with
+"""Bad input beyond tests/test_cli.py: each case exits non-zero within 5 s with
 a message naming the problem and the fix, and leaves nothing that breaks a later resume.
 
 Model-shape cases (rank above a module's dimension, unknown target modules, a corrupt

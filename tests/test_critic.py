@@ -1,4 +1,4 @@
-"""The critic role (issue 14): config, prompts and parsing, balanced rewards, survival, ratings,
+"""The critic role: config, prompts and parsing, balanced rewards, survival, ratings,
 matchmaking, evolution and resume on the tiny model."""
 
 from __future__ import annotations

@@ -37,7 +37,13 @@ def dev_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: Mapping[
     """Greedy accuracy of each member on the dev ``items``, in one batched call for all of them.
 
     Args:
-        members: {bank slot: member id}; ``items``: from :meth:`Task.dev_set`.
+        bank: the adapter bank holding the members' adapters (it generates the answers).
+        tokenizer: the model's tokenizer (chat template and decoding).
+        task: grades the answers (:meth:`Task.grade_held_out`) and gives their prompts and stop strings.
+        members: {bank slot: member id}.
+        items: the dev problems, from :meth:`Task.dev_set`.
+        max_new_tokens: the cap of each answer, in tokens.
+        batch_size: rows per decode batch; None: the default of the bank's engine (by device).
 
     Returns:
         {member id: accuracy in [0, 1]}; {} when ``members`` or ``items`` is empty.
@@ -67,12 +73,13 @@ def member_fitness(config: FitnessConfig, signals: Mapping[str, Mapping[str, flo
         roles: {id: role} of every member.
 
     Returns:
-        {id: fitness}. ``rating``: μ − 3σ. ``validation``: dev accuracy where measured, else μ − 3σ.
-        ``blend``: ``weight``·z(validation) + (1 − ``weight``)·z(rating), both z-scored within the
-        role (a role without dev accuracy: z(rating)).
+        {id: fitness}. ``rating``: μ − 3σ. ``validation``: dev accuracy in [0, 1] where measured,
+        else μ − 3σ. ``blend``: ``weight``·z(validation) + (1 − ``weight``)·z(rating), ``weight`` in
+        [0, 1], both z-scored within the role (a role where a member lacks dev accuracy: z(rating)).
 
     Raises:
         ValueError: a validation-based fitness without ``signals["validation"]``.
+        KeyError: ``blend``, and a member of ``signals["rating"]`` is missing from ``roles``.
     """
     rating = dict(signals["rating"])
     if config.name == "rating":
@@ -99,7 +106,12 @@ def fitness_dev_set(task: Task, config) -> list[HeldOutItem] | None:
     when the task has none.
 
     Args:
-        config: the run's :class:`evolora.config.Config`.
+        task: the run's task.
+        config: the run's :class:`evolora.config.Config` (reads ``evolution`` and ``arm.evolve``).
+
+    Returns:
+        Up to ``evolution.fitness.size`` dev problems, the same on every call; None when the task
+        has no dev set (allowed when the fitness is ``rating`` or the run does not evolve).
 
     Raises:
         ValueError: ``evolution.fitness`` reads dev accuracy, the run evolves, and the task has no dev set.
@@ -116,9 +128,11 @@ def fitness_record(config: FitnessConfig, members, ratings, validation: Mapping[
     """Every member's fitness with the signals it comes from (a step record's ``fitness``).
 
     Args:
-        members: the population's :class:`evolora.population.Individual` list; ratings: their
-            :class:`evolora.ratings.Ratings`; validation: {id: dev accuracy} of the solvers, or None
-            when not measured (a validation fitness then falls back to μ − 3σ).
+        config: ``evolution.fitness``.
+        members: the population's :class:`evolora.population.Individual` list.
+        ratings: their :class:`evolora.ratings.Ratings`.
+        validation: {id: dev accuracy in [0, 1]} of the solvers, or None when not measured (a
+            validation fitness then falls back to μ − 3σ).
 
     Returns:
         {"name": config.name, "members": {id: {"role", "rating" (μ − 3σ), "validation" (in [0, 1]
@@ -134,9 +148,18 @@ def fitness_record(config: FitnessConfig, members, ratings, validation: Mapping[
 
 
 def fitness_now(run, *, measure: bool) -> dict:
-    """Every member of ``run`` (an :class:`evolora.run.Run`) with its fitness now and its signals
-    (:func:`fitness_record`); ``measure``: also the dev-set accuracy of the solvers, in one batched
-    greedy call (:func:`dev_accuracy`)."""
+    """Every member of ``run`` with its fitness now and the signals it comes from.
+
+    Args:
+        run: an :class:`evolora.run.Run` (its population, ratings, bank, task, dev items and config).
+        measure: also measure the dev-set accuracy of the solvers, in one batched greedy call
+            (:func:`dev_accuracy`, at ``eval.max_new_tokens`` and ``eval.batch_size``); no effect
+            when the run has no dev items.
+
+    Returns:
+        A :func:`fitness_record`: ``{"name", "members": {id: {"role", "rating", "validation",
+        "fitness"}}}``; ``validation`` is None for every member when not measured.
+    """
     validation = None
     if measure and run.dev_items:
         solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
@@ -160,10 +183,25 @@ def fittest(record: dict, ids: list[str]) -> str:
 
 
 def final_fitness(record: dict, held_out: Mapping[str, dict], dev_size: int) -> dict:
-    """The summary's ``fitness``: a :func:`fitness_record` of the final members with ``dev_size``
-    and, over the solvers with a held-out accuracy, Spearman's ρ of each signal with it
-    (``rank_correlation``: {"rating", "validation", "fitness"}; None with fewer than 3 solvers:
-    :func:`pooled_rank_correlation` pools runs)."""
+    """The summary's ``fitness``: the final members' fitness record with how well each signal
+    predicts held-out accuracy.
+
+    Args:
+        record: a :func:`fitness_record` of the final members.
+        held_out: ``{id or "base": {"accuracy": value in [0, 1], ...}}``, the held-out results;
+            ``"base"`` is ignored.
+        dev_size: the number of dev problems the validation signal was measured on (0: none).
+
+    Returns:
+        ``record`` with ``"dev_size"`` and ``"rank_correlation"``: {"rating", "validation",
+        "fitness"}, each Spearman's ρ in [−1, 1] of the signal with held-out accuracy over the
+        members that have both (:func:`rank_correlation`), None with fewer than 3 of them or a
+        constant side (:func:`pooled_rank_correlation` pools runs).
+
+    Raises:
+        KeyError: an entry of ``held_out`` without ``"accuracy"``, or a member entry of ``record``
+            without one of the three signals.
+    """
     accuracy = {m: r["accuracy"] for m, r in held_out.items() if m != "base"}
     members = record["members"]
     return {**record, "dev_size": dev_size, "rank_correlation": {
@@ -193,10 +231,13 @@ def pooled_rank_correlation(runs: list[tuple[Mapping[str, float], Mapping[str, f
     the within-run pairs of members whose signal order agrees / disagrees with their held-out order.
 
     Args:
-        runs: per run, ({member: signal}, {member: held-out accuracy}).
+        runs: per run, ({member: signal}, {member: held-out accuracy}); a member whose signal is
+            None or that has no accuracy is left out, and a run with fewer than 2 members left is skipped.
 
     Returns:
-        {"rho": ρ or None, "members": pairs pooled, "concordant": int, "discordant": int, "tied": int}.
+        {"rho": ρ in [−1, 1], or None with fewer than 3 points or when either side is constant;
+        "members": the number of (run, member) points pooled; "concordant", "discordant", "tied":
+        counts of within-run member pairs}.
     """
     xs, ys = [], []
     concordant = discordant = tied = 0

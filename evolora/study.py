@@ -82,16 +82,27 @@ class StudyRun:
 def parse_seeds(text: str) -> list[int]:
     """``"0,1,2"`` or ``"0-2"`` → [0, 1, 2].
 
+    Args:
+        text: comma-separated seeds (whole numbers >= 0) and inclusive ranges ``low-high`` with
+            ``low <= high``, e.g. ``"3, 5-6"``.
+
+    Returns:
+        The seeds in the order given, ranges expanded.
+
     Raises:
-        ConfigError: not a comma list of whole numbers or ranges, or a seed repeated.
+        ConfigError: not a comma list of whole numbers >= 0 or ranges, a descending range, or a
+            seed repeated.
     """
     seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            low, _, high = part.strip().partition("-")
-            seeds += list(range(int(low), int(high) + 1)) if high else [int(low)]
-    except ValueError:
-        raise ConfigError(f"--seeds expects whole numbers such as 0,1,2 or 0-2, got {text!r}") from None
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            first, last = int(low), int(high) if high else int(low)
+        except ValueError:
+            raise ConfigError(f"--seeds expects whole numbers such as 0,1,2 or 0-2, got {text!r}") from None
+        if last < first:
+            raise ConfigError(f"--seeds: a range must ascend (low-high with low <= high), got {part.strip()!r}")
+        seeds += range(first, last + 1)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds must list distinct seeds, got {text!r}")
     return seeds
@@ -119,9 +130,12 @@ def arm_overrides(arm: str, user_arms: Mapping[str, Mapping[str, Any]], base: Co
         user_arms: the config's ``study.arms``: name -> {dotted key: value}.
         base: the study's config; ``single_agent_total`` needs it (:func:`total_compute`).
 
+    Returns:
+        ``key=<JSON value>`` strings, one per override of the arm, then ``study.arm=<arm>``.
+
     Raises:
-        ConfigError: an unknown arm, or a user arm that redefines a built-in one or whose name is
-            not an identifier.
+        ConfigError: an unknown arm, a user arm that redefines a built-in one or whose name is
+            not an identifier, or ``single_agent_total`` without ``base``.
     """
     clash = sorted(set(user_arms) & set(BUILTIN_ARMS))
     if clash:
@@ -147,9 +161,20 @@ def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], ou
 
     All configs are validated before anything runs, so a bad key fails the study at once.
 
+    Args:
+        config_path: the study's config file (YAML).
+        seeds: the ``run.seed`` of each run of every arm.
+        arms: arm names, built-in (:data:`BUILTIN_ARMS`) or of the config's ``study.arms``.
+        out: the study directory; each run's is ``out/<arm>-s<seed>``.
+        overrides: ``key=value`` overrides applied to every run, before the arm's own.
+
+    Returns:
+        One :class:`StudyRun` per (arm, seed), arm-major: every seed of the first arm, in the
+        order of ``seeds``, then the next arm.
+
     Raises:
-        ConfigError: an invalid config or override (for any arm), or a resumable run whose
-            stored config no longer validates.
+        ConfigError: an invalid config or override (for any arm), an unknown arm (see
+            :func:`arm_overrides`), or a resumable run whose stored config no longer validates.
     """
     out = Path(out)
     base = load_config(config_path, list(overrides))
@@ -178,13 +203,27 @@ STUDY_KS = (1, 4, 16)
 
 def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = STUDY_KS,
                     say: Callable[[str], None] | None = None) -> list[Path]:
-    """Sampled pass@k (:func:`evolora.evaluation.sampled.sampled_pass_at_k`) of every finished run of
-    ``plan`` that has none with ``samples`` answers per problem yet; the base is sampled once per
-    (items, model dtype) and copied into the other runs' records (it draws the same answers in
-    every run). ``say`` is told each run evaluated. Returns the run directories evaluated now.
+    """Sampled pass@k (:func:`evolora.evaluation.sampled.sampled_pass_at_k`, temperature 1.0) of every
+    finished run of ``plan`` that has none with ``samples`` answers per problem yet.
+
+    The base is sampled once per task, task parameters, held-out limit, model name, model dtype and
+    ``eval.max_new_tokens``, and copied into the other runs' records with the same ones (it draws the
+    same answers in every run).
+
+    Args:
+        plan: the study's runs (:func:`study_plan`); those without ``final/summary.json`` are skipped.
+        samples: n sampled answers per problem and member (>= 1).
+        ks: the k reported; those larger than ``samples`` are left out.
+        say: told each run evaluated (one line), or None.
+
+    Returns:
+        The run directories evaluated now, in plan order.
 
     Raises:
-        ValueError: ``samples`` < 1 or no k in 1..samples.
+        ValueError: ``samples`` < 1 or no k in 1..samples (before any run is sampled); from
+            :func:`~evolora.evaluation.sampled.sampled_pass_at_k`: a run without held-out data, or
+            whose ``final/`` is older than its newest checkpoint (:class:`~evolora.run_dir.StaleFinal`).
+        FileNotFoundError: a finished run's adapter directory is missing.
     """
     from evolora.evaluation.sampled import check_options, sampled_pass_at_k
 

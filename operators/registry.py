@@ -7,7 +7,8 @@ parameter checked when the config loads (before any model loads).
     child = REGISTRY.get("mutation", "lowrank_gaussian").fn(parent, generator=g, **params)
     spec = REGISTRY.resolve_callable("mutation", "my_pkg.ops:my_mutation")   # user function
 
-Kinds and call signatures:
+Kinds and the call signature of each (``fn``):
+
     selection:   fn(fitness: Tensor (P,), num: int, *, generator, **params) -> LongTensor (num,)
     replacement: fn(fitness: Tensor (P,), *, generator, **params) -> (replace_idx, parent_idx)
     crossover:   fn(parents: Sequence[Adapter], fitness: Sequence[float], *, generator, **params) -> Adapter

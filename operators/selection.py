@@ -1,7 +1,9 @@
 """Parent selection and replacement on a fitness vector (higher is better).
 
-Selection:   fn(fitness: Tensor (P,), num: int, *, generator, **params) -> LongTensor (num,)
-Replacement: fn(fitness: Tensor (P,), *, generator, **params) -> (replace_idx, parent_idx)
+Call signatures:
+
+    selection:   fn(fitness: Tensor (P,), num: int, *, generator, **params) -> LongTensor (num,)
+    replacement: fn(fitness: Tensor (P,), *, generator, **params) -> (replace_idx, parent_idx)
 
 Ties are broken deterministically by index: among equal fitness the lower index ranks higher
 (``rank`` selection instead gives tied individuals their mean rank, hence equal probability).
@@ -77,7 +79,11 @@ def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int 
         fitness: (P,) → (num,) long indices in [0, P).
 
     Args:
-        num: number of selected parents, ≥ 0. k: tournament size ≥ 1. replace: see above.
+        fitness: (P,) fitness, higher is better.
+        num: number of selected parents, ≥ 0.
+        generator: the torch generator that draws the contestants.
+        k: tournament size, ≥ 1.
+        replace: contestants drawn with replacement (see above).
 
     Raises:
         ValueError: empty/non-1-D/NaN fitness, num < 0, k < 1.
@@ -201,8 +207,12 @@ def num_replaced(size: int, gamma: float, elitism: int) -> int:
     one member always survives, so children always have a parent from the generation before.
 
     Args:
-        size: members of the role, >= 0; gamma: replaced fraction in [0, 1] (0 replaces none);
+        size: members of the role, >= 0.
+        gamma: replaced fraction in [0, 1] (0 replaces none).
         elitism: top members never replaced, >= 0.
+
+    Returns:
+        n, the number of members replaced: 0 ≤ n ≤ max(size − max(elitism, 1), 0).
 
     References: PopuLoRA (arXiv 2605.16727) §2 step 7; PBT truncation (arXiv 1711.09846).
     """

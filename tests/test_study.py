@@ -22,9 +22,12 @@ TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "tas
 def test_parse_seeds_and_arms():
     assert parse_seeds("0,1,2") == [0, 1, 2] == parse_seeds("0-2")
     assert parse_seeds("3, 5-6") == [3, 5, 6]
-    for bad in ("a", "1,1", ""):
+    for bad in ("a", "1,1", "", "-1", "0-2,2"):
         with pytest.raises(ConfigError, match="--seeds"):
             parse_seeds(bad)
+    with pytest.raises(ConfigError, match="must ascend.*'2-0'"):
+        parse_seeds("2-0")
+    assert parse_seeds("1-1") == [1]
     assert parse_arms("single_agent,population") == ["single_agent", "population"]
     with pytest.raises(ConfigError, match="--arms"):
         parse_arms("population,population")

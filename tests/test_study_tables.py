@@ -102,3 +102,13 @@ def test_study_tables_give_compute_fitness_validity_and_item_intervals(tmp_path)
     assert "| population | μ − 3σ | 3 | 6 | -1.00 | 0 / 3 / 0 |" in markdown
     row = next(line for line in markdown.splitlines() if line.startswith("| population − single_agent_total"))
     assert row.endswith("| +12.5 [+0.0, +37.5] |")  # item × seed bootstrap: the t interval of 3 equal seeds has no width
+
+
+def test_an_arm_with_no_seed_in_common_keeps_the_comparison_table_rectangular(tmp_path):
+    runs = [_fake_run(tmp_path, arm, seed, {"s0": 0.5}, {"s0": 1.0}, {"s0": 0.5})
+            for arm, seeds in (("population", (0, 1)), ("late", (5, 6))) for seed in seeds]
+    for reference in ("population", "absent"):
+        blocks = study_tables(runs, reference=reference).markdown.split("\n\n")
+        table = next(block for block in blocks if block.startswith("| comparison |")).splitlines()
+        assert any("none in common" in line for line in table[2:])
+        assert {line.count("|") for line in table} == {table[0].count("|")}

@@ -97,9 +97,9 @@ class SelfPlayConfig(_Section):
     student_top_p: Float | None = Field(default=None, gt=0, le=1)
     """Student nucleus mass; None uses ``top_p``."""
     student_stop: tuple[str, ...] = ()
-    """Student rollout stop strings, kept like an EOS (``["\n"]``: one-line answers); empty: EOS or the cap. Not in eval."""
+    r"""Student rollout stop strings, kept like an EOS (``["\n"]``: one-line answers); empty: EOS or the cap. Not in eval."""
     teacher_stop: tuple[str, ...] = ()
-    """Stop strings of free-form teacher rollouts, kept like an EOS (``["\n"]``: one proposal line, what
+    r"""Stop strings of free-form teacher rollouts, kept like an EOS (``["\n"]``: one proposal line, what
     arith parses); a task's structured proposals (segments) stop as their segments say. Empty: EOS or the cap."""
     agreement: AgreementConfig = AgreementConfig()
     """The agreement gate on valid proposals (off by default; see :class:`AgreementConfig`)."""

@@ -37,7 +37,8 @@ class RunData:
     Attributes:
         path: the run directory.
         config: the resolved config (``config.yaml``) as a dict; {} when missing.
-        mode: the arm, ``selfplay.mode`` (``population`` when the key is absent).
+        mode: the arm: ``study.arm`` when set, else ``selfplay.mode``, else the summary's ``mode``,
+            else ``single_agent`` when the run has an agent and ``population`` otherwise.
         task: ``task.name`` (from the config, else the summary; "?" when neither says).
         seed: ``run.seed``; None when unknown.
         metrics: ``metrics.jsonl`` records, one per step (partial last line ignored).

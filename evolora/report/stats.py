@@ -78,8 +78,9 @@ def bootstrap_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray], *, 
     """Arm a minus arm b over seeds *and* items: a crossed bootstrap of the mean paired difference.
 
     Args:
-        a, b: {seed: per-item accuracy of the arm's run, (N,) floats in [0, 1]} (e.g. the member
+        a: {seed: per-item accuracy of the arm's run, (N,) floats in [0, 1]} (e.g. the member
             mean of per-item correctness); the same N items, in the same order, in every run.
+        b: the other arm, like ``a``; only the seeds in both count.
         generator: drives the resampling (explicit, so the interval replays).
         replicates: bootstrap replicates (>= 100).
 

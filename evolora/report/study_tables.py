@@ -30,7 +30,17 @@ REFERENCE = "population"
 
 @dataclass
 class StudyTables:
-    """Per arm: {seed: numbers of :func:`evolora.report.data.run_numbers`}; and the Markdown."""
+    """The numbers of a study's finished runs, per arm and seed, and the Markdown tables.
+
+    Attributes:
+        by_arm: {arm: {seed: numbers}}. Each seed's numbers are those of
+            :func:`evolora.report.data.run_numbers` (held-out ``mean``, ``best`` and ``base``
+            accuracy as fractions in [0, 1], None when not evaluated; complexity slope, validity,
+            solve rate …), ``items`` (:func:`member_items`: an (N,) array in [0, 1], or None), and
+            :func:`compute_numbers` (``rollouts``, ``trained``, ``tokens``: counts summed over the
+            steps; ``wall``: seconds; each None when the records lack it).
+        markdown: the tables (accuracies in %, differences in percentage points), blank-line separated.
+    """
 
     by_arm: dict[str, dict[int, dict]]
     markdown: str
@@ -42,6 +52,15 @@ def select_runs(runs: list[RunData], arms: list[str] | None = None,
 
     One study directory can hold several questions (the study's arms and a selection sweep); this
     picks the runs of one, e.g. ``arms=["population", "truncation"], seeds=[0, 1, 2, 3]``.
+
+    Args:
+        runs: loaded runs (:func:`evolora.report.data.load_run`).
+        arms: arm names, matched against :attr:`RunData.mode` (``study.arm`` when the run has one,
+            else ``selfplay.mode``); None: every arm, in the order of ``runs``.
+        seeds: ``run.seed`` values to keep; None: every seed.
+
+    Returns:
+        The matching runs, grouped by arm in the order of ``arms`` (stable within an arm).
     """
     picked = [run for run in runs if (arms is None or run.mode in arms) and (seeds is None or run.seed in seeds)]
     if arms is not None:
@@ -52,7 +71,18 @@ def select_runs(runs: list[RunData], arms: list[str] | None = None,
 def study_tables(runs: list[RunData], reference: str = REFERENCE) -> StudyTables:
     """Build the tables from the finished runs among ``runs`` (arms in order of appearance).
 
-    ``reference``: the arm each other arm is compared with, paired by seed (``reference − arm``).
+    A run is finished when it has a summary with held-out accuracy for at least one member;
+    the others are left out.
+
+    Args:
+        runs: loaded runs of one study (:func:`evolora.report.data.load_run`).
+        reference: the arm each other arm is compared with, paired by seed (``reference − arm``).
+            An arm sharing no seed with it, or a reference that is not among the runs, gives a
+            "none in common" row.
+
+    Returns:
+        :class:`StudyTables`: ``by_arm`` holds fractions in [0, 1]; the Markdown shows accuracies
+        in % and differences in percentage points, with every n.
     """
     finished = [run for run in runs if run.summary is not None and held_out_members(run)]
     metric = trend_metric(finished) if finished else None
@@ -120,7 +150,7 @@ def _paired_table(by_arm: dict[str, dict[int, dict]], name: str) -> list[str]:
             continue
         common = sorted(set(seeds) & set(reference))
         if not common:
-            lines.append(f"| {name} − {arm} | none in common | – | – | – |")
+            lines.append(f"| {name} − {arm} | none in common | – | – | – | – |")
             continue
         mean = paired_difference([reference[s]["mean"] for s in common], [seeds[s]["mean"] for s in common])
         best = paired_difference([reference[s]["best"] for s in common], [seeds[s]["best"] for s in common])
@@ -168,9 +198,17 @@ def _cell_table(groups: dict[str, dict[str, float]]) -> list[str]:
 
 
 def member_items(run: RunData) -> np.ndarray | None:
-    """Per held-out item, the mean over the run's members of their correctness ((N,) in [0, 1]),
-    from the summary's per-item ``items`` strings, else from ``final/held_out.jsonl``; None when
-    neither holds every member's answers."""
+    """Per held-out item, the mean over the run's members of their correctness.
+
+    Read from the summary's per-item ``items`` strings, else from ``final/held_out.jsonl``.
+
+    Args:
+        run: a loaded run.
+
+    Returns:
+        An (N,) array in [0, 1], N the held-out items evaluated, in the held-out set's order; None
+        when neither source holds every member's answers, or members answered different numbers of items.
+    """
     members = held_out_members(run)
     held = (run.summary or {}).get("held_out") or {}
     rows = {m: held[m].get("items") for m in members}

@@ -8,7 +8,8 @@ set (:meth:`evolora.tasks.base.Task.dev_set`: the training distribution, never t
 measured for the solving role in one batched engine call (:func:`dev_accuracy`); the other roles
 (teachers, critics) keep μ − 3σ, since no dev set scores a proposal. ``blend`` mixes the two as
 z-scores within each role. :func:`rank_correlation` measures how well a signal predicts held-out
-accuracy across members (the validity of a fitness).
+accuracy across members (the validity of a fitness), and :func:`split_half_agreement` how well the
+held-out items can tell the members apart at all (the ceiling of that validity).
 
 Source: PopuLoRA (arXiv 2605.16727) §3 (fitness μ − 3σ); the validation fitness is evolora's own.
 """
@@ -260,3 +261,53 @@ def pooled_rank_correlation(runs: list[tuple[Mapping[str, float], Mapping[str, f
         rho = float(spearmanr(xs, ys).statistic)
     return {"rho": rho, "members": len(xs), "concordant": int(concordant), "discordant": int(discordant),
             "tied": int(tied)}
+
+
+def split_half_agreement(runs: list[Mapping[str, np.ndarray]], *, size: int, generator: np.random.Generator,
+                         splits: int = 200) -> dict:
+    """How well the held-out items agree with themselves on the order of a run's members: a ceiling
+    on the validity any fitness can show against them (:func:`pooled_rank_correlation`).
+
+    Each split draws ``size`` of the N items at random (one draw shared by every run) and takes the
+    pooled within-run Spearman ρ between the members' accuracy on those items and on the other
+    N − size. Members that answer nearly alike give ρ near 0 whatever their true order.
+
+    Args:
+        runs: per run, {member: per-item correctness, (N,) floats in [0, 1]}; the same N items, in
+            the same order, in every run. Runs with fewer than 2 members add nothing.
+        size: items on the first side of a split, in [1, N − 1].
+        generator: draws the splits (explicit, so the result replays).
+        splits: random splits (>= 1).
+
+    Returns:
+        {"mean": mean ρ over the splits where ρ is defined, "low"/"high": its 10th and 90th
+        percentiles, "splits": how many splits gave a defined ρ, "size", "items": N}; the three
+        ρ values are None when no split gave one.
+
+    Raises:
+        ValueError: runs with different N, ``size`` outside [1, N − 1], or ``splits`` < 1.
+
+    Source: split-half reliability, applied within runs; evolora's own use.
+    """
+    lengths = {len(np.asarray(items)) for run in runs for items in run.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"every member of every run needs the same held-out items, got lengths {sorted(lengths)}")
+    (n,) = lengths
+    if not 1 <= size <= n - 1:
+        raise ValueError(f"size must be in [1, {n - 1}], got {size}")
+    if splits < 1:
+        raise ValueError(f"splits must be >= 1, got {splits}")
+    matrices = [{m: np.asarray(items, dtype=float) for m, items in run.items()} for run in runs]
+    values = []
+    for _ in range(splits):
+        order = generator.permutation(n)
+        first, rest = order[:size], order[size:]
+        pooled = pooled_rank_correlation([({m: float(x[first].mean()) for m, x in run.items()},
+                                           {m: float(x[rest].mean()) for m, x in run.items()}) for run in matrices])
+        if pooled["rho"] is not None:
+            values.append(pooled["rho"])
+    if not values:
+        return {"mean": None, "low": None, "high": None, "splits": 0, "size": size, "items": n}
+    low, high = np.percentile(values, [10, 90])
+    return {"mean": float(np.mean(values)), "low": float(low), "high": float(high), "splits": len(values),
+            "size": size, "items": n}

@@ -3,11 +3,12 @@ every evolution event records each member's fitness; the summary gives its rank 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from evolora.config import ConfigError
 from evolora.config.fitness import FitnessConfig
-from evolora.fitness import member_fitness, pooled_rank_correlation, rank_correlation
+from evolora.fitness import member_fitness, pooled_rank_correlation, rank_correlation, split_half_agreement
 from evolora.run import Run
 from evolora.tasks import ArithTask
 from evolora.tasks.gsm import GSMTask
@@ -109,3 +110,36 @@ def test_held_out_learning_curve_every_k_steps(tmp_path, single_thread):
     assert "held_out_curve" not in first
     curve = second["held_out_curve"]
     assert set(curve) == {m.id for m in run.population.role("student")} and all(0 <= v <= 1 for v in curve.values())
+
+
+def test_split_half_agreement_is_one_for_members_far_apart_and_undefined_for_twins():
+    n = 40
+    apart = {"a": np.ones(n), "b": np.arange(n) % 2, "c": np.zeros(n)}  # 100 %, 50 %, 0 % on any split
+    result = split_half_agreement([apart, apart], size=20, generator=np.random.default_rng(0), splits=20)
+    assert result["mean"] == result["low"] == result["high"] == 1.0 and result["splits"] == 20
+    twins = {"a": np.arange(n) % 2, "b": np.arange(n) % 2}
+    none = split_half_agreement([twins], size=20, generator=np.random.default_rng(0), splits=5)
+    assert none["mean"] is None and none["splits"] == 0 and none["items"] == n
+
+
+def test_split_half_agreement_refuses_bad_sizes_and_ragged_runs():
+    run = {"a": np.ones(10), "b": np.zeros(10)}
+    for size in (0, 10):
+        with pytest.raises(ValueError, match=r"size must be in \[1, 9\]"):
+            split_half_agreement([run], size=size, generator=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="same held-out items"):
+        split_half_agreement([run, {"a": np.ones(9), "b": np.zeros(9)}], size=3, generator=np.random.default_rng(0))
+
+
+def test_held_out_reliability_script_on_the_committed_population_size_records():
+    from pathlib import Path
+
+    from run_helpers import benchmark_module
+
+    study = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "study-popsize"
+    result = benchmark_module("held_out_reliability").main([str(study), "--arms", "size4", "--seeds", "0-1",
+                                                             "--sizes", "135", "--splits", "20"])
+    entry = result["size4"]
+    assert entry["runs"] == 2 and entry["pairs"] == 12  # 4 students per run: 6 pairs each
+    assert 0 < entry["differ_min"] <= entry["differ_mean"] <= entry["differ_max"] < 270
+    assert entry["gap_max"] <= entry["differ_max"] and entry["split_135"]["items"] == 270

@@ -131,3 +131,14 @@ def test_study_samples_gives_pass_at_k_of_every_run_with_one_base(tmp_path, sing
     assert again.exit_code == 0 and "sampled pass@k" not in again.output
     bad = runner.invoke(app, [*args[:-len(TINY)], "--samples", "-1", *TINY])
     assert bad.exit_code == 2 and "--samples" in bad.output
+    assert "| population − no_evolution |" in (out / "report" / "tables.md").read_text()
+    swapped = runner.invoke(app, [*args, "--reference", "no_evolution"])  # nothing runs: the tables again
+    assert swapped.exit_code == 0, swapped.output
+    assert "| no_evolution − population |" in (out / "report" / "tables.md").read_text()
+
+
+def test_study_refuses_an_unknown_reference_arm_before_any_run(tmp_path):
+    result = runner.invoke(app, ["study", "tasks/arith.yaml", "--out", str(tmp_path / "s"), "--arms",
+                                 "population,no_evolution", "--reference", "size4", *TINY])
+    assert result.exit_code == 2 and "--reference size4" in result.output
+    assert not list((tmp_path / "s").glob("*-s*"))

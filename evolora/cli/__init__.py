@@ -302,15 +302,21 @@ def study(
     overrides: list[str] = typer.Option([], "--set", help="Override a config key in every run: --set run.steps=10"),
     verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),
     samples: int = typer.Option(0, "--samples", min=0, help="Also sampled pass@k (k = 1, 4, 16) of every run's members and the base, with N answers per problem (0: off)."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="The arm every other arm is compared with in the study tables (default: population if it is in --arms, else the first arm)."),
 ) -> None:
     """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
     from evolora.study import parse_arms, parse_seeds, study_pass_at_k, study_plan
 
     out = out if out is not None else Path("runs") / f"study-{config_path.stem}"
     try:
-        plan = study_plan(config_path, seeds=parse_seeds(seeds), arms=parse_arms(arms), out=out, overrides=overrides)
+        arm_names = parse_arms(arms)
+        plan = study_plan(config_path, seeds=parse_seeds(seeds), arms=arm_names, out=out, overrides=overrides)
     except ConfigError as error:
         fail(str(error))
+    if reference is None:
+        reference = "population" if "population" in arm_names else arm_names[0]
+    elif reference not in arm_names and not any(out.glob(f"{reference}-s*")):
+        fail(f"--reference {reference} is neither in --arms ({', '.join(arm_names)}) nor a finished arm in {out}")
     for number, item in enumerate(plan, start=1):
         console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
         if item.state != "done":
@@ -318,20 +324,21 @@ def study(
     study_pass_at_k(plan, samples, say=lambda text: console.print(text, highlight=False)) if samples else None
     if len(plan) > 1:
         compare([item.out for item in plan], out / "report")
-        _study_tables(out)
+        _study_tables(out, reference)
     else:
         report([plan[0].out], out / "report")
 
 
-def _study_tables(out: Path) -> None:
-    """Write the study's tables (``tables.md``) and figures (``arms.png``; ``pass_at_k.png`` once a run has
-    a sampled evaluation) over every run directory in ``out`` (earlier invocations' arms and seeds included)."""
+def _study_tables(out: Path, reference: str) -> None:
+    """Write the study's tables (``tables.md``, each arm against ``reference``) and figures (``arms.png``;
+    ``pass_at_k.png`` once a run has a sampled evaluation) over every run directory in ``out`` (earlier
+    invocations' arms and seeds included)."""
     from evolora.report.data import load_run
     from evolora.report.study_figures import write_study_report
     from evolora.report.study_tables import study_tables
 
     runs = [load_run(p) for p in sorted(out.iterdir()) if (p / "config.yaml").is_file()]
-    tables = study_tables(runs)
+    tables = study_tables(runs, reference=reference)
     if tables.by_arm:
         write_study_report(tables, runs, out / "report")
         console.print(f"study tables: {out / 'report' / 'tables.md'}", highlight=False)

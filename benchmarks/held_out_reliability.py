@@ -6,7 +6,7 @@ the validity any fitness can show against these items.
     python benchmarks/held_out_reliability.py docs/results/data/study-popsize --arms population,size4 \
         --seeds 0-5 --sizes 135,36
 
-Reads each run's ``final/summary.json`` (its members' per-item ``items`` strings); no model.
+Reads each run's per-item answers (:func:`evolora.report.study_tables.member_correctness`); no model.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from evolora.fitness import split_half_agreement
-from evolora.game import MEMBER_ROLES
+from evolora.report.data import load_run
+from evolora.report.study_tables import member_correctness
 from evolora.study import parse_arms, parse_seeds
 
 SEED = 0
@@ -28,10 +29,10 @@ SEED = 0
 
 def member_items(run_dir: Path) -> dict[str, np.ndarray]:
     """{member: per-item correctness (N,) in {0, 1}} of a finished run's solving members."""
-    summary = json.loads((run_dir / "final" / "summary.json").read_text())
-    solvers = {i["id"] for i in summary["individuals"] if i["role"] in MEMBER_ROLES}
-    return {m: np.array([c == "1" for c in record["items"]], dtype=float)
-            for m, record in summary["held_out"].items() if m in solvers and record and record.get("items")}
+    rows = member_correctness(load_run(run_dir))
+    if rows is None:
+        raise SystemExit(f"{run_dir}: no per-item held-out answers for every member")
+    return rows
 
 
 def disagreement(runs: list[dict[str, np.ndarray]]) -> dict:

@@ -197,8 +197,8 @@ def _cell_table(groups: dict[str, dict[str, float]]) -> list[str]:
     return lines
 
 
-def member_items(run: RunData) -> np.ndarray | None:
-    """Per held-out item, the mean over the run's members of their correctness.
+def member_correctness(run: RunData) -> dict[str, np.ndarray] | None:
+    """Per member, its correctness on each held-out item.
 
     Read from the summary's per-item ``items`` strings, else from ``final/held_out.jsonl``.
 
@@ -206,14 +206,17 @@ def member_items(run: RunData) -> np.ndarray | None:
         run: a loaded run.
 
     Returns:
-        An (N,) array in [0, 1], N the held-out items evaluated, in the held-out set's order; None
-        when neither source holds every member's answers, or members answered different numbers of items.
+        {member: (N,) array in {0, 1}}, N the held-out items evaluated, in the held-out set's order,
+        for the members of :func:`evolora.report.data.held_out_members`; None when neither source
+        holds every member's answers, or members answered different numbers of items.
     """
     members = held_out_members(run)
     held = (run.summary or {}).get("held_out") or {}
     rows = {m: held[m].get("items") for m in members}
     if members and all(rows.values()):
-        return np.array([[c == "1" for c in rows[m]] for m in members], dtype=float).mean(axis=0)
+        if len({len(r) for r in rows.values()}) != 1:
+            return None
+        return {m: np.array([c == "1" for c in rows[m]], dtype=float) for m in members}
     answers = run.path / "final" / "held_out.jsonl"
     if not members or not answers.is_file():
         return None
@@ -225,7 +228,14 @@ def member_items(run: RunData) -> np.ndarray | None:
     sizes = {len(v) for v in flags.values()}
     if len(sizes) != 1 or 0 in sizes:
         return None
-    return np.array([[v[i] for i in sorted(v)] for v in flags.values()], dtype=float).mean(axis=0)
+    return {m: np.array([v[i] for i in sorted(v)], dtype=float) for m, v in flags.items()}
+
+
+def member_items(run: RunData) -> np.ndarray | None:
+    """Per held-out item, the mean over the run's members of their correctness
+    (:func:`member_correctness`): an (N,) array in [0, 1], or None where that is None."""
+    rows = member_correctness(run)
+    return None if rows is None else np.stack(list(rows.values())).mean(axis=0)
 
 
 def compute_numbers(run: RunData) -> dict:

@@ -27,6 +27,7 @@ from scipy.stats import spearmanr
 from evolora.bank import Bank
 from evolora.config.fitness import FitnessConfig
 from evolora.evaluation import evaluate
+from evolora.exam import exam_record
 from evolora.tasks.base import HeldOutItem, Task
 
 if TYPE_CHECKING:
@@ -159,8 +160,11 @@ def fitness_now(run, *, measure: bool) -> dict:
 
     Returns:
         A :func:`fitness_record`: ``{"name", "members": {id: {"role", "rating", "validation",
-        "fitness"}}}``; ``validation`` is None for every member when not measured.
+        "fitness"}}}``; ``validation`` is None for every member when not measured. With
+        ``evolution.fitness: exam``, :func:`evolora.exam.exam_record` (the exam is always sat).
     """
+    if run.config.evolution.fitness.name == "exam":
+        return exam_record(run)
     validation = None
     if measure and run.dev_items:
         solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}

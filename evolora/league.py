@@ -49,8 +49,11 @@ class League:
             hall, hall_slots: the hall of fame (None when off) and {snapshot id: its bank slot}.
     """
 
-    def __init__(self, population: Population, new_optimizer: OptimizerFactory, *, hall_capacity: int = 0):
+    def __init__(self, population: Population, new_optimizer: OptimizerFactory, *, hall_capacity: int = 0,
+                 child_rating: str = "fresh"):
         self.population = population
+        self.child_rating = child_rating  # "inherit": a newborn starts at its parents' ratings (evolution.child_rating)
+        self._elders: Ratings | None = None  # the ratings before an evolution event (parents replaced during it)
         self.ratings = Ratings()
         for member in population.members:
             self.ratings.add(member.id)
@@ -64,14 +67,17 @@ class League:
     # -- births ------------------------------------------------------------------------------
     def replace(self, old: Individual, child: Individual, step: int) -> None:
         """The one birth rule: ``child`` takes ``old``'s place (its slot already holds the child's
-        factors), with a fresh rating and optimizer, and joins the lineage at ``step``.
+        factors), with a fresh optimizer, a rating (fresh, or its parents' as they stood before the
+        event when ``child_rating`` is ``"inherit"``), and joins the lineage at ``step``.
 
         Raises:
             ValueError: ``old`` is not a member; KeyError: ``old`` has no rating.
         """
         self.population.replace(old, child)
-        self.ratings.remove(old.id)
-        self.ratings.add(child.id)
+        parents = child.parents if self.child_rating == "inherit" else ()
+        elders = self._elders if self._elders is not None else Ratings.from_state_dict(self.ratings.state_dict())
+        self.ratings.remove(old.id)  # the parents as they stood before the event (one may be replaced already)
+        self.ratings.add(child.id, parents=tuple(p for p in parents if p in elders), source=elders)
         self.optimizers.pop(old.id)
         self.optimizers[child.id] = self._new_optimizer(child.slot)
         self.lineage.append(dict(child.to_dict(), step=step))
@@ -84,8 +90,13 @@ class League:
         stream, ``selection_generator`` the selection stream (None: ``generator``). Returns the births in order."""
         if fitness is None:
             fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
-        return evolve(bank, self.population, fitness, config, step=step, generator=generator, operators=operators,
-                      enter=lambda old, child: self.replace(old, child, step), selection_generator=selection_generator)
+        self._elders = Ratings.from_state_dict(self.ratings.state_dict())
+        try:
+            return evolve(bank, self.population, fitness, config, step=step, generator=generator, operators=operators,
+                          enter=lambda old, child: self.replace(old, child, step),
+                          selection_generator=selection_generator)
+        finally:
+            self._elders = None
 
     def cull(self, member: Individual, bank: Bank, mutation, *, step: int, generator: torch.Generator) -> dict:
         """Replace ``member`` (its factors are not finite) by a mutated copy of the best other member

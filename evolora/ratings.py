@@ -113,17 +113,34 @@ class Ratings:
         self._records: dict[str, _Record] = {}
 
     # ----------------------------------------------------------------- membership
-    def add(self, member_id: str) -> None:
-        """Give ``member_id`` a fresh rating (mu0, sigma0, elo0); used for founders and children.
+    def add(self, member_id: str, *, parents: tuple[str, ...] = (), source: Ratings | None = None) -> None:
+        """Rate a newcomer: fresh (mu0, sigma0, elo0), or inherited from rated ``parents``.
+
+        Args:
+            member_id: the newcomer's id.
+            parents: ids of rated members (a child's parents): the newcomer starts at their mean μ,
+                mean σ capped at ``sigma0``, and mean Elo, so μ − 3σ does not rank it low for being new.
+                Empty: a fresh rating (founders, and the paper's children).
+            source: the ratings the parents are read from (default: these), e.g. a copy taken
+                before an evolution event that replaced a parent.
 
         Raises:
             ValueError: the id is already rated (remove it first to reset it).
-            TypeError: the id is not a str.
+            TypeError: the id is not a str. KeyError: a parent is not rated.
         """
         if not isinstance(member_id, str):
             raise TypeError(f"ids are str, got {type(member_id).__name__}: {member_id!r}")
         if member_id in self._skill:
             raise ValueError(f"{member_id!r} is already rated; call remove({member_id!r}) first to reset it")
+        source = self if source is None else source
+        for parent in parents:
+            source._check(parent)
+        if parents:
+            mu = sum(source.mu(p) for p in parents) / len(parents)
+            sigma = min(self.config.sigma0, sum(source.sigma(p) for p in parents) / len(parents))
+            self._skill[member_id] = self._model.rating(mu=mu, sigma=sigma, name=member_id)
+            self._records[member_id] = _Record(elo=sum(source.elo(p) for p in parents) / len(parents))
+            return
         self._skill[member_id] = self._model.rating(name=member_id)
         self._records[member_id] = _Record(elo=self.config.elo0)
 

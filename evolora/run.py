@@ -12,8 +12,9 @@ One step (:meth:`Run.run_step`), PopuLoRA (arXiv 2605.16727) §2:
     reviews = review_step(students, critics, ...)        # with critics: verdicts on the answers, rewards
     policy_update_many(every member's samples)           # one GRPO / REINFORCE++ update per adapter
     league.count(games); league.rate(pair solve rates)   # tally, OpenSkill + Elo
-    every k steps (arm.evolve): league.evolve(...)       # bottom γ of each role -> children, each
-                                                         #   through league.replace; hall of fame
+    every k steps (arm.evolve): evolution_event(...)     # fitness (e.g. a common exam), bottom γ of each
+                                                         #   role -> children through league.replace;
+                                                         #   the breeder's record (evolora.event)
 
 Each step seeds its own generators from (seed, step), one per purpose (:mod:`evolora.streams`:
 rollouts, matchmaking, selection, variation, ...), so a run resumed from a checkpoint replays
@@ -37,6 +38,8 @@ from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy, held_out_curve
+from evolora.event import evolution_event
+from evolora.exam import ExamWindow
 from evolora.fitness import final_fitness, fitness_dev_set, fitness_now, fittest
 from evolora.generation.engine import resolve_engine
 from evolora.config.operator_choice import resolve_operators
@@ -51,7 +54,7 @@ from evolora.selfplay.memory import ProblemMemory
 from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.schedule import scheduled_lr
 from evolora.step_record import step_record
-from evolora.streams import StepStreams, step_streams
+from evolora.streams import step_streams
 from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
 from evolora.distributed.recovery import run_step_with_recovery
@@ -121,7 +124,10 @@ class Run:
         init = torch.Generator(device="cpu").manual_seed(config.run.seed)  # the same founders on every device
         for member in population.members:
             self.bank.init_factors(member.slot, init, b_std=lora.init_b_std)
-        self.league = League(population, self._new_optimizer, hall_capacity=capacity)
+        self.league = League(population, self._new_optimizer, hall_capacity=capacity,
+                             child_rating=config.evolution.child_rating)
+        self.exam_window = ExamWindow()  # proposals since the last event (evolution.fitness: exam)
+        self.last_event: dict | None = None  # the last event's selection, for its response at the next
         self.step = 0
         self.log_counts = {"metrics": 0, "matches": 0}
         self.bank.snapshot()
@@ -194,7 +200,9 @@ class Run:
         critic = self._rate_reviews(reviews, outcome, roles) if reviews is not None else None
 
         t0 = time.perf_counter()
-        births, extra = self._evolve(step, streams)  # extra: every member's fitness at an evolution event
+        if self.config.evolution.fitness.name == "exam":
+            self.exam_window.add(step, outcome.games)  # the next exam's problems
+        births, extra = evolution_event(self, step, streams)  # extra: the event's fitness and breeder's record
         seconds["evolve"] = time.perf_counter() - t0
         seconds["total"] = time.perf_counter() - began
         self.step = step
@@ -209,21 +217,6 @@ class Run:
         if timing is not None:
             record["workers"], seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record, outcome.games
-
-    def _evolve(self, step: int, streams: StepStreams) -> tuple[list, dict]:
-        """The outer loop when ``step`` is an evolution step: (births, {"fitness": every member's
-        fitness record}); else ([], {}). Parents come from the selection stream, coins, crossovers
-        and mutations from the variation stream (:mod:`evolora.streams`)."""
-        evo = self.config.evolution
-        if not (self.arm.evolve and evo.enabled and step % evo.every == 0
-                and (evo.at_last_step or step < self.config.run.steps)):
-            return [], {}
-        fitness = fitness_now(self, measure=evo.fitness.needs_dev_set)
-        births = self.league.evolve(self.bank, evo, step=step, generator=streams.variation,
-                                    selection_generator=streams.selection, operators=self.operators,
-                                    fitness={m: entry["fitness"] for m, entry in fitness["members"].items()})
-        self.league.enshrine(self.bank, self.arm.game.solver, step)
-        return births, {"fitness": fitness}
 
     def _review(self, outcome, np_rng) -> list[Review] | None:
         """The review game of the step (:func:`evolora.critic.review_step`) when the run has critics, else None."""
@@ -288,7 +281,8 @@ class Run:
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
         return {**self.league.state_dict(), "log_counts": dict(self.log_counts),
-                "signatures": sorted(self.signatures), "problem_memory": self.memory.state_dict()}
+                "signatures": sorted(self.signatures), "problem_memory": self.memory.state_dict(),
+                "exam_window": self.exam_window.state_dict(), "last_event": self.last_event}
 
     def save_checkpoint(self) -> Path:
         """Write a resumable checkpoint of the current step."""
@@ -310,6 +304,9 @@ class Run:
         self.signatures = set(state["signatures"])
         if "problem_memory" in state:  # checkpoints written before the memory existed start it empty
             self.memory.load_state_dict(state["problem_memory"])
+        if "exam_window" in state:  # likewise the exam window and the breeder's record
+            self.exam_window.load_state_dict(state["exam_window"])
+            self.last_event = state["last_event"]
         self.step = state["step"]
         return True
 

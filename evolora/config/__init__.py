@@ -128,7 +128,10 @@ class EvolutionConfig(_Section):
     every: Int = Field(default=10, ge=1)
     """Evolve every k RL steps (paper reconstruction: 10)."""
     gamma: Float = Field(default=0.25, ge=0, le=1)
-    """Fraction of each role replaced per evolution (bottom by μ − 3σ)."""
+    """Share of each role replaced per evolution event: the bottom ⌈γ·P⌉ by fitness (at least one,
+    never the top ``elitism``). With ``every`` (events = ⌊(steps − 1) / every⌋ unless
+    ``at_last_step``) and the mutation's ``params.sigma`` (its strength), this is how hard the
+    outer loop acts (docs/concepts/evolution.md)."""
     elitism: Int = Field(default=1, ge=0)
     """Top individuals per role never replaced."""
     crossover_rate: Float = Field(default=0.5, ge=0, le=1)
@@ -145,7 +148,15 @@ class EvolutionConfig(_Section):
     crossover: OperatorChoice = OperatorChoice(name="svd_merge")
     mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
     fitness: FitnessConfig = FitnessConfig()
-    """What members are ranked by: rating (μ − 3σ), validation (dev accuracy) or blend (:mod:`evolora.config.fitness`)."""
+    """What members are ranked by: rating (μ − 3σ), validation (dev accuracy), blend, or exam (a common
+    exam of recent self-play problems) (:mod:`evolora.config.fitness`)."""
+    child_rating: Literal["inherit", "fresh"] = "inherit"
+    """A child's rating: ``inherit``, its parents' mean μ, σ and Elo (σ at most the initial σ), so a
+    newborn does not rank low by μ − 3σ for being new; ``fresh``, the initial rating (the paper's)."""
+    audit: Int = Field(default=0, ge=0)
+    """> 0: at each event, before selection, also measure every solver's greedy accuracy on the first
+    ``audit`` held-out items, so the event record holds the selection differential on held-out
+    accuracy (the study's check that selection acts; the items are never used to select)."""
 
 
 class EvalConfig(_Section):

@@ -28,7 +28,7 @@ import random
 import re
 
 from evolora.tasks.arith_eval import ALLOWED_CHARS, LIMITS, ExpressionError, evaluate_expression
-from evolora.tasks.arith_params import check_params
+from evolora.tasks.arith_params import check_params, grid_cells
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
 from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number
@@ -67,6 +67,9 @@ class ArithTask(Task):
         eval_digits: digits per number in the grid, largest (cells 1..eval_digits), in [1, 6].
         eval_ops: binary operators per problem in the grid, largest (cells 1..eval_ops), in [1, 6].
         eval_per_cell: problems per (digits, operators) cell (>= 1).
+        eval_cells: the grid's cells as ``"d<digits>o<operators>"`` names (e.g. ``["d1o1", "d2o1"]``:
+            the cells where the members of a short 135M run differ, docs/results/evolution.md);
+            None: every cell of ``eval_digits`` × ``eval_ops``. The dev set follows the same cells.
         tolerance: relative and absolute tolerance when grading a non-integer answer
             (integer answers compare exactly).
         lenient_parse: keep the longest arithmetic span of a line that also holds words
@@ -104,6 +107,7 @@ class ArithTask(Task):
         eval_digits: int = 3,
         eval_ops: int = 3,
         eval_per_cell: int = 10,
+        eval_cells: list[str] | None = None,
         tolerance: float = 1e-6,
         lenient_parse: bool = True,
         examples: str = "fixed",
@@ -118,6 +122,7 @@ class ArithTask(Task):
                      examples=examples, example_digits=example_digits, example_ops=example_ops,
                      integer_only=integer_only, lenient_parse=lenient_parse, fixed_examples=len(EXAMPLES),
                      student_instruction=student_instruction, reference=reference)
+        self.cells = grid_cells(eval_digits, eval_ops, eval_cells)
         self.reference = reference
         self.student_instruction = student_instruction.strip()
         self.lenient_parse = lenient_parse
@@ -246,15 +251,13 @@ class ArithTask(Task):
     def grid(self) -> list[HeldOutItem]:
         """Every held-out problem, interleaved by difficulty.
 
-        Cells are (digits d, operators k) for d in 1..eval_digits, k in 1..eval_ops,
-        ordered by d + k then d (easiest first); each holds ``eval_per_cell`` distinct
+        Cells are (digits d, operators k) for d in 1..eval_digits, k in 1..eval_ops (or the
+        ``eval_cells`` named), ordered by d + k then d (easiest first); each holds ``eval_per_cell`` distinct
         problems built with + - * and parentheses from d-digit numbers. The list takes
         problem 0 of every cell, then problem 1 of every cell, and so on.
         """
         if self._grid is None:
-            cells = sorted(((d, k) for d in range(1, self.eval_digits + 1) for k in range(1, self.eval_ops + 1)),
-                           key=lambda cell: (sum(cell), cell[0]))
-            columns = [self._cell(d, k) for d, k in cells]
+            columns = [self._cell(d, k) for d, k in self.cells]
             self._grid = [column[i] for i in range(self.eval_per_cell) for column in columns]
         return self._grid
 
@@ -263,10 +266,8 @@ class ArithTask(Task):
         :meth:`grid` (the same digits × operators distribution), from their own stream
         (``arith-dev:<eval_seed>``) and disjoint from the held-out grid at any ``eval_per_cell`` up to
         :data:`DEV_RESERVED` (the test stream's first problems of each cell are never used)."""
-        cells = sorted(((d, k) for d in range(1, self.eval_digits + 1) for k in range(1, self.eval_ops + 1)),
-                       key=lambda cell: (sum(cell), cell[0]))
-        per_cell = -(-max(size, 0) // len(cells))
-        columns = [self._dev_cell(d, k, per_cell) for d, k in cells]
+        per_cell = -(-max(size, 0) // len(self.cells))
+        columns = [self._dev_cell(d, k, per_cell) for d, k in self.cells]
         items = [column[i] for i in range(per_cell) for column in columns if i < len(column)]
         return items[: max(size, 0)]
 

@@ -3,6 +3,8 @@ it breaks and the key to set, before any model loads."""
 
 from __future__ import annotations
 
+import re
+
 
 def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max_value, max_exponent, eval_seed,
                  eval_digits, eval_ops, eval_per_cell, tolerance, examples, example_digits, example_ops,
@@ -48,3 +50,33 @@ def check_params(*, num_examples, max_chars, max_digits, max_depth, max_ops, max
         raise ValueError(f"arith task: student_instruction must be a non-empty sentence (got {student_instruction!r}); "
                          "set it with --set 'task.params.student_instruction=\"Answer with a number.\"' (quoted: a colon "
                          "would make it a YAML mapping)")
+
+
+def grid_cells(eval_digits: int, eval_ops: int, names: list[str] | None) -> list[tuple[int, int]]:
+    """The held-out grid's (digits, operators) cells, easiest first (by d + k, then d).
+
+    Args:
+        eval_digits, eval_ops: the grid's largest digits and operators (every cell when ``names`` is None).
+        names: cells as ``"d<digits>o<operators>"`` (e.g. ``"d2o1"``), each digits in [1, 6] and
+            operators in [1, 6]; None: every cell of ``eval_digits`` × ``eval_ops``.
+
+    Raises:
+        ValueError: ``names`` is not a non-empty list of distinct cell names of that form.
+
+    >>> grid_cells(2, 2, None), grid_cells(3, 3, ["d2o1", "d1o3"])
+    ([(1, 1), (1, 2), (2, 1), (2, 2)], [(2, 1), (1, 3)])
+    """
+    if names is None:
+        cells = [(d, k) for d in range(1, eval_digits + 1) for k in range(1, eval_ops + 1)]
+    else:
+        if not isinstance(names, list) or not names or len(set(map(str, names))) != len(names):
+            raise ValueError(f"arith task: eval_cells must be a non-empty list of distinct cells such as "
+                             f"[d1o1, d2o1] (got {names!r})")
+        cells = []
+        for name in names:
+            match = re.fullmatch(r"d([1-6])o([1-6])", str(name))
+            if match is None:
+                raise ValueError(f"arith task: eval_cells entry {name!r} is not d<digits>o<operators> "
+                                 "with digits and operators in [1, 6], such as d2o1")
+            cells.append((int(match[1]), int(match[2])))
+    return sorted(cells, key=lambda cell: (sum(cell), cell[0]))

@@ -273,7 +273,17 @@ def export_member(plan: ExportPlan, *, model: CausalLM | None = None, tokenizer:
     Raises:
         ExportError: ``plan.out`` was filled since the plan was made.
         ModelNotFoundError: the base model cannot be loaded (merge only).
+        RunDirLocked: another process holds the run directory's lock (it is held while ``final/``
+            is read and the export written, so a resume never rewrites the adapters under it).
     """
+    from evolora.run_dir import lock_run_dir
+
+    with lock_run_dir(plan.run_dir):
+        return _export_locked(plan, model=model, tokenizer=tokenizer)
+
+
+def _export_locked(plan: ExportPlan, *, model: CausalLM | None, tokenizer: Tokenizer | None) -> Path:
+    """The body of :func:`export_member`, run while this process holds the run directory's lock."""
     if plan.out.exists() and (not plan.out.is_dir() or any(plan.out.iterdir())):
         raise ExportError(f"{plan.out} already exists and is not empty; choose another --out or remove it")
     if plan.merge and model is None:

@@ -3,6 +3,8 @@
 * :func:`lock_run_dir` takes an exclusive ``fcntl`` lock on ``RUN_DIR/.lock``: a second
   process on the same directory gets :class:`RunDirLocked` naming the PID that holds it. The
   kernel releases the lock when the holder exits, however it exits (SIGKILL included).
+* :func:`check_out` refuses an ``--out`` that is an existing file, or a directory holding a run's
+  files (:data:`RUN_MARKERS`), before any work: no command writes into another run.
 * :func:`repair_logs` makes ``metrics.jsonl`` and ``matches.jsonl`` hold exactly the steps up
   to the checkpoint's: records after it are dropped (the resumed run writes them again), a
   torn last line is dropped, duplicated steps keep their first copy, and a corrupt line in the
@@ -24,8 +26,48 @@ LOCK = ".lock"
 LOGS = ("metrics.jsonl", "matches.jsonl")
 
 
+RUN_MARKERS = ("config.yaml", "metrics.jsonl", "matches.jsonl", "checkpoints", "final/summary.json")
+"""Paths (relative to a directory) that mark it as a run directory, or the record of ``evolora evaluate --out``."""
+
+
 class RunDirLocked(RuntimeError):
     """Another live process holds the run directory's lock."""
+
+
+class OutRefused(ValueError):
+    """An ``--out`` path that is an existing file, or a directory that holds a run's files."""
+
+
+def run_marker(path: str | Path) -> str | None:
+    """The first of :data:`RUN_MARKERS` that ``path`` holds, or None (also for a path that is no directory)."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    return next((marker for marker in RUN_MARKERS if (path / marker).exists()), None)
+
+
+def check_out(out: str | Path, *, option: str = "--out", then: str = "give a new directory") -> Path:
+    """Refuse an output directory that would write into another run, before any work.
+
+    Args:
+        out: the directory a command is about to write (absent, or an empty or unrelated directory).
+        option: how the message names it (``--out``).
+        then: what the message tells the user to do instead.
+
+    Returns:
+        ``out`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OutRefused: ``out`` exists and is not a directory, or holds a run's files
+            (:data:`RUN_MARKERS`); the one-line message names the path and the file.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutRefused(f"{option} {out} is an existing file, not a directory; {then}")
+    marker = run_marker(out)
+    if marker is not None:
+        raise OutRefused(f"{option} {out} holds another run's files ({marker}); {then}")
+    return out
 
 
 @contextmanager

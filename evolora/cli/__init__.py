@@ -73,9 +73,19 @@ def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[i
         fail(str(error))
     if out is None:
         out = Path("runs") / f"{config_path.stem}-{datetime.now():%Y%m%d-%H%M%S}"
-    if (out / "metrics.jsonl").exists():
-        fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
+    _refuse_occupied(out)
     return config, out
+
+
+def _refuse_occupied(out: Path) -> None:
+    """Exit 2 with one line when ``out`` is an existing file or already holds a run's files."""
+    from evolora.run_dir import run_marker
+
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} is an existing file, not a directory; choose another --out")
+    marker = run_marker(out)
+    if marker is not None:
+        fail(f"{out} already holds a run ({marker}); continue it with --resume {out} or choose another --out")
 
 
 @app.command()
@@ -131,9 +141,9 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
     except OSError as error:
         fail(f"cannot write to output directory {out}: {error.strerror}; choose another with --out")
     try:
-        if not resume and (out / "metrics.jsonl").exists():  # another process wrote it before this one got the lock
-            if not study:
-                fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
+        if not resume and not study:
+            _refuse_occupied(out)  # another process wrote a run here before this one got the lock
+        if not resume and (out / "metrics.jsonl").exists():
             if (out / "final" / "summary.json").is_file():
                 console.print(f"{out} was finished by another process; skipped", highlight=False)
                 return None
@@ -307,11 +317,14 @@ def study(
     """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
     from evolora.study import parse_arms, parse_seeds, study_pass_at_k, study_plan
 
+    from evolora.run_dir import OutRefused, check_out
+
     out = out if out is not None else Path("runs") / f"study-{config_path.stem}"
     try:
+        check_out(out, then="give a study directory (new, or one an earlier study wrote)")
         arm_names = parse_arms(arms)
         plan = study_plan(config_path, seeds=parse_seeds(seeds), arms=arm_names, out=out, overrides=overrides)
-    except ConfigError as error:
+    except (ConfigError, OutRefused) as error:
         fail(str(error))
     if reference is None:
         reference = "population" if "population" in arm_names else arm_names[0]
@@ -345,17 +358,28 @@ def _study_tables(out: Path, reference: str) -> None:
 
 
 def _write_report(run_dirs: list[Path], out: Optional[Path]):
-    """Load the runs and write the report; bad paths exit 2 naming the path."""
+    """Load the runs and write the report under its folder's lock; bad paths, an ``--out`` that is a
+    file or another run, and a folder another process is writing exit 2 naming the path.
+
+    The report writes only its own folder (default ``<first run>/report``, which no other command
+    writes), so a run still in progress can be reported: the lock is the report folder's, not the run's."""
     from evolora.report import write_report
     from evolora.report.data import load_run
+    from evolora.run_dir import RunDirLocked, check_out, lock_run_dir
 
     try:
+        if out is not None:
+            check_out(out, then="give a report folder of its own (default <first run>/report)")
         runs = [load_run(path) for path in run_dirs]
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError) as error:  # OutRefused is a ValueError
         fail(str(error))
     out = out if out is not None else run_dirs[0] / "report"
     _check_writable(out)
-    return runs, write_report(runs, out)
+    try:
+        with lock_run_dir(out):
+            return runs, write_report(runs, out)
+    except RunDirLocked as error:
+        fail(str(error))
 
 
 @app.command()

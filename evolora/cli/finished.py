@@ -41,6 +41,7 @@ def evaluate_command(
     from evolora.quiet import quiet_libraries
     from evolora.evaluation.rerun import evaluate_run
     from evolora.evaluation.sampled import check_options, sampled_pass_at_k
+    from evolora.run_dir import RunDirLocked, check_out
     from evolora.versions import guard_versions
 
     ks = _ks(k)
@@ -49,6 +50,8 @@ def evaluate_command(
         guard_versions(report=warn)
         if samples and (overrides or out):
             raise ValueError("--set and --out apply to greedy evaluation; leave them off with --samples")
+        if out is not None:  # before anything is read or loaded
+            check_out(out, then="give a new directory for this record (the run keeps its own)")
         if samples:
             check_options(samples, temperature, ks)
             console.print(f"sampling {samples} answers per held-out problem for every member and the base "
@@ -59,7 +62,7 @@ def evaluate_command(
         else:
             step = _announce(run_dir, stale_ok)
             held_out = evaluate_run(run_dir, limit=limit, overrides=overrides, out=out, allow_stale=stale_ok)
-    except (FileNotFoundError, ValueError, ConfigError) as error:
+    except (FileNotFoundError, ValueError, ConfigError, RunDirLocked) as error:
         fail(str(error))
     except OSError as error:
         disk_failure(error, "the run's summary and answers are as they were: make room and run again")
@@ -143,6 +146,7 @@ def export_command(
     from evolora.export import export_member, plan_export
     from evolora.game import MEMBER_ROLES
     from evolora.model import ModelNotFoundError
+    from evolora.run_dir import RunDirLocked
 
     try:
         plan = plan_export(run_dir, member, out=out, merge=merge, allow_stale=stale_ok)
@@ -156,7 +160,7 @@ def export_command(
     quiet_libraries()
     try:
         typer.echo(str(export_member(plan)))
-    except (ModelNotFoundError, ValueError) as error:
+    except (ModelNotFoundError, ValueError, RunDirLocked) as error:
         fail(str(error))
     except OSError as error:
         disk_failure(error, f"nothing was left in {plan.out}: make room and run again")

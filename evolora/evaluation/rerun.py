@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from evolora.config import load_run_config
@@ -110,7 +111,8 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: Causal
             the config it was measured under.
         out: write the new record into this directory instead (``config.yaml`` with the overrides,
             ``metrics.jsonl`` copied, ``final/summary.json`` and ``final/held_out.jsonl``); the run
-            directory is left as it is. The adapters stay in ``run_dir``.
+            directory is left as it is. The adapters stay in ``run_dir``. It must not exist, or be a
+            directory that holds no run's files (:func:`evolora.run_dir.check_out`).
         allow_stale: evaluate ``final/`` even when a checkpoint is newer (see
             :func:`evolora.run_dir.final_step`).
 
@@ -125,14 +127,29 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: Causal
     Raises:
         FileNotFoundError: no ``config.yaml``, ``final/summary.json`` or adapter directory.
         StaleFinal: a checkpoint is newer than ``final/`` and ``allow_stale`` is false.
-        ValueError: ``limit`` < 1, overrides without ``out``, ``out`` equal to ``run_dir``, the task
-            has no held-out data, or the summary has no student or agent.
+        ValueError: ``limit`` < 1, overrides without ``out``, ``out`` equal to ``run_dir``, an ``out``
+            that is a file or holds another run's files (:class:`evolora.run_dir.OutRefused`), the
+            task has no held-out data, or the summary has no student or agent.
+        RunDirLocked: another process holds the lock of ``run_dir`` or ``out``: the run's lock is
+            held from the first read of ``final/`` to the last write (and ``out``'s too).
         ConfigError: an override is malformed or invalid (the message names the key).
     """
+    from evolora.run_dir import lock_run_dir
+
     run_dir = Path(run_dir)
-    summary_path, members, summary = _check_run(run_dir, limit, allow_stale=allow_stale)
+    _check_run(run_dir, limit, allow_stale=allow_stale)  # nothing is created for a path that is no run
     record_dir = _record_dir(run_dir, overrides, out)
+    with lock_run_dir(run_dir), (lock_run_dir(record_dir) if record_dir != run_dir else nullcontext()):
+        _record_dir(run_dir, overrides, out)  # again under the locks: a run may have been written there meanwhile
+        return _evaluate_locked(run_dir, record_dir, limit=limit, model=model, tokenizer=tokenizer,
+                                overrides=overrides, allow_stale=allow_stale)
+
+
+def _evaluate_locked(run_dir: Path, record_dir: Path, *, limit, model, tokenizer, overrides, allow_stale) -> dict:
+    """The body of :func:`evaluate_run`, run while this process holds the locks of ``run_dir`` and ``record_dir``."""
     from evolora.evaluation import held_out_accuracy
+
+    summary_path, members, summary = _check_run(run_dir, limit, allow_stale=allow_stale)
 
     if load_run_config(run_dir, overrides).eval.members == "fittest":
         members = [_fittest(summary, members)]
@@ -181,10 +198,12 @@ def _record_dir(run_dir: Path, overrides, out) -> Path:
         if overrides:
             raise ValueError("evaluating under --set writes a new record: give --out DIR (the run keeps its own)")
         return run_dir
+    from evolora.run_dir import check_out
+
     out = Path(out)
     if out.resolve() == run_dir.resolve():
         raise ValueError(f"--out {out} is the run directory itself; give a new directory, or leave --out off")
-    return out
+    return check_out(out, then="give a new directory for this record (the run keeps its own)")
 
 
 def _write_record(run_dir: Path, out: Path, config) -> None:

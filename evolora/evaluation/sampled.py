@@ -114,10 +114,23 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     Raises:
         FileNotFoundError: the run is not finished or an adapter directory is missing.
         ValueError: bad options (:func:`check_options`) or no held-out data.
+        RunDirLocked: another process holds the run directory's lock (it is held from the first
+            read of ``final/`` to the summary's write).
     """
-    from evolora.evaluation.rerun import _check_run, load_members
+    from evolora.evaluation.rerun import _check_run
+    from evolora.run_dir import lock_run_dir
 
     check_options(samples, temperature, ks)
+    _check_run(Path(run_dir), limit, allow_stale=allow_stale)  # nothing is created for a path that is no run
+    with lock_run_dir(run_dir):
+        return _sampled_locked(run_dir, samples=samples, ks=ks, temperature=temperature, limit=limit, seed=seed,
+                               model=model, tokenizer=tokenizer, allow_stale=allow_stale, base=base)
+
+
+def _sampled_locked(run_dir, *, samples, ks, temperature, limit, seed, model, tokenizer, allow_stale, base) -> dict:
+    """The body of :func:`sampled_pass_at_k`, run while this process holds the run directory's lock."""
+    from evolora.evaluation.rerun import _check_run, load_members
+
     summary_path, members, summary = _check_run(Path(run_dir), limit, allow_stale=allow_stale)
     config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer)
     limit = limit or config.eval.limit

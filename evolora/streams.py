@@ -52,8 +52,14 @@ class StepStreams:
 
 
 def rollout_seed(seed: int, step: int) -> int:
-    """The seed of one step's rollout sampling (torch's global RNG, in-process or on each worker)."""
-    return seed * 1_000_003 + step
+    """The seed of one step's rollout sampling (torch's global RNG, in-process or on each worker):
+    ``seed · 1 000 003 + step``, modulo 2^64 (what ``torch.manual_seed`` takes), so every run seed
+    in [0, 2^63) works and the seeds below 2^43 keep their values.
+
+    >>> rollout_seed(0, 3), rollout_seed(2**63 - 1, 1) < 2**64
+    (3, True)
+    """
+    return (seed * 1_000_003 + step) % 2**64
 
 
 def stream_seed(seed: int, step: int, stream: int) -> int:
@@ -78,7 +84,7 @@ def step_streams(seed: int, step: int) -> StepStreams:
         seed: ``run.seed`` (a non-negative int). step: the step being played, >= 1.
     """
     return StepStreams(proposals=random.Random(f"{seed}:{step}"), matchmaking=np.random.default_rng([seed, step]),
-                       repair=cpu_generator(seed * 7_919 + step),
+                       repair=cpu_generator((seed * 7_919 + step) % 2**64),
                        selection=cpu_generator(stream_seed(seed, step, SELECTION)),
                        variation=cpu_generator(stream_seed(seed, step, VARIATION)),
                        rollout_seed=rollout_seed(seed, step))

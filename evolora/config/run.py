@@ -47,12 +47,36 @@ def check_loggers(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+MAX_SEED = 2**63 - 1
+"""The largest ``run.seed``: every seed in ``[0, MAX_SEED]`` runs (:mod:`evolora.streams` derives each
+stream's seed from it), and any other integer is refused when the config loads."""
+
+
+def check_seed(seed: int) -> int:
+    """Validate ``run.seed`` (a pydantic after-validator of :class:`RunConfig`).
+
+    Args:
+        seed: the run seed.
+
+    Returns:
+        ``seed`` unchanged.
+
+    Raises:
+        ValueError: ``seed`` is outside ``[0, 2**63 - 1]``; the message gives the range. Checked
+            when the config loads, before any model does.
+    """
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"a seed is an integer in [0, 2**63 - 1] (0 to {MAX_SEED})")
+    return seed
+
+
 class RunConfig(_Section):
     steps: Int = Field(default=6, ge=0)
     """RL steps (self-play games + updates)."""
-    seed: Int = 0
-    """Seed of every random draw of the run (adapter init, sampling, matchmaking, operators); a run
-    replays exactly for the same seed. ``evolora study --seeds`` sets it per run."""
+    seed: Annotated[Int, AfterValidator(check_seed)] = 0
+    """Seed of every random draw of the run (adapter init, sampling, matchmaking, operators), an
+    integer in [0, 2**63 - 1]; a run replays exactly for the same seed. ``evolora study --seeds``
+    sets it per run."""
     checkpoint_every: Int = Field(default=1, ge=1)
     """Write a resumable checkpoint every N steps."""
     loggers: Annotated[tuple[Literal["jsonl", "tensorboard", "wandb"], ...], AfterValidator(check_loggers)] = ("jsonl",)

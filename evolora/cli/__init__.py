@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from datetime import datetime
@@ -26,8 +25,10 @@ from rich.table import Table
 
 from evolora.cli.display import console, disk_failure, fail, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
+from evolora.cli.reports import _study_tables, compare, report
 from evolora.cli.tools import init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
+from evolora.user_code import UserCodeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
@@ -45,16 +46,6 @@ def _print_version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA)."""
-
-
-def _check_writable(out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"  # per process: two on one directory never unlink each other's
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as error:
-        fail(f"cannot write to output directory {out}: {error.strerror}; choose another with --out")
 
 
 def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[int],
@@ -204,6 +195,8 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     except KeyboardInterrupt:
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
         raise typer.Exit(130)
+    except UserCodeError as error:  # the user's own operator (or other code named in YAML) failed
+        _user_code_failure(error, out, verbose=verbose)
     except WorkerLost as error:  # run.backend=ray; a ClusterLost names the run directory to resume already
         fail(str(error) if isinstance(error, ClusterLost) else f"{error}; continue with: evolora evolve --resume {out}")
     finally:
@@ -214,6 +207,17 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     _print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
     return summary
+
+
+def _user_code_failure(error: Exception, out: Path, *, verbose: bool) -> None:
+    """Exit 2 with at most 3 lines naming the user's code and its contract (``--verbose``: the
+    traceback first); the run's last checkpoint is intact, so it resumes once the code is fixed."""
+    if verbose:
+        import traceback
+
+        console.print("".join(traceback.format_exception(error)), markup=False, highlight=False, soft_wrap=True)
+    fail(f"{error}\nthe last checkpoint is intact: fix it, then continue with: evolora evolve --resume {out}"
+         + ("" if verbose else " (--verbose shows the traceback)"))
 
 
 def _with_verdict(summary: dict, out: Path) -> dict:
@@ -315,9 +319,8 @@ def study(
     reference: Optional[str] = typer.Option(None, "--reference", help="The arm every other arm is compared with in the study tables (default: population if it is in --arms, else the first arm)."),
 ) -> None:
     """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
-    from evolora.study import parse_arms, parse_seeds, study_pass_at_k, study_plan
-
     from evolora.run_dir import OutRefused, check_out
+    from evolora.study import parse_arms, parse_seeds, study_pass_at_k, study_plan
 
     out = out if out is not None else Path("runs") / f"study-{config_path.stem}"
     try:
@@ -342,82 +345,8 @@ def study(
         report([plan[0].out], out / "report")
 
 
-def _study_tables(out: Path, reference: str) -> None:
-    """Write the study's tables (``tables.md``, each arm against ``reference``) and figures (``arms.png``;
-    ``pass_at_k.png`` once a run has a sampled evaluation) over every run directory in ``out`` (earlier
-    invocations' arms and seeds included)."""
-    from evolora.report.data import load_run
-    from evolora.report.study_figures import write_study_report
-    from evolora.report.study_tables import study_tables
-
-    runs = [load_run(p) for p in sorted(out.iterdir()) if (p / "config.yaml").is_file()]
-    tables = study_tables(runs, reference=reference)
-    if tables.by_arm:
-        write_study_report(tables, runs, out / "report")
-        console.print(f"study tables: {out / 'report' / 'tables.md'}", highlight=False)
-
-
-def _write_report(run_dirs: list[Path], out: Optional[Path]):
-    """Load the runs and write the report under its folder's lock; bad paths, an ``--out`` that is a
-    file or another run, and a folder another process is writing exit 2 naming the path.
-
-    The report writes only its own folder (default ``<first run>/report``, which no other command
-    writes), so a run still in progress can be reported: the lock is the report folder's, not the run's."""
-    from evolora.report import write_report
-    from evolora.report.data import load_run
-    from evolora.run_dir import RunDirLocked, check_out, lock_run_dir
-
-    try:
-        if out is not None:
-            check_out(out, then="give a report folder of its own (default <first run>/report)")
-        runs = [load_run(path) for path in run_dirs]
-    except (FileNotFoundError, ValueError) as error:  # OutRefused is a ValueError
-        fail(str(error))
-    out = out if out is not None else run_dirs[0] / "report"
-    _check_writable(out)
-    try:
-        with lock_run_dir(out):
-            return runs, write_report(runs, out)
-    except RunDirLocked as error:
-        fail(str(error))
-
-
-@app.command()
-def report(
-    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Run directories (finished or not)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Report directory (default <first run>/report)."),
-) -> None:
-    """Write PNG figures and one self-contained HTML page over run directories; print its path."""
-    _, page = _write_report(run_dirs, out)
-    typer.echo(str(page))
-
-
-@app.command()
-def compare(
-    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Two or more run directories."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Report directory (default <first run>/report)."),
-) -> None:
-    """Compare arms (population vs single agent) over seeds: print a summary table and write the report."""
-    from evolora.report import format_stat, summary_rows
-    from evolora.report.data import summarize
-
-    if len(run_dirs) < 2:
-        fail(f"compare needs at least two run directories, got {len(run_dirs)}; use `evolora report` for one")
-    runs, page = _write_report(run_dirs, out)
-    summary = summarize(runs)
-    header, rows = summary_rows(summary)
-    table = Table(title=f"summary per arm, {len(runs)} runs (mean [95% t-interval] over seeds)")
-    for column in header:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    paired = summary["paired"]
-    if paired:
-        table.caption = (f"population − single agent, paired by seed {paired['seeds']}: member mean "
-                         f"{format_stat(paired['mean'])}, best {format_stat(paired['best'])}, complexity slope "
-                         f"{format_stat(paired['complexity_slope'], percent=False, digits=3)}")
-    result_console().print(table)
-    typer.echo(str(page))
+app.command()(report)  # registered after study: --help lists commands in this order
+app.command()(compare)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -1,13 +1,32 @@
 """The run's selection, crossover and mutation, looked up in the operator registry by name.
 
 Kept free of model code (torch only), so config validation can call it before anything loads.
+An operator of the user's own (a function outside evolora, ``module:function`` in YAML) is
+wrapped by :func:`guard_operator`: an exception it raises, or a result that breaks its kind's
+contract (:data:`CONTRACTS`), becomes a :class:`evolora.user_code.UserCodeError` naming it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import torch
+
 from evolora.operators import REGISTRY, OperatorSpec
+from evolora.user_code import UserCodeError, describe_exception
+
+ADAPTER = "{module: (A (r, d_in), B (d_out, r))}"
+CONTRACTS = {
+    "selection": "fn(fitness (P,), num, *, generator, **params) returns a 1-D integer tensor of num indices in [0, P)",
+    "crossover": (f"fn(parents, fitness, *, generator, **params) returns one adapter {ADAPTER} with the parents' "
+                  "modules and shapes, every value finite"),
+    "mutation": (f"fn(parent, *, generator, **params) returns one adapter {ADAPTER} with the parent's modules "
+                 "and shapes, every value finite"),
+}
+"""What a user's operator of each kind takes and returns (the registry's call signatures)."""
 
 
 @dataclass(frozen=True)
@@ -33,5 +52,80 @@ def resolve_operators(config) -> Operators:
             params = REGISTRY.validate(kind, choice.name, choice.params)
         except (ValueError, TypeError, ImportError) as error:
             raise ValueError(f"evolution.{kind}: {error}") from None
-        resolved[kind] = (REGISTRY.get(kind, choice.name), params)
+        resolved[kind] = (guard_operator(REGISTRY.get(kind, choice.name), kind), params)
     return Operators(**resolved)
+
+
+def is_users(spec: OperatorSpec) -> bool:
+    """Whether ``spec``'s function is the user's own (defined outside the ``evolora`` package)."""
+    module = getattr(spec.fn, "__module__", None) or ""
+    return not (module == "evolora" or module.startswith("evolora."))
+
+
+def guard_operator(spec: OperatorSpec, kind: str) -> OperatorSpec:
+    """``spec`` itself when evolora defines it; for a user's operator, a copy whose function raises
+    :class:`~evolora.user_code.UserCodeError` (naming ``evolution.<kind>``, the operator and its
+    contract, :data:`CONTRACTS`) when it raises or returns a result that breaks the contract.
+
+    Args:
+        spec: the registered operator.
+        kind: ``selection``, ``crossover`` or ``mutation``.
+
+    Returns:
+        An :class:`~evolora.operators.OperatorSpec` with the same name, parameters and doc.
+    """
+    if kind not in CONTRACTS or not is_users(spec) or getattr(spec.fn, "__evolora_guarded__", False):
+        return spec
+    check = _check_selection if kind == "selection" else _check_child
+    function = spec.fn
+
+    @functools.wraps(function)
+    def guarded(*args, **kwargs):
+        try:
+            result = function(*args, **kwargs)
+        except Exception as error:  # the user's code: any exception is its own failure
+            raise UserCodeError(f"evolution.{kind}", spec.name, describe_exception(error), CONTRACTS[kind]) from error
+        problem = check(kind, result, args)
+        if problem is not None:
+            raise UserCodeError(f"evolution.{kind}", spec.name, problem, CONTRACTS[kind])
+        return result
+
+    guarded.__evolora_guarded__ = True
+    return dataclasses.replace(spec, fn=guarded)
+
+
+def _check_selection(kind: str, result, args: tuple) -> str | None:
+    """What is wrong with a selection's ``result`` for ``args = (fitness, num)``, or None."""
+    fitness, num = args[0], args[1]
+    size = len(fitness)
+    if not isinstance(result, torch.Tensor):
+        return f"returned a {type(result).__name__}, not a tensor"
+    if result.dtype == torch.bool or result.dtype.is_floating_point or result.dtype.is_complex:
+        return f"returned a {result.dtype} tensor, not integer indices"
+    if tuple(result.shape) != (num,):
+        return f"returned shape {tuple(result.shape)} for num = {num}"
+    if num and not bool(((result >= 0) & (result < size)).all()):
+        return f"returned indices {result.tolist()[:8]} outside [0, {size})"
+    return None
+
+
+def _check_child(kind: str, result, args: tuple) -> str | None:
+    """What is wrong with a crossover's or mutation's child ``result``, or None; its modules and
+    shapes are compared with the (first) parent's."""
+    reference = args[0][0] if kind == "crossover" else args[0]
+    if not isinstance(result, Mapping):
+        return f"returned a {type(result).__name__}, not an adapter"
+    if set(result) != set(reference):
+        missing, extra = sorted(set(reference) - set(result)), sorted(set(result) - set(reference))
+        return f"returned other modules (missing {missing[:3]}, extra {extra[:3]})"
+    for name, factors in result.items():
+        if not (isinstance(factors, (tuple, list)) and len(factors) == 2
+                and all(isinstance(f, torch.Tensor) for f in factors)):
+            return f"returned {type(factors).__name__} for module {name!r}, not a pair of tensors (A, B)"
+        shapes = tuple(tuple(f.shape) for f in factors)
+        expected = tuple(tuple(f.shape) for f in reference[name])
+        if shapes != expected:
+            return f"returned shapes A {shapes[0]}, B {shapes[1]} for module {name!r}, not {expected[0]}, {expected[1]}"
+        if not all(bool(torch.isfinite(f).all()) for f in factors):
+            return f"returned non-finite values (NaN or inf) in module {name!r}"
+    return None

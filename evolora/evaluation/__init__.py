@@ -169,7 +169,7 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
     key = cached = None
     if eval_config.base and eval_config.cache_base:
         prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
-        key = base_key(bank, task, items, prompts, eval_config.max_new_tokens)
+        key = base_key(bank, task, items, prompts, eval_config.max_new_tokens, tokenizer=tokenizer)
         cached = load_base(key, len(items))
     if eval_config.base and cached is None:
         names[BASE] = "base"

@@ -116,11 +116,13 @@ def fitness_dev_set(task: Task, config) -> list[HeldOutItem] | None:
         has no dev set (allowed when the fitness is ``rating`` or the run does not evolve).
 
     Raises:
-        ValueError: ``evolution.fitness`` reads dev accuracy, the run evolves, and the task has no dev set.
+        ValueError: ``evolution.fitness`` is ``validation`` or ``blend``, the run evolves, and the task
+            has no dev set.
     """
     fitness = config.evolution.fitness
     items = task.dev_set(fitness.size)
-    if fitness.needs_dev_set and config.arm.evolve and config.evolution.enabled and not items:
+    required = fitness.name in ("validation", "blend")  # an exam without a dev set is self-play problems only
+    if required and config.arm.evolve and config.evolution.enabled and not items:
         raise ValueError(f"evolution.fitness {fitness.name!r}: task {task.name!r} has no dev set "
                          "(gsm: give task.params.train_path, a GSM8K train jsonl); use evolution.fitness: rating")
     return items or None

@@ -135,7 +135,9 @@ def test_nan_rollback_restores_last_finite_factors(tiny_config, toy_task, tmp_pa
 
 
 def test_nan_cull_replaces_the_individual(tiny_config, toy_task, tmp_path):
-    config = tiny_config.model_copy(update={"learner": tiny_config.learner.model_copy(update={"on_nonfinite": "cull"})})
+    config = tiny_config.model_copy(update={  # evolution off: the step's own event could replace the child
+        "learner": tiny_config.learner.model_copy(update={"on_nonfinite": "cull"}),
+        "evolution": tiny_config.evolution.model_copy(update={"enabled": False})})
     model, tokenizer = load_base("tiny-random")
     run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
     run.train([], steps=1)

@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evolora.config.errors import format_validation_error
+from evolora.config.evolution import EvolutionConfig, OperatorChoice
 from evolora.config.fitness import FitnessConfig
 from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
@@ -103,60 +104,6 @@ class LearnerConfig(_Section):
     """AdamW weight decay of the adapter factors (0: none)."""
     on_nonfinite: Literal["rollback", "cull"] = "rollback"
     """When an adapter's factors hold NaN/Inf: restore its last finite factors, or replace it by a mutated copy of its role's best."""
-
-
-class OperatorChoice(_Section):
-    """An operator and its parameters: ``{name: tournament, params: {size: 3}}``, or the bare name
-    (``truncation``, ``--set evolution.selection=truncation``) for its defaults."""
-
-    name: str
-    """A registered operator name, or ``package.module:function`` for a user function."""
-    params: dict[str, Any] = Field(default_factory=dict)
-    """The operator's parameters; omitted ones take their defaults (``evolora operators`` and the
-    operator table of the configuration reference list names, defaults and ranges)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bare_name(cls, value: Any) -> Any:
-        return {"name": value} if isinstance(value, str) else value
-
-
-class EvolutionConfig(_Section):
-    enabled: bool = True
-    """False: the outer loop never runs (no selection, crossover or mutation); the members learn by RL
-    only. With ``selfplay.mode: population`` this is the ``no_evolution`` ablation of a study."""
-    every: Int = Field(default=10, ge=1)
-    """Evolve every k RL steps (paper reconstruction: 10)."""
-    gamma: Float = Field(default=0.25, ge=0, le=1)
-    """Share of each role replaced per evolution event: the bottom ⌈γ·P⌉ by fitness (at least one,
-    never the top ``elitism``). With ``every`` (events = ⌊(steps − 1) / every⌋ unless
-    ``at_last_step``) and the mutation's ``params.sigma`` (its strength), this is how hard the
-    outer loop acts (docs/concepts/evolution.md)."""
-    elitism: Int = Field(default=1, ge=0)
-    """Top individuals per role never replaced."""
-    crossover_rate: Float = Field(default=0.5, ge=0, le=1)
-    """Probability a child comes from crossover (else from mutation)."""
-    parent_pool: Literal["role", "survivors"] = "role"
-    """Parents are selected from the whole role (before replacement) or from the survivors only."""
-    mutate_after_crossover: bool = False
-    """Also mutate crossover children."""
-    at_last_step: bool = False
-    """Also evolve at the run's last step (``run.steps``). Off by default: children born then are
-    evaluated without a single update or game, and with 2 members per role the final pair was a
-    survivor and its mutated copy (ΔW diversity 0.016, docs/results/benchmarks.md)."""
-    selection: OperatorChoice = OperatorChoice(name="tournament")
-    crossover: OperatorChoice = OperatorChoice(name="svd_merge")
-    mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
-    fitness: FitnessConfig = FitnessConfig()
-    """What members are ranked by: rating (μ − 3σ), validation (dev accuracy), blend, or exam (a common
-    exam of recent self-play problems) (:mod:`evolora.config.fitness`)."""
-    child_rating: Literal["inherit", "fresh"] = "inherit"
-    """A child's rating: ``inherit``, its parents' mean μ, σ and Elo (σ at most the initial σ), so a
-    newborn does not rank low by μ − 3σ for being new; ``fresh``, the initial rating (the paper's)."""
-    audit: Int = Field(default=0, ge=0)
-    """> 0: at each event, before selection, also measure every solver's greedy accuracy on the first
-    ``audit`` held-out items, so the event record holds the selection differential on held-out
-    accuracy (the study's check that selection acts; the items are never used to select)."""
 
 
 class EvalConfig(_Section):

@@ -20,6 +20,8 @@ from typing import Iterable
 
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.report.data import RunData, load_run, summarize
+from evolora.report.breeding import FIGURE as BREEDING_FIGURE
+from evolora.report.breeding import breeders_rows, breeders_summary
 from evolora.report.plots import FIGURES
 
 REPORT_HTML = "report.html"
@@ -145,14 +147,15 @@ def write_report(run_dirs: Iterable[str | Path | RunData], out_dir: str | Path |
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(runs)
     figures = []
-    for name, plot, caption in FIGURES:
+    for name, plot, caption in (*FIGURES, BREEDING_FIGURE):
         png = plot(runs, out / f"{name}.png")
         if png is None:
             (out / f"{name}.png").unlink(missing_ok=True)  # no stale figure from an earlier report
         figures.append((name, png, caption))
     write_json_atomic(out / REPORT_JSON, {"runs": [{"path": str(r.path), "mode": r.mode, "task": r.task,
                                                     "seed": r.seed, "steps": r.steps, "finished": r.finished,
-                                                    "missing": r.missing} for r in runs], **summary})
+                                                    "missing": r.missing} for r in runs], **summary,
+                                     "breeding": breeders_summary(breeders_rows(runs))})
     page = out / REPORT_HTML
     write_text_atomic(page, _page(runs, summary, figures))
     return page

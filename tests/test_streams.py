@@ -86,7 +86,8 @@ def _run(tmp_path, selection: str):
     data = {key: dict(value) for key, value in TINY_OVERRIDES.items()}
     data["population"] = {"teachers": 4, "students": 4}
     data["run"] = {"steps": 3, "seed": 1}
-    data["evolution"] = {**data["evolution"], "every": 2, "selection": {"name": selection}}
+    # fresh child ratings: an inherited rating would carry the choice of parents into the ratings
+    data["evolution"] = {**data["evolution"], "every": 2, "selection": {"name": selection}, "child_rating": "fresh"}
     run = Run(config_from_dict(data), tmp_path / selection)
     rollout_states, variation = {}, {}
     rollout = run.bank.rollout
@@ -115,7 +116,8 @@ def test_two_runs_differing_only_in_selection_differ_only_in_parents(tmp_path, s
     births_a, births_b = records_a[1]["births"], records_b[1]["births"]
     assert len(births_a) == 4 and [x["operator"] for x in births_a] == [x["operator"] for x in births_b]
     assert [x["parents"] for x in births_a] != [x["parents"] for x in births_b]  # the one difference
-    without_parents = lambda r: {**r, "births": [{**x, "parents": None} for x in r["births"]]}  # noqa: E731
+    without_parents = lambda r: {**r, "births": [{**x, "parents": None} for x in r["births"]],  # noqa: E731
+                                 "evolution": None}  # the breeder's record is read off the parents
     assert without_parents(records_a[1]) == without_parents(records_b[1])  # the rest of step 2 is the same
     assert variation_a[2] == variation_b[2] and len(variation_a[2]) == 4  # the same coins and noise draws
     assert variation_a[1] == variation_a[3] == [] == variation_b[1] == variation_b[3]

@@ -1,7 +1,7 @@
 """Can the held-out items tell a run's members apart? Per arm of a study: how many items two
 members of one run answer differently, their accuracy gap in items, and the within-run split-half
-agreement of the held-out ranking (:func:`evolora.fitness.split_half_agreement`): the ceiling on
-the validity any fitness can show against these items.
+agreement of the held-out ranking (:func:`evolora.fitness.split_half_agreement`): stepped up to all
+items by Spearman–Brown, its square root bounds the validity any fitness can show against them.
 
     python benchmarks/held_out_reliability.py docs/results/data/study-popsize --arms population,size4 \
         --seeds 0-5 --sizes 135,36

@@ -12,7 +12,7 @@ separated the solvers (solved by some, not all): problems at the students' front
 problem outcomes are kept in the event record, for case-based selection (lexicase) over them.
 
 Source: PopuLoRA (arXiv 2605.16727) §3 (fitness from self-play outcomes); the common exam is
-evolora's own (docs/concepts/evolution.md).
+evolora's own (docs/concepts/index.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Fitness of the members at an evolution event: the rating, dev-set accuracy, or a blend.
+"""Fitness of the members at an evolution event: the rating, dev-set accuracy, a blend, or a common
+exam (:mod:`evolora.exam`).
 
     signals = {"rating": {id: μ − 3σ}, "validation": {id: dev accuracy of solvers}}
     fitness = member_fitness(config, signals, roles)     # {id: the number selection ranks by}
@@ -9,7 +10,8 @@ measured for the solving role in one batched engine call (:func:`dev_accuracy`);
 (teachers, critics) keep μ − 3σ, since no dev set scores a proposal. ``blend`` mixes the two as
 z-scores within each role. :func:`rank_correlation` measures how well a signal predicts held-out
 accuracy across members (the validity of a fitness), and :func:`split_half_agreement` how well the
-held-out items can tell the members apart at all (the ceiling of that validity).
+held-out items can tell the members apart at all (an attenuated reading of the items' reliability:
+the ceiling of a validity is the square root of the two reliabilities, docs/results/population-size.md).
 
 Source: PopuLoRA (arXiv 2605.16727) §3 (fitness μ − 3σ); the validation fitness is evolora's own.
 """
@@ -271,8 +273,9 @@ def pooled_rank_correlation(runs: list[tuple[Mapping[str, float], Mapping[str, f
 
 def split_half_agreement(runs: list[Mapping[str, np.ndarray]], *, size: int, generator: np.random.Generator,
                          splits: int = 200) -> dict:
-    """How well the held-out items agree with themselves on the order of a run's members: a ceiling
-    on the validity any fitness can show against them (:func:`pooled_rank_correlation`).
+    """How well two halves of the held-out items agree on the order of a run's members: their
+    split-half reliability, which the Spearman–Brown formula steps up to all N items; the validity a
+    fitness can show against them (:func:`pooled_rank_correlation`) is at most its square root.
 
     Each split draws ``size`` of the N items at random (one draw shared by every run) and takes the
     pooled within-run Spearman ρ between the members' accuracy on those items and on the other

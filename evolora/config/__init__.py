@@ -38,7 +38,7 @@ class ModelConfig(_Section):
     """Embedded name (``smollm2-135m-instruct``), a Hugging Face id, a local directory, or ``tiny-random``."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Dtype of the frozen base weights; ``auto``: bf16 on GPUs that support it, float32 on CPUs
-    (:mod:`evolora.model.dtype`: bf16 cost learning there); ``bfloat16`` for about 2x speed on CPUs
+    (:mod:`evolora.model.dtype`: bf16 learned less there, on one CPU, one task and 90 items, docs/results/dtype.md); ``bfloat16`` for about 2x speed on CPUs
     with AMX or AVX512-BF16; ``float16`` for GPUs without bf16. Adapters and their optimizer state
     always stay float32. Pin ``float32`` when runs on different hosts must give the same numbers."""
     num_threads: Int | None = Field(default=None, ge=1)

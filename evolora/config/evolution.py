@@ -43,7 +43,7 @@ class EvolutionConfig(_Section):
     """Share of each role replaced per evolution event: the bottom ⌈γ·P⌉ by fitness (at least one,
     never the top ``elitism``). With ``every`` (events = ⌊(steps − 1) / every⌋ unless
     ``at_last_step``) and the mutation's ``params.sigma`` (its strength), this is how hard the
-    outer loop acts (docs/concepts/evolution.md)."""
+    outer loop acts (docs/concepts/index.md)."""
     elitism: Int = Field(default=1, ge=0)
     """Top individuals per role never replaced."""
     crossover_rate: Float = Field(default=0.5, ge=0, le=1)

@@ -1,6 +1,6 @@
 """``model.dtype: auto``: bf16 on GPUs that support it, float32 on CPUs.
 
-    auto_dtype("cpu")    # "float32", also on CPUs with AMX or AVX512-BF16 (bf16 cost learning there)
+    auto_dtype("cpu")    # "float32", also on CPUs with AMX or AVX512-BF16 (bf16 learned less there: one CPU, one task, docs/results/dtype.md)
     auto_dtype("cuda")   # "bfloat16" when the GPU supports it, else "float32"
 
 On a CPU, a bf16 base ran the default arith population about 2x faster but learned 2.3 points

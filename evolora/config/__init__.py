@@ -129,8 +129,10 @@ class EvalConfig(_Section):
     base: bool = True
     """Also evaluate the bare base model as a reference."""
     cache_base: bool = True
-    """Reuse the base model's greedy answers from evolora's cache when the model, dtype, items, prompts,
-    decoding and versions are the same (:mod:`evolora.evaluation.base_cache`); the summary says so."""
+    """Reuse the base model's greedy answers from evolora's cache when the model (files and weights),
+    tokenizer, engine, dtype, task and its grading settings, items, prompts, decoding and versions are
+    the same and the entry matches its content hash (:mod:`evolora.evaluation.base_cache`); a damaged
+    or mismatched entry is rebuilt with one line saying so. The summary says when the cache was used."""
     critic_limit: Int = Field(default=16, ge=0)
     """Held-out problems of the critic evaluation (runs with critics only; 0 disables it)."""
     critic_samples: Int = Field(default=4, ge=1)

@@ -29,12 +29,12 @@ def _values(members: dict, ids: list[str], signal: str) -> torch.Tensor | None:
     values = [members[i].get(signal) for i in ids]
     if any(v is None or not math.isfinite(float(v)) for v in values):
         return None
-    return torch.tensor([float(v) for v in values], dtype=torch.float64)
+    return torch.tensor([float(v) for v in values], dtype=torch.float64, device="cpu")
 
 
 def _by_signal(members: dict, ids: list[str], chosen: list[str], measure) -> dict[str, float]:
     """{signal: measure(values, indices of chosen)} for every signal all of ``ids`` have."""
-    index = torch.tensor([ids.index(c) for c in chosen], dtype=torch.int64)
+    index = torch.tensor([ids.index(c) for c in chosen], dtype=torch.int64, device="cpu")
     result = {}
     for signal in SIGNALS:
         values = _values(members, ids, signal)

@@ -144,7 +144,7 @@ def sit_exam(bank: Bank, tokenizer: Tokenizer, task: Task, solvers: dict[str, st
     results = evaluate(None, tokenizer, task, items, list(solvers), max_new_tokens=max_new_tokens,
                        batch_size=batch_size, bank=bank, rollout=partial(bank.rollout, tokenizer))
     outcomes = torch.tensor([[float(label == "correct") for label in results[slot].labels] for slot in solvers],
-                            dtype=torch.float32).reshape(len(solvers), len(items))
+                            dtype=torch.float32, device="cpu").reshape(len(solvers), len(items))
     scores = _answer_logprobs(bank, tokenizer, task, list(solvers), items) if logprob and items else None
     return Exam(items, list(sources), list(solvers.values()), outcomes, scores)
 
@@ -161,9 +161,9 @@ def _answer_logprobs(bank: Bank, tokenizer: Tokenizer, task: Task, slots: list[s
     for start in range(0, len(rows), LOGPROB_ROWS):
         chunk = rows[start:start + LOGPROB_ROWS]
         values = bank.logprobs([slot for slot, _ in chunk], [sample for _, sample in chunk])  # (B, T_c), 0 on padding
-        lengths = torch.tensor([len(sample.completion_ids) for _, sample in chunk], dtype=torch.float64)
+        lengths = torch.tensor([len(sample.completion_ids) for _, sample in chunk], dtype=torch.float64, device="cpu")
         means += (values.double().sum(dim=1) / lengths).tolist()
-    return torch.tensor(means, dtype=torch.float64).reshape(len(slots), len(items))
+    return torch.tensor(means, dtype=torch.float64, device="cpu").reshape(len(slots), len(items))
 
 
 def exam_scores(exam: Exam, window: ExamWindow, proposers: list[str]) -> dict[str, dict[str, float]]:
@@ -184,7 +184,7 @@ def exam_scores(exam: Exam, window: ExamWindow, proposers: list[str]) -> dict[st
     scores: dict[str, dict[str, float]] = {"accuracy": dict(zip(exam.members, accuracy.tolist()))}
     if exam.logprob is not None:
         scores["logprob"] = dict(zip(exam.members, exam.logprob.mean(dim=1).tolist()))
-    dev = torch.tensor([source == DEV for source in exam.sources], dtype=torch.bool)
+    dev = torch.tensor([source == DEV for source in exam.sources], dtype=torch.bool, device="cpu")
     if bool(dev.any()):
         scores["dev"] = dict(zip(exam.members, solve_rates(exam.outcomes[:, dev]).tolist()))
     splits = separating(exam.outcomes)
@@ -192,7 +192,7 @@ def exam_scores(exam: Exam, window: ExamWindow, proposers: list[str]) -> dict[st
     for teacher in proposers:
         if teacher in exam.members:  # a single agent proposes for itself: no teacher score
             continue
-        mine = torch.tensor([source == teacher for source in exam.sources], dtype=torch.bool)
+        mine = torch.tensor([source == teacher for source in exam.sources], dtype=torch.bool, device="cpu")
         made = window.proposals(teacher)
         valid = sum(e["valid"] for e in window.entries if e["teacher"] == teacher)
         share = float(splits[mine].double().mean()) if bool(mine.any()) else 0.0

@@ -85,7 +85,7 @@ def solve_rates(outcomes: Tensor) -> Tensor:
     if outcomes.dim() != 2:
         raise ValueError(f"outcomes must be (members, problems), got shape {tuple(outcomes.shape)}")
     if outcomes.shape[1] == 0:
-        return torch.full((outcomes.shape[0],), math.nan, dtype=torch.float64)
+        return torch.full((outcomes.shape[0],), math.nan, dtype=torch.float64, device=outcomes.device)
     return outcomes.double().mean(dim=1)
 
 

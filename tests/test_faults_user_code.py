@@ -69,12 +69,17 @@ def user_ops(tmp_path, monkeypatch):
     """``faulty_user_ops``, importable from the current folder as a user's module is."""
     (tmp_path / f"{MODULE}.py").write_text(SOURCE)
     monkeypatch.syspath_prepend(str(tmp_path))
+    _forget_user_ops()  # a fresh import each test
+    yield
+    _forget_user_ops()  # and none left in the registry for other tests
+
+
+def _forget_user_ops() -> None:
+    """Drop ``faulty_user_ops`` from the imported modules and from the operator registry."""
     sys.modules.pop(MODULE, None)
-    for kind in ("selection", "crossover", "mutation"):  # a fresh import each test
+    for kind in ("selection", "crossover", "mutation"):
         for name in [n for n in REGISTRY.names(kind) if n.startswith(f"{MODULE}:")]:
             REGISTRY._specs[kind].pop(name)
-    yield
-    sys.modules.pop(MODULE, None)
 
 
 def adapter(rank: int = 2) -> dict:

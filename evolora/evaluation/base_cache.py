@@ -33,6 +33,7 @@ from evolora.model import cache_dir
 
 if TYPE_CHECKING:
     from evolora.bank import Bank
+    from evolora.hf_types import CausalLM, Tokenizer
 
 
 FORMAT = 2
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 def base_key(bank: Bank, task, items: list, prompts: list[list[int]], max_new_tokens: int, *,
-             tokenizer=None) -> str | None:
+             tokenizer: Tokenizer | None = None) -> str | None:
     """The cache key (64 hex digits) of the base's greedy answers to ``items``, or None when ``bank``
     holds no in-process model (Ray workers: nothing to name the weights by, so no cache).
 
@@ -80,7 +81,7 @@ def base_key(bank: Bank, task, items: list, prompts: list[list[int]], max_new_to
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=repr).encode()).hexdigest()
 
 
-def _weights_digest(model) -> str:
+def _weights_digest(model: CausalLM) -> str:
     """SHA-256 over every base tensor (LoRA factors left out): its name, shape, float64 sum and absolute
     sum, and its first 64 values, so a change anywhere in a tensor changes the digest."""
     digest = hashlib.sha256()
@@ -107,7 +108,7 @@ def _file_identity(name: str) -> list:
         return []
 
 
-def _tokenizer_identity(tokenizer) -> dict | None:
+def _tokenizer_identity(tokenizer: Tokenizer | None) -> dict | None:
     """Class, vocabulary digest, special tokens and chat template of ``tokenizer`` (None: None)."""
     if tokenizer is None:
         return None

@@ -145,7 +145,8 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: Causal
                                 overrides=overrides, allow_stale=allow_stale)
 
 
-def _evaluate_locked(run_dir: Path, record_dir: Path, *, limit, model, tokenizer, overrides, allow_stale) -> dict:
+def _evaluate_locked(run_dir: Path, record_dir: Path, *, limit, model: CausalLM | None, tokenizer: Tokenizer | None,
+                     overrides, allow_stale) -> dict:
     """The body of :func:`evaluate_run`, run while this process holds the locks of ``run_dir`` and ``record_dir``."""
     from evolora.evaluation import held_out_accuracy
 

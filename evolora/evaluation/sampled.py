@@ -127,7 +127,8 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
                                model=model, tokenizer=tokenizer, allow_stale=allow_stale, base=base)
 
 
-def _sampled_locked(run_dir, *, samples, ks, temperature, limit, seed, model, tokenizer, allow_stale, base) -> dict:
+def _sampled_locked(run_dir, *, samples, ks, temperature, limit, seed, model: CausalLM | None,
+                    tokenizer: Tokenizer | None, allow_stale, base) -> dict:
     """The body of :func:`sampled_pass_at_k`, run while this process holds the run directory's lock."""
     from evolora.evaluation.rerun import _check_run, load_members
 

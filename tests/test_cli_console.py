@@ -109,3 +109,13 @@ def test_plain_tqdm_bars_and_ray_workers_are_quieted_too():
     quiet_libraries(verbose=False)
     assert os.environ["TQDM_DISABLE"] == "1"  # transformers' GGUF conversion uses plain tqdm
     assert os.environ["EVOLORA_QUIET"] == "1"  # read by evolora.distributed.actor in each Ray worker
+
+
+def test_start_line_names_the_operators_with_their_resolved_parameters(tmp_path):
+    config = config_from_dict({"model": {"name": "tiny-random"}, "task": {"name": "arith"},
+                               "evolution": {"every": 2, "selection": {"name": "tournament", "params": {"k": 5}}}})
+    line = start_line(config, tmp_path, resume=False)
+    assert ("evolving every 2 steps by selection tournament(k=5, replace=True), crossover svd_merge(weights=equal, "
+            "temperature=1.0), mutation lowrank_gaussian(sigma=0.1) ->") in line  # noise_rank=None left out
+    off = config_from_dict({"model": {"name": "tiny-random"}, "evolution": {"enabled": False}})
+    assert ", no evolution ->" in start_line(off, tmp_path, resume=False)

@@ -21,7 +21,8 @@ console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 """The command line's console for progress, notes and errors (stderr; stdout carries results)."""
 
 def start_line(config: Config, out, *, resume: bool) -> str:
-    """One line: model (and whether it is converted first), task, population, steps, run directory."""
+    """One line: model (and whether it is converted first), task, population, steps, the outer loop's
+    operators (:func:`evolution_words`), run directory."""
     from evolora.model import needs_conversion
 
     players = ("1 single agent (proposes and solves)" if config.selfplay.mode == "single_agent"
@@ -39,7 +40,23 @@ def start_line(config: Config, out, *, resume: bool) -> str:
     where = (f", {config.run.workers} Ray worker{'s' * (config.run.workers > 1)}"
              f" ({config.run.ray_address or 'local cluster'})" if config.run.backend == "ray" else "")
     return (f"evolora: {verb} {players} on {model}{where}, task {config.task.name}, "
-            f"{config.run.steps} steps -> {out}")
+            f"{config.run.steps} steps, {evolution_words(config)} -> {out}")
+
+
+def evolution_words(config: Config) -> str:
+    """The outer loop in words: how often it runs and its selection, crossover and mutation with
+    their parameters as resolved (defaults filled in, None left out), or ``"no evolution"``."""
+    from evolora.operators import REGISTRY
+
+    if not (config.arm.evolve and config.evolution.enabled):
+        return "no evolution"
+    named = []
+    for kind in ("selection", "crossover", "mutation"):
+        choice = getattr(config.evolution, kind)
+        params = REGISTRY.validate(kind, choice.name, choice.params)
+        shown = ", ".join(f"{key}={value}" for key, value in params.items() if value is not None)
+        named.append(f"{kind} {choice.name}" + (f"({shown})" if shown else ""))
+    return f"evolving every {config.evolution.every} steps by " + ", ".join(named)
 
 
 def critic_table(critic_eval: dict):

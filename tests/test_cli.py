@@ -86,6 +86,7 @@ def test_operators_listing_names_every_kind():
     assert result.exit_code == 0
     for name in ("tournament", "svd_merge", "lowrank_gaussian", "pbt_truncation"):
         assert name in result.output
+    assert "`" not in result.output and "num independent times" in result.output  # no reST ``num``
 
 
 def test_toy_task_runs_every_phase_from_the_cli(tmp_path):

@@ -58,8 +58,16 @@ def operators(
     except ValueError as error:
         fail(str(error))
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(plain_text(cell) for cell in row))
     Console(width=160).print(table)
+
+
+def plain_text(docstring: str) -> str:
+    """A docstring's text for the terminal: reST inline literals and roles reduced to the bare name
+    (``num`` prints as num)."""
+    import re
+
+    return re.sub(r"(?::\w+:)?`{1,2}([^`]+)`{1,2}", r"\1", docstring)
 
 
 def _import_user_modules(modules: list[str]) -> None:

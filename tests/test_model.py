@@ -156,6 +156,9 @@ def test_embedded_converted_cache_is_enough_without_wheel(
     converted.mkdir(parents=True)
     (converted / "config.json").write_text("{}")
     (converted / "model.safetensors").write_bytes(b"")
+    from evolora.model.converted import write_manifest
+
+    write_manifest(converted, None)  # a converted entry proves what it holds (its manifest)
     check_model_available("smollm2")
     assert resolve_model("smollm2-135m-instruct") == converted
 

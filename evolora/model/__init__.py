@@ -26,7 +26,8 @@ import torch
 
 from evolora.model.device import resolve_device
 from evolora.versions import guard_versions
-from evolora.model.gguf import convert_gguf, is_converted
+from evolora.model.converted import entry_problem, source_identity
+from evolora.model.gguf import convert_gguf, is_converted, say
 from evolora.model.targets import check_rank, check_targets
 from evolora.model.tiny import tiny_model
 
@@ -56,7 +57,7 @@ TINY_MODEL_NAME = "tiny-random"
 """Name that :func:`load_base` answers with :func:`tiny_model` (seed 0)."""
 
 _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_CACHE_FORMAT = "v1"  # bump when the conversion recipe changes, so old caches are redone
+_CACHE_FORMAT = "v2"  # the directory layout; v2 holds a manifest (evolora.model.converted)
 
 
 class ModelNotFoundError(RuntimeError):
@@ -256,27 +257,33 @@ def resolve_model(name: str) -> Path | str:
 
     Returns:
         For an embedded name, the converted safetensors directory in the cache (converting it on
-        first use, ~20 s); for a local directory, its path; otherwise ``name`` unchanged.
+        first use, ~20 s); an entry that fails :func:`evolora.model.converted.entry_problem` (damaged,
+        truncated, altered, of another GGUF file, recipe or transformers version) is never used: one
+        line on stderr says why and it is converted again. For a local directory, its path;
+        otherwise ``name`` unchanged.
 
     Raises:
         ModelNotFoundError: the embedded wheel is not installed (message has the install
             command), or a local directory is missing / has no config.json.
+        OSError: the cache folder cannot be written.
     """
     key = _embedded_key(name)
     if key is not None:
         destination = _converted_dir(key)
-        if not is_converted(destination):
+        try:
+            source = source_identity(_gguf_path(key))
+        except ModelNotFoundError:
+            source = None  # no wheel: the entry is checked by its content alone
+        problem = entry_problem(destination, source)
+        if problem is not None:
+            if problem != "missing":
+                say(f"the converted model in {destination} is not used ({problem}); converting it again")
             convert_gguf(_gguf_path(key), destination)
         return destination
     local = _local_dir(name)
     if local is not None:
         return local
     return name
-
-
-# ---------------------------------------------------------------------------------------------
-# Conversion
-# ---------------------------------------------------------------------------------------------
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,8 +376,13 @@ def load_base(
     try:
         model = AutoModelForCausalLM.from_pretrained(source, dtype=_DTYPES[dtype])
         tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
-    except OSError as error:
-        if isinstance(source, Path):
+    except Exception as error:  # OSError, or safetensors' error on a file damaged after its check
+        if isinstance(source, Path) and _embedded_key(name) is not None:
+            raise ModelNotFoundError(
+                f"the converted model in {source} cannot be loaded ({type(error).__name__}: "
+                f"{(str(error).splitlines() or [''])[0][:160]}); clear it with: evolora cache --clear models, "
+                "then run again (it is converted again)") from error
+        if isinstance(source, Path) or not isinstance(error, OSError):
             raise
         raise ModelNotFoundError(
             f"Could not load {name!r}: it is not in the local Hugging Face cache and could not be "

@@ -1,4 +1,5 @@
-"""One-time conversion of a GGUF checkpoint into a safetensors directory (atomic, locked).
+"""One-time conversion of a GGUF checkpoint into a safetensors directory (atomic, locked, with a
+manifest that proves what it holds: :mod:`evolora.model.converted`).
 
 transformers dequantizes GGUF to fp32 on load but refuses to ``save_pretrained`` a model it
 still marks as quantized; clearing the quantizer state lets it save (the weights are plain
@@ -17,9 +18,20 @@ from pathlib import Path
 
 import torch
 
+from evolora.model.converted import entry_problem, source_identity, write_manifest
+
 
 def is_converted(directory: Path) -> bool:
-    return (directory / "config.json").is_file() and (directory / "model.safetensors").is_file()
+    """Whether ``directory`` holds a converted model whose manifest, key and file sizes match (a cheap
+    look: nothing is hashed; :func:`evolora.model.converted.entry_problem` with ``full=True`` hashes)."""
+    return entry_problem(directory, full=False) is None
+
+
+def say(text: str, **print_options) -> None:
+    """Print ``text`` on stderr (the conversion's one-line notes)."""
+    from rich.console import Console
+
+    Console(stderr=True, soft_wrap=True).print(text, highlight=False, **print_options)
 
 
 @contextlib.contextmanager
@@ -54,20 +66,25 @@ def _quiet_unless_verbose() -> Iterator[None]:
 def convert_gguf(gguf_file: Path, destination: Path) -> None:
     """Dequantize ``gguf_file`` to fp32 and save it with its tokenizer as safetensors.
 
-    Writes into a temporary sibling directory and renames it into place, so a crash never leaves
-    a half-written cache; a lock file makes a second concurrent first run wait and reuse it.
+    Writes into a temporary sibling directory, with the manifest of :mod:`evolora.model.converted`
+    (the GGUF file's identity, recipe, dtype, transformers version, each file's SHA-256), and renames
+    it into place, replacing an entry that does not pass :func:`~evolora.model.converted.entry_problem`;
+    a crash never leaves a half-written cache. A lock file makes a second concurrent first run wait
+    and reuse it.
+
+    Raises:
+        OSError: the cache folder cannot be written (nothing is left behind).
     """
-    from rich.console import Console
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils.quantization_config import GgufConfig
 
     destination.parent.mkdir(parents=True, exist_ok=True)
     with _file_lock(destination.parent / f".{destination.name}.lock"):
-        if is_converted(destination):  # another process finished while we waited
+        identity = source_identity(gguf_file)
+        if entry_problem(destination, identity) is None:  # another process finished while we waited
             return
-        console = Console(stderr=True, soft_wrap=True)
-        console.print(f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} "
-                      "(once, ~20 s) ...", end="", highlight=False)
+        say(f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} (once, ~20 s) ...",
+            end="")
         start = time.perf_counter()
         source, file_name = str(gguf_file.parent), gguf_file.name
         with _quiet_unless_verbose():  # transformers' per-tensor progress bar
@@ -90,10 +107,11 @@ def convert_gguf(gguf_file: Path, destination: Path) -> None:
         try:
             model.save_pretrained(temporary)
             tokenizer.save_pretrained(temporary)
-            if destination.exists():  # a stale, incomplete copy from an older layout
+            write_manifest(temporary, identity)
+            if destination.exists():  # a damaged entry, or one of another key
                 shutil.rmtree(destination)
             os.replace(temporary, destination)
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
-        console.print(f" done in {time.perf_counter() - start:.0f} s", highlight=False)
+        say(f" done in {time.perf_counter() - start:.0f} s")

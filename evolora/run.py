@@ -38,6 +38,7 @@ from evolora.config import Config, dump_config
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy, held_out_curve
+from evolora.evaluation.family import family_accuracy
 from evolora.event import evolution_event
 from evolora.exam import ExamWindow
 from evolora.fitness import final_fitness, fitness_dev_set, fitness_now, fittest
@@ -311,11 +312,12 @@ class Run:
         return True
 
     # -- the end ------------------------------------------------------------------------------
-    def evaluate(self, fitness: dict | None = None) -> dict[str, dict]:
+    def evaluate(self, fitness: dict | None = None) -> tuple[dict[str, dict], dict]:
         """Greedy held-out accuracy of the students (and the base model when configured), by
         :func:`evolora.evaluation.held_out_accuracy`; every answer goes to ``final/held_out.jsonl``.
         ``eval.members``: every student, or the fittest by ``fitness`` (a
-        :func:`evolora.fitness.fitness_record` of now; measured when not given)."""
+        :func:`evolora.fitness.fitness_record` of now; measured when not given). Returns (the results,
+        the same members' :func:`evolora.evaluation.family.family_accuracy` record: {} without one)."""
         solvers = self.population.players(self.arm.game)[1]
         if self.config.eval.members == "fittest" and self.config.eval.enabled and len(solvers) > 1:
             record = fitness or fitness_now(self, measure=self.config.evolution.fitness.needs_dev_set)
@@ -325,7 +327,10 @@ class Run:
         results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
                                        seed=self.config.run.seed,
                                        answers_path=self.out_dir / "final" / "held_out.jsonl")
-        return results
+        family = family_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
+                                 exclude=set(self.memory.answers),
+                                 answers_path=self.out_dir / "final" / "held_out_family.jsonl")
+        return results, family
 
     def evaluate_critics(self) -> dict:
         """The held-out critic evaluation (:func:`evolora.critic.evaluation.critic_evaluation`) of a run with
@@ -356,7 +361,7 @@ class Run:
     def finish(self, *, evaluate: bool = True) -> dict:
         """Evaluate, write every individual to ``final/<id>/`` as a PEFT adapter and ``final/summary.json``."""
         record = fitness_now(self, measure=True) if evaluate and self.config.eval.enabled else None
-        held_out = self.evaluate(record) if evaluate else {}
+        held_out, family = self.evaluate(record) if evaluate else ({}, {})
         final = self.out_dir / "final"
         for member in self.population.members:
             self.bank.save_adapter(member.slot, final / member.id)
@@ -381,6 +386,8 @@ class Run:
                    "diversity": self.diversity()}
         if fitness is not None:
             summary["fitness"] = fitness
+        if family:  # only a run with eval.family on a task that has a family set has the key
+            summary["held_out_family"] = family
         critic_eval = self.evaluate_critics() if evaluate else {}
         if critic_eval:  # only a run with critics has the key
             summary["critic_eval"] = critic_eval

@@ -133,6 +133,10 @@ class EvalConfig(_Section):
     tokenizer, engine, dtype, task and its grading settings, items, prompts, decoding and versions are
     the same and the entry matches its content hash (:mod:`evolora.evaluation.base_cache`); a damaged
     or mismatched entry is rebuilt with one line saying so. The summary says when the cache was used."""
+    family: Int = Field(default=0, ge=0)
+    """> 0: also this many items of the teachers' own problem family with numbers no teacher proposed
+    (tasks that have one: ``gsm`` with ``proposal: numbers`` or ``seeded``), the same members and the
+    base, reported beside the held-out set (:mod:`evolora.evaluation.family`); 0: none."""
     critic_limit: Int = Field(default=16, ge=0)
     """Held-out problems of the critic evaluation (runs with critics only; 0 disables it)."""
     critic_samples: Int = Field(default=4, ge=1)

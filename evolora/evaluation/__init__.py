@@ -134,7 +134,7 @@ def row_chunks(lengths: list[int], batch_size: int, max_new_tokens: int, budget:
 
 
 def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
-                      limit: int | None = None,
+                      limit: int | None = None, items: list[HeldOutItem] | None = None,
                       answers_path: str | Path | None = None) -> tuple[dict[str, dict], int]:
     """The one held-out evaluation of a run's members, used at a run's end and by
     :func:`evolora.evaluation.rerun.evaluate_run`.
@@ -147,6 +147,8 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
             batch_size, enabled).
         seed: the run seed (tasks that sample their held-out set use ``random.Random(seed)``).
         limit: problems per member; default ``eval_config.limit``.
+        items: evaluate these problems instead of ``task.held_out(limit, ...)`` (e.g. the family set of
+            :mod:`evolora.evaluation.family`); ``limit`` is then ignored.
         answers_path: when given, every greedy answer is written there (atomically) as JSON
             lines {"member", "item", "question", "answer", "group", "completion", "grade"}.
 
@@ -160,9 +162,9 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
         Empty when evaluation is disabled or the task has no held-out data.
     """
     limit = eval_config.limit if limit is None else limit
-    if not eval_config.enabled or limit == 0:
+    if not eval_config.enabled or (limit == 0 and items is None):
         return {}, 0
-    items = task.held_out(limit, random.Random(seed))
+    items = task.held_out(limit, random.Random(seed)) if items is None else items
     if not items:
         return {}, 0
     names = dict(members)

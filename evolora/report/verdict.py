@@ -78,8 +78,23 @@ def solve_rate_sentence(records: list[dict]) -> str:
 
 
 def run_verdict(summary: dict, records: list[dict]) -> dict:
-    """Intervals of every held-out accuracy, the in-run trends and the sentence (see the module doc)."""
-    held = {name: r for name, r in (summary.get("held_out") or {}).items() if r and r.get("total")}
+    """Intervals of every held-out accuracy, the in-run trends and the sentence (see the module doc);
+    with a family set (``summary["held_out_family"]``: :mod:`evolora.evaluation.family`), also
+    ``"family"``: its intervals, its sentence and what it measures, reported beside the main set."""
+    intervals, sentence = _compare_base(summary.get("held_out") or {}, summary.get("held_out_members"))
+    verdict = {"held_out": intervals, "trend": trends(records), "sentence": sentence,
+               "in_run": solve_rate_sentence(records)}
+    family = summary.get("held_out_family")
+    if family:
+        intervals, sentence = _compare_base(family["held_out"], summary.get("held_out_members"))
+        verdict["family"] = {"held_out": intervals, "source": family["source"], "excluded": family["excluded"],
+                             "sentence": f"On the teachers' problem family (numbers no teacher proposed): {sentence}"}
+    return verdict
+
+
+def _compare_base(results: dict, members_kind: str | None) -> tuple[dict, str]:
+    """({name: {"accuracy", "low", "high", "n"}}, the sentence on the best member against the base)."""
+    held = {name: r for name, r in results.items() if r and r.get("total")}
     intervals = {name: wilson(r["correct"], r["total"]) + (r["total"],) for name, r in held.items()}
     members = [name for name in held if name != "base"]
     sentence = "No held-out evaluation: nothing to compare with the base."
@@ -90,7 +105,7 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
         outside = low > 0 or high < 0
         if len(members) > 1:
             who = f"The best member ({best}, chosen on these problems, so the figure is optimistic)"
-        elif summary.get("held_out_members") == "fittest":
+        elif members_kind == "fittest":
             who = f"The fittest student ({best}, chosen by the run's fitness, not on these problems)"
         else:
             who = f"The member ({best})"
@@ -101,5 +116,4 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
         if held["base"].get("cached"):
             sentence += (" The base's answers were reused from evolora's cache (the same model, items, prompts"
                          " and decoding; --set eval.cache_base=false evaluates it again).")
-    return {"held_out": {name: dict(zip(("accuracy", "low", "high", "n"), v)) for name, v in intervals.items()},
-            "trend": trends(records), "sentence": sentence, "in_run": solve_rate_sentence(records)}
+    return {name: dict(zip(("accuracy", "low", "high", "n"), v)) for name, v in intervals.items()}, sentence

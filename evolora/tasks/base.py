@@ -199,6 +199,15 @@ class Task(ABC):
         Default None: the task has no dev set, and a validation fitness is refused before any model loads."""
         return None
 
+    family_source: str = "the teachers' problem family"
+    """What :meth:`family_held_out`'s items measure (recorded beside the results)."""
+
+    def family_held_out(self, limit: int, seed: int, exclude: set[str]) -> tuple[list[HeldOutItem], int] | None:
+        """Up to ``limit`` problems of the teachers' own family whose normalised text
+        (:func:`normalise_problem`) is not in ``exclude``, drawn with ``seed``, and the number of draws
+        skipped as excluded (``eval.family``: :mod:`evolora.evaluation.family`). Default None: no family set."""
+        return None
+
     def proposal_request(self, rng: random.Random) -> ProposalRequest:
         """One teacher rollout's request: prompt, forced start, shown examples and segments.
 

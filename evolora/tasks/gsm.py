@@ -21,6 +21,7 @@ from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.code_values import FENCE
 from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, gsm_dev_set, load_bundled_test, load_gsm8k
 from evolora.tasks.gsm_text import _drop_trailing_label, _PROBLEM_HEADER, format_proposal, program_answer
+from evolora.tasks.gsm_family import family_items
 from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
 from evolora.tasks.pooled import PooledVerifier
 from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
@@ -333,6 +334,17 @@ class GSMTask(PooledVerifier):
 
 
     dev_set = gsm_dev_set  # the validation-fitness dev set: the last problems of train_path, or None
+
+    family_source = ("the teachers' problem family: the seeds they vary, with their probabilities, on new "
+                     "numbers no teacher proposed in the run (in-distribution skill, not GSM8K transfer)")
+
+    def family_held_out(self, limit: int, seed: int, exclude: set[str]) -> tuple[list[HeldOutItem], int] | None:
+        """:func:`evolora.tasks.gsm_family.family_items` of the seeds this task's teachers vary; None
+        with ``proposal: free`` (no seeds, so no family)."""
+        if self._seeded is None:
+            return None
+        return family_items(self._seeded.seeds, self._seeded.simple, simple_fraction=self._seeded.simple_fraction,
+                            limit=limit, seed=seed, exclude=exclude)
 
 def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,
                   example_set, structured, problem_tokens, program_tokens, program_temperature, proposal, value_tokens,

@@ -49,7 +49,7 @@ _PLACEHOLDER = re.compile(r"\{([a-h])\}")
 _AFTER_FENCE = re.compile(r"```[^\n]*\n\s*Problem\s*:", re.IGNORECASE)
 
 
-def _fill(template: str, args: list[Fraction]) -> str:
+def fill_template(template: str, args: list[Fraction]) -> str:
     """``template`` with ``{a}``, ``{b}``, ... replaced by ``args`` in order of the names."""
     return _PLACEHOLDER.sub(lambda m: number_literal(args[PARAMS.index(m.group(1))]), template)
 
@@ -62,7 +62,7 @@ def _nearby(value: float, rng: random.Random) -> float:
     return rng.randint(max(1, int(value) // 2), max(2, 2 * int(value)))
 
 
-def _example_call(seed: Seed, rng: random.Random, tries: int = 20) -> list[float]:
+def example_call(seed: Seed, rng: random.Random, tries: int = 20) -> list[float]:
     """Numbers near the seed's (:func:`_nearby`) whose answer is whole and positive, as GSM8K's are
     (the first of ``tries`` draws that is; else the last draw): the prompt's example calls."""
     for _ in range(tries):
@@ -107,11 +107,11 @@ class SeededProposals:
         names = seed.function[len("def answer("):seed.function.index(")")]
         if self.mode == "numbers":  # the seed's numbers stay out of view: a 135M model copies them
             example = f"Problem: {seed.template()}\n```python\n{seed.function}\n```"
-            calls = [_example_call(seed, rng) for _ in range(2)]
+            calls = [example_call(seed, rng) for _ in range(2)]
             text = NUMBERS_INSTRUCTION.format(example=example, names=names, calls=" or ".join(
                 f"print(answer({', '.join(map(number_literal, c))}))" for c in calls))
             prefix = f"Problem: {seed.template()}\n```python\n{seed.function}\nprint(answer("
-            shown = tuple(_fill(seed.template(), [Fraction(str(v)) for v in c]) for c in calls)
+            shown = tuple(fill_template(seed.template(), [Fraction(str(v)) for v in c]) for c in calls)
             return ProposalRequest([{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}], prefix,
                                    examples=(seed.problem, *shown), segments=self.segments)
         else:
@@ -138,7 +138,7 @@ class SeededProposals:
             parts = split_program(program)
             if parts is not None and len(parts[1]) == len(set(_PLACEHOLDER.findall(problem))):
                 program, problem = f"{parts[0]}\nprint(answer({', '.join(map(number_literal, parts[1]))}))", \
-                    _fill(problem, parts[1])
+                    fill_template(problem, parts[1])
         else:
             after = _AFTER_FENCE.search(text, fence.start())
             problem = text[after.end():].strip() if after else ""

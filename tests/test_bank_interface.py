@@ -45,3 +45,12 @@ def test_every_bank_parameter_is_typed_with_the_interface():
                     if arg.arg == "bank" and (arg.annotation is None or "Bank" not in ast.unparse(arg.annotation)):
                         untyped.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not untyped, f"bank parameters without the Bank interface: {untyped}"
+
+
+def test_a_local_bank_leaks_no_future_warning(tiny):
+    """PEFT reads transformers' deprecated ``is_gradient_checkpointing``; a user of the API sees nothing."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        AdapterBank(tiny[0], ["s0", "s1"], rank=2, alpha=4, target_modules=("q_proj",))

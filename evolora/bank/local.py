@@ -11,6 +11,7 @@ takes over the slot of the individual it replaces).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,9 @@ class AdapterBank:
             r=rank, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=0.0, bias="none"
         )
         _check_rank(base, rank, target_modules)
-        self.model: PeftModel = get_peft_model(base, self.lora_config, adapter_name=slots[0])
+        with warnings.catch_warnings():  # PEFT reads transformers' deprecated is_gradient_checkpointing
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            self.model: PeftModel = get_peft_model(base, self.lora_config, adapter_name=slots[0])
         for slot in slots[1:]:
             self.model.add_adapter(slot, self.lora_config)
         self.slots = list(slots)
@@ -194,7 +197,7 @@ class AdapterBank:
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
         """Teacher-forced log-probs (B, T_c) float32 (nats) of each sample's completion under its
         adapter ``names[i]`` (or ``"__base__"``), no gradient, 0 on padding (T_c: the longest
-        completion): :func:`evolora.learner.routed_logprobs` (PopuLoRA arXiv 2605.16727 §2 step 5).
+        completion): :func:`evolora.generation.completion.routed_logprobs` (PopuLoRA arXiv 2605.16727 §2 step 5).
 
         Raises:
             ValueError: ``names`` and ``samples`` differ in length. KeyError: an unknown adapter.

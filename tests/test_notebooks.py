@@ -36,8 +36,22 @@ def test_the_sweep_notebook_writes_the_tutorials_operator():
     tutorial = re.search(r'```python title="my_ops.py"\n(.*?)^```', page, re.M | re.S).group(1)
     cells = [c.source for c in nbformat.read(ROOT / "notebooks" / "selection_sweep.ipynb", as_version=4).cells
              if c.cell_type == "code"]
-    assert "%%writefile my_ops.py\n" + tutorial.rstrip("\n") in cells
+    assert "%%writefile sweep_ops/my_ops.py\n" + tutorial.rstrip("\n") in cells
     assert any("my_ops:epsilon_greedy" in cell for cell in cells)
+
+
+def test_the_sweep_notebook_keeps_a_users_own_my_ops(tmp_path):
+    """Its operator cells, run in a folder that already holds a ``my_ops.py``, leave that file as it
+    was and import the notebook's own copy."""
+    notebook = nbformat.read(ROOT / "notebooks" / "selection_sweep.ipynb", as_version=4)
+    start = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and "sweep_ops" in c.source)
+    notebook.cells = notebook.cells[start:start + 3]  # the folder, the file, the call of epsilon_greedy
+    (tmp_path / "my_ops.py").write_text("raise ImportError('the user's own file was imported')\n")
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert (tmp_path / "my_ops.py").read_text().startswith("raise ImportError")
+    assert "epsilon_greedy" in (tmp_path / "sweep_ops" / "my_ops.py").read_text()
+    assert "tensor([" in notebook.cells[2].outputs[0]["data"]["text/plain"]
 
 
 @pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them

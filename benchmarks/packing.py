@@ -20,6 +20,7 @@ import argparse
 import random
 import statistics
 
+import evolora.generation.completion as scoring
 import evolora.learner as learner
 from _timing import interleaved_updates, update_bank
 from evolora.model import load_base
@@ -76,7 +77,7 @@ def _plan(bank, data, micro_batch) -> str:
     for chunk in learner.micro_batches(bank, rows, micro_batch):
         names, samples = learner._names_samples(chunk)
         checkpointed = learner._layout(bank, names, samples)[1]
-        parts.append(f"{len(chunk)}x{min(learner._decoder_tokens(bank, names, samples))}{'*' if checkpointed else ''}")
+        parts.append(f"{len(chunk)}x{min(scoring.decoder_tokens(bank, names, samples))}{'*' if checkpointed else ''}")
     return " ".join(parts)
 
 

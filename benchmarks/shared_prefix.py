@@ -1,6 +1,6 @@
 """Shared-prefix policy update vs one padded forward, measured side by side in one process.
 
-``evolora.learner.SHARE_PREFIXES`` prefills each distinct (adapter, prompt) of a micro-batch
+``evolora.generation.completion.SHARE_PREFIXES`` prefills each distinct (adapter, prompt) of a micro-batch
 once and runs its completions on the cache. This script builds an arith-shaped update: per
 student adapter, ``--groups`` GRPO groups of ``--group-size`` samples of one prompt
 (``--prompt-tokens``), plus per teacher adapter ``--teacher-samples`` samples with distinct,
@@ -18,6 +18,7 @@ import argparse
 import random
 import statistics
 
+import evolora.generation.completion as scoring
 import evolora.learner as learner
 from _timing import interleaved_updates, update_bank
 from evolora.model import load_base
@@ -63,7 +64,7 @@ def main() -> None:
     model, _ = load_base(args.model, num_threads=args.threads)
     bank = update_bank(model, ["T0", "T1", "S0", "S1"])
     data = _data(args, model.config.vocab_size)
-    times, cpu, norms = interleaved_updates(bank, data, lambda on: setattr(learner, "SHARE_PREFIXES", on),
+    times, cpu, norms = interleaved_updates(bank, data, lambda on: setattr(scoring, "SHARE_PREFIXES", on),
                                             repeats=args.repeats, micro_batch=args.micro_batch)
     rows = sum(len(samples) for samples in data.values())
     for share in (True, False):

@@ -32,7 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from evolora.advantages import compute_advantages
 from evolora.bank import LocalBank
 from evolora.config.types import Algorithm
-from evolora.generation.completion import body_and_head, completion_logprobs, distinct_prefixes, shared_prefix_logprobs
+from evolora.generation.completion import completion_logprobs, decoder_tokens, routed_logprobs, shared_prefix_logprobs
 from evolora.generation.routed import BASE, routed
 from evolora.model.device import model_device
 
@@ -196,7 +196,7 @@ def micro_batches(bank: LocalBank, rows: list[tuple[str, Sample, float]], micro_
     """The update's rows ((slot, sample, advantage)) in micro-batches of at most ``micro_batch`` rows.
 
     With :data:`PACK_TOKENS`: ordered by prompt (length, then ids: less padding) and packed one
-    (adapter, prompt) group at a time, a GRPO group whole when it fits (:data:`SHARE_PREFIXES`);
+    (adapter, prompt) group at a time, a GRPO group whole when it fits (:data:`evolora.generation.completion.SHARE_PREFIXES`);
     a micro-batch takes the next group only if it stays unchecked (:func:`_layout`: below
     :data:`CHECKPOINT_MIN_TOKENS` decoder tokens; checkpointing costs one more forward); a group
     that does not fit is split row by row, and a row checkpointed by itself runs alone. Without: runs of
@@ -225,7 +225,7 @@ def _fits(bank: LocalBank, chunk: list, micro_batch: int) -> bool:
 
 def _layout(bank: LocalBank, names: list[str], samples: list[Sample]) -> tuple[bool, bool]:
     """(shared-prefix path, decoder layers checkpointed) of one training micro-batch."""
-    padded, shared_tokens = _decoder_tokens(bank, names, samples)
+    padded, shared_tokens = decoder_tokens(bank, names, samples)
     shared = shared_tokens < padded and not (CHECKPOINT_LAYERS and shared_tokens >= CHECKPOINT_MIN_TOKENS)
     return shared, not shared and CHECKPOINT_LAYERS and padded >= CHECKPOINT_MIN_TOKENS
 
@@ -272,7 +272,7 @@ are ~78 MB per layer, 2.3 GB over 30 layers, against one extra forward per micro
 
 CHECKPOINT_MIN_TOKENS = 256
 """Checkpoint only micro-batches of at least this many decoder tokens (rows × longest row, or
-the shared-prefix count, see :data:`SHARE_PREFIXES`): below it the extra forward costs time
+the shared-prefix count, see :data:`evolora.generation.completion.SHARE_PREFIXES`): below it the extra forward costs time
 and saves little memory. At 1024 the gsm student micro-batches (4 × ~230 tokens) went
 unchecked and the default gsm run peaked at 3.2 GB instead of 2.7 GB; at 512 an unchecked
 micro-batch of SmolLM2-135M bf16 kept ~1.4 MB of activations per token (a 468-token teacher
@@ -318,38 +318,6 @@ def _set_trainable(params: dict[str, list[torch.nn.Parameter]], on: bool) -> Non
 
 def _no_grad_logps(bank: LocalBank, chunk, base: bool = False) -> torch.Tensor:
     return routed_logprobs(bank, [BASE if base else slot for slot, _, _ in chunk], [sample for _, sample, _ in chunk])
-
-
-@torch.no_grad()
-def routed_logprobs(bank: LocalBank, names: list[str], samples: list[Sample]) -> torch.Tensor:
-    """Log-probs (B, T_c) float32 of each sample's completion under its own adapter ``names[i]``
-    (or ``"__base__"``), without gradient; 0 on padding. Each distinct (adapter, prompt) is
-    prefilled once when that saves decoder tokens (:data:`SHARE_PREFIXES`), else one padded
-    forward; the values are the same either way (PopuLoRA arXiv 2605.16727 §2 step 5)."""
-    padded, shared_tokens = _decoder_tokens(bank, names, samples)
-    if shared_tokens < padded:
-        return shared_prefix_logprobs(bank, names, samples)[0]
-    with routed(bank, names):
-        return completion_logprobs(bank.model, samples)[0]
-
-
-SHARE_PREFIXES = True
-"""Prefill each distinct (adapter, prompt) of a micro-batch once and run its completions on
-the cache (:func:`evolora.generation.completion.shared_prefix_logprobs`) when that saves decoder tokens
-and the shared layout stays below :data:`CHECKPOINT_MIN_TOKENS` (it cannot be checkpointed):
-an arith student micro-batch, 8 × (47 + 24) = 568 padded tokens, checkpointed before, runs
-47 + 8 · 24 = 239 unchecked. Same values; only speed changes."""
-
-
-def _decoder_tokens(bank: LocalBank, names: list[str], samples: list[Sample]) -> tuple[int, int]:
-    """Decoder tokens of a micro-batch as one padded forward (B · (T_p + T_c)) and with shared
-    prefixes (U · T_p + B · T_c; the padded count when sharing is off or not possible)."""
-    prompt = max(len(s.prompt_ids) for s in samples)
-    completion = max(len(s.completion_ids) for s in samples)
-    padded = len(samples) * (prompt + completion)
-    if not SHARE_PREFIXES or body_and_head(bank.model)[0] is None:
-        return padded, padded
-    return padded, distinct_prefixes(names, samples) * prompt + len(samples) * completion
 
 
 def make_optimizer(params: list[torch.nn.Parameter], *, lr: float, weight_decay: float) -> torch.optim.Optimizer:

@@ -42,7 +42,7 @@ from evolora.evaluation.family import family_accuracy
 from evolora.event import evolution_event
 from evolora.exam import ExamWindow
 from evolora.fitness import final_fitness, fitness_dev_set, fitness_now, fittest
-from evolora.generation.engine import resolve_engine
+from evolora.generation.registry import resolve_engine
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League

@@ -7,7 +7,7 @@ the whole population, so no operator looks at it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -175,12 +175,6 @@ def better_worse(fitness: Sequence[float]) -> tuple[int, int]:
     best = max(range(len(values)), key=lambda i: (values[i], -i))
     worst = min(range(len(values)), key=lambda i: (values[i], i))
     return best, worst
-
-
-def iter_modules(adapter: Mapping[str, tuple[Tensor, Tensor]]) -> Iterator[tuple[str, Tensor, Tensor]]:
-    """Yield (name, A, B) in the adapter's order."""
-    for name, (a, b) in adapter.items():
-        yield name, a, b
 
 
 def map_modules(fn: Callable[..., tuple[Tensor, Tensor]], *adapters: Mapping[str, tuple[Tensor, Tensor]],

@@ -13,8 +13,8 @@ import torch
 from bank_helpers import random_bank
 from evolora.config import ConfigError, config_from_dict
 from evolora.generation.decode import choose_tokens, decode
-from evolora.generation.engine import (BATCH_SIZE, EagerEngine, Engine, GraphEngine, PeftEngine, make_engine,
-                                       resolve_engine)
+from evolora.generation.engine import BATCH_SIZE, EagerEngine, Engine, GraphEngine, PeftEngine, make_engine
+from evolora.generation.registry import resolve_engine
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE, routed
 from evolora.generation.types import Sampling, Segment

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import evolora.generation.completion as scoring
 import evolora.learner as learner
 from bank_helpers import random_bank
 from evolora.generation.completion import completion_logprobs, distinct_prefixes, shared_prefix_logprobs
@@ -82,7 +83,7 @@ def test_policy_update_with_shared_prefixes_equals_padded_update(monkeypatch):
     initial = random_bank(load_base("tiny-random")[0], ["A0", "A1"], target_modules=MODULES, b_std=0.3)
     start = {s: initial.get_factors(s) for s in initial.slots}
     for share in (True, False):
-        monkeypatch.setattr(learner, "SHARE_PREFIXES", share)
+        monkeypatch.setattr(scoring, "SHARE_PREFIXES", share)
         bank = random_bank(load_base("tiny-random")[0], ["A0", "A1"], target_modules=MODULES, b_std=0.3)
         # SGD: the step is lr · gradient (Adam's first step, ~lr · sign(g), would amplify fp32 noise)
         jobs = {s: (torch.optim.SGD(bank.parameters(s), lr=1.0), samples) for s in bank.slots}
@@ -102,8 +103,8 @@ def test_policy_update_with_shared_prefixes_equals_padded_update(monkeypatch):
 
 def test_distinct_prompts_do_not_take_the_shared_path(bank):
     samples = [Sample((5, 6, 7), (8, 9), 0.0, "g"), Sample((5, 6, 1), (8, 9), 0.0, "g")]
-    assert learner._decoder_tokens(bank, ["A0", "A0"], samples) == (10, 10)
-    assert learner._decoder_tokens(bank, ["A0", "A0"], [samples[0], samples[0]]) == (10, 7)
+    assert scoring.decoder_tokens(bank, ["A0", "A0"], samples) == (10, 10)
+    assert scoring.decoder_tokens(bank, ["A0", "A0"], [samples[0], samples[0]]) == (10, 7)
 
 
 def test_shared_prefix_refuses_mismatched_names(bank):
@@ -122,7 +123,7 @@ def test_a_group_micro_batch_runs_shared_and_unchecked(monkeypatch):
     samples = [Sample((5, 6, 7, 8, 9), (10 + i, 11, 2), float(i % 2), "g") for i in range(8)]
     norms = {}
     for share in (True, False):
-        monkeypatch.setattr(learner, "SHARE_PREFIXES", share)
+        monkeypatch.setattr(scoring, "SHARE_PREFIXES", share)
         bank = random_bank(load_base("tiny-random")[0], ["A0"], target_modules=MODULES, b_std=0.3)
         checkpointing = []
         monkeypatch.setattr(learner, "_checkpointed_layers",
@@ -148,11 +149,11 @@ def test_micro_batches_close_before_the_checkpoint_threshold(bank, monkeypatch):
     rows = _rows(samples, names)
     chunks = learner.micro_batches(bank, rows, 4)
     assert sorted(id(r) for c in chunks for r in c) == sorted(id(r) for r in rows)
-    costs = [min(learner._decoder_tokens(bank, *learner._names_samples(c))) for c in chunks]
+    costs = [min(scoring.decoder_tokens(bank, *learner._names_samples(c))) for c in chunks]
     assert all(len(c) <= 4 for c in chunks)
     for chunk, cost in zip(chunks, costs):
         if cost >= 20:  # checkpointed: only when its first row alone is already that size
-            assert min(learner._decoder_tokens(bank, *learner._names_samples(chunk[:1]))) >= 20
+            assert min(scoring.decoder_tokens(bank, *learner._names_samples(chunk[:1]))) >= 20
     group = [sum((slot, s.prompt_ids) == ("A0", (5, 6, 7, 8, 9)) for slot, s, _ in c) for c in chunks]
     assert sorted(group)[-1] == 4  # the GRPO group that fits stays in one micro-batch (one shared prefill)
     assert [len(c) for c, cost in zip(chunks, costs) if cost >= 20] == [1, 1]  # the two long rows, each alone

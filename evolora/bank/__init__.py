@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from evolora.generation.types import RoutedBank
+
 if TYPE_CHECKING:
     import torch
 
@@ -82,20 +84,10 @@ BANK_METHODS: tuple[str, ...] = tuple(name for name in vars(Bank) if not name.st
 
 
 @runtime_checkable
-class LocalBank(Bank, Protocol):
+class LocalBank(Bank, RoutedBank, Protocol):
     """A bank whose adapters sit in this process on ``model`` (:class:`evolora.bank.local.AdapterBank`):
-    what the routed engine, the learner's forward passes and the DEAP genomes reach into."""
-
-    model: Any
-    """The frozen base model (a ``transformers`` causal LM) the adapters are attached to."""
-    slots: list[str]
-    """The bank's slot names, in routing order."""
-    rank: int
-    """LoRA rank r of every slot."""
-    alpha: float
-    """LoRA alpha; ΔW = (alpha / rank) · B A."""
-    layers: Any
-    """The adapted linear layers, {module name: layer} in the model's order."""
+    what the routed engine, the learner's forward passes and the DEAP genomes reach into
+    (``model``, ``slots``, ``rank``, ``alpha``, ``layers``: :class:`evolora.generation.types.RoutedBank`)."""
 
     def parameters(self, slot: str) -> list:
         """The slot's trainable fp32 factor tensors (A and B of every module)."""

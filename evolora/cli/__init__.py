@@ -157,7 +157,7 @@ def _check_device(config: Config) -> None:
     """Exit 2 with one line, before anything is written or loaded, when ``model.device`` names a GPU
     torch does not see here, or ``generation.engine: graph`` finds none (in process; each Ray
     worker resolves its own device)."""
-    from evolora.generation.engine import resolve_engine
+    from evolora.generation.registry import resolve_engine
     from evolora.model.device import resolve_device
 
     if config.run.backend == "local":

@@ -4,49 +4,45 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (the rollouts)."""
 
 from __future__ import annotations
 
-import importlib.util
-from typing import Literal
+from pydantic import field_validator
 
 from evolora.config.types import _Section
-
-GRAPH_MODULE = "evolora.generation.graph"
-"""The module of the graph engine's decoder (:class:`evolora.generation.engine.GraphEngine`)."""
+from evolora.generation.registry import AUTO, check_graph, engine_spec
 
 LEGACY_ROUTING = {"routed": "eager", "peft": "peft"}
 """``selfplay.routing`` of configs written before ``generation.engine`` -> the engine it named."""
 
 
 class GenerationConfig(_Section):
-    engine: Literal["auto", "eager", "graph", "peft"] = "auto"
-    """The engine of every rollout (:mod:`evolora.generation.engine`): ``eager`` (routed LoRA in an
+    engine: str = AUTO
+    """The engine of every rollout (:mod:`evolora.generation.engine`), a name of the engine registry
+    (:mod:`evolora.generation.registry`; ``evolora engines`` lists them): ``eager`` (routed LoRA in an
     eager decode loop: every row through its own adapter in one pass), ``graph`` (the same with a
     static KV cache and a captured CUDA-graph decode step; CUDA only), ``peft`` (``transformers``'
-    ``generate`` with PEFT's ``adapter_names``, the reference); ``auto``: graph on CUDA, else eager."""
+    ``generate`` with PEFT's ``adapter_names``, the reference), a user's own as ``package.module:Class``
+    (imported when the config loads); ``auto``: graph on CUDA, else eager."""
 
-
-def graph_installed() -> bool:
-    """Whether :data:`GRAPH_MODULE` (the graph engine's decoder) is importable."""
-    return importlib.util.find_spec(GRAPH_MODULE) is not None
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value != AUTO:
+            engine_spec(value)  # an unknown name, or a class that does not import, is refused here
+        return value
 
 
 def check_engine(generation: GenerationConfig, device: str) -> None:
-    """Refuse ``generation.engine: graph`` where it cannot run, before any model loads.
+    """Refuse ``generation.engine: graph`` where it cannot run, before any model loads
+    (:func:`evolora.generation.registry.check_graph`).
 
     Args:
         generation: the section; device: ``model.device`` as written (``auto``, ``cpu``, ``cuda[:N]``).
 
     Raises:
-        ValueError: ``graph`` with ``model.device: cpu``, or without :data:`GRAPH_MODULE` installed
-            (whether torch sees a GPU is checked with the device, before the model loads).
+        ValueError: ``graph`` with ``model.device: cpu`` (whether torch sees a GPU is checked with
+            the device, before the model loads).
     """
-    if generation.engine != "graph":
-        return
-    if device == "cpu":
-        raise ValueError("generation.engine=graph needs a CUDA device, but model.device=cpu; "
-                         "set generation.engine=auto or eager")
-    if not graph_installed():
-        raise ValueError(f"generation.engine=graph needs {GRAPH_MODULE}, which this install lacks; "
-                         "set generation.engine=auto or eager")
+    if generation.engine == "graph":
+        check_graph(None if device == "auto" else device)
 
 
 def migrate_routing(data: dict) -> dict:

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 import torch.nn.functional as F
 
-from evolora.bank import LocalBank
+from evolora.generation.types import RoutedBank
 from evolora.generation.logprobs import token_logprobs
 from evolora.generation.routed import routed
 from evolora.model.device import model_device
+from evolora.model.prepack import head_linear
 
 if TYPE_CHECKING:
     from evolora.hf_types import CausalLM
@@ -66,7 +67,7 @@ def completion_logprobs(model: CausalLM, samples: Sequence, *, entropy: bool = F
     return _scored(hidden, head, completion_ids, completion_attention, mask, entropy)
 
 
-def shared_prefix_logprobs(bank: LocalBank, names: Sequence[str], samples: Sequence, *, entropy: bool = False,
+def shared_prefix_logprobs(bank: RoutedBank, names: Sequence[str], samples: Sequence, *, entropy: bool = False,
                            train: bool = False):
     """:func:`completion_logprobs` of routed rows, each distinct (adapter, prompt) prefilled once.
 
@@ -119,6 +120,39 @@ def shared_prefix_logprobs(bank: LocalBank, names: Sequence[str], samples: Seque
     return _scored(hidden, head, completion_ids, completion_attention, mask, entropy)
 
 
+@torch.no_grad()
+def routed_logprobs(bank: RoutedBank, names: list[str], samples: Sequence) -> torch.Tensor:
+    """Log-probs (B, T_c) float32 (nats) of each sample's completion under its own adapter ``names[i]``
+    (or ``"__base__"``), without gradient; 0 on padding. Each distinct (adapter, prompt) is
+    prefilled once when that saves decoder tokens (:data:`SHARE_PREFIXES`), else one padded
+    forward; the values are the same either way (PopuLoRA arXiv 2605.16727 §2 step 5).
+    What every shipped engine's ``logprobs`` returns, and the no-gradient half of the update."""
+    padded, shared_tokens = decoder_tokens(bank, names, samples)
+    if shared_tokens < padded:
+        return shared_prefix_logprobs(bank, names, samples)[0]
+    with routed(bank, names):
+        return completion_logprobs(bank.model, samples)[0]
+
+
+SHARE_PREFIXES = True
+"""Prefill each distinct (adapter, prompt) of a micro-batch once and run its completions on
+the cache (:func:`shared_prefix_logprobs`) when that saves decoder tokens (the learner also keeps
+the shared layout below :data:`evolora.learner.CHECKPOINT_MIN_TOKENS`: it cannot be checkpointed):
+an arith student micro-batch, 8 × (47 + 24) = 568 padded tokens, checkpointed before, runs
+47 + 8 · 24 = 239 unchecked. Same values; only speed changes."""
+
+
+def decoder_tokens(bank: RoutedBank, names: Sequence[str], samples: Sequence) -> tuple[int, int]:
+    """Decoder tokens of a micro-batch as one padded forward (B · (T_p + T_c)) and with shared
+    prefixes (U · T_p + B · T_c; the padded count when sharing is off or not possible)."""
+    prompt = max(len(s.prompt_ids) for s in samples)
+    completion = max(len(s.completion_ids) for s in samples)
+    padded = len(samples) * (prompt + completion)
+    if not SHARE_PREFIXES or body_and_head(bank.model)[0] is None:
+        return padded, padded
+    return padded, distinct_prefixes(names, samples) * prompt + len(samples) * completion
+
+
 def distinct_prefixes(names: Sequence[str], samples: Sequence) -> int:
     """How many distinct (adapter, prompt) pairs the rows hold (U ≤ B)."""
     return len({(name, tuple(s.prompt_ids)) for name, s in zip(names, samples)})
@@ -164,7 +198,7 @@ def _right_padded(samples: Sequence, device) -> tuple[torch.Tensor, torch.Tensor
 def _scored(hidden, head, targets, attention, mask, entropy: bool):
     """Scatter the LM-head log-probs (and entropies) of the non-padding positions into (B, T_c)."""
     valid = attention.bool()
-    logp_flat, entropy_flat = token_logprobs(hidden[valid], head.weight, targets[valid])
+    logp_flat, entropy_flat = token_logprobs(hidden[valid], head.weight, targets[valid], linear=head_linear(head))
     logp = torch.zeros(valid.shape, dtype=torch.float32, device=valid.device).index_put((valid,), logp_flat)
     if entropy:
         return logp, mask, torch.zeros(valid.shape, dtype=torch.float32,

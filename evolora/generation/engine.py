@@ -22,7 +22,7 @@ peft      ``transformers``' ``generate`` with PEFT's ``adapter_names`` (the slow
 
 ``auto`` is ``graph`` on CUDA for the model types its step computes (llama, mistral, qwen2,
 qwen3) and ``eager`` elsewhere. Every engine scores log-probs with the routed teacher-forced forward
-(:func:`evolora.learner.routed_logprobs`), the same computation the policy update uses.
+(:func:`evolora.generation.completion.routed_logprobs`), the same computation the policy update uses.
 This module imports no task: the types it speaks are in :mod:`evolora.generation.types`.
 Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-5 (rollouts, then the update that scores them).
 """
@@ -30,11 +30,12 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-5 (rollouts, then the update tha
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
-from evolora.config.generation import GRAPH_MODULE, graph_installed
+from evolora.generation.completion import routed_logprobs
+from evolora.generation.registry import check_graph, engine_spec, resolve_engine
 from evolora.generation.rollout import generate as generate_rows
 from evolora.generation.rollout import min_new_tokens
 from evolora.generation.segments import generate_segments
@@ -43,11 +44,8 @@ from evolora.generation.types import Completion, RolloutStats, Sampling, Segment
 from evolora.model.device import model_device
 
 if TYPE_CHECKING:
-    from evolora.bank import LocalBank
+    from evolora.generation.types import RoutedBank
     from evolora.hf_types import CausalLM, Tokenizer
-
-EngineName = Literal["auto", "eager", "graph", "peft"]
-"""The values of ``generation.engine``."""
 
 BATCH_SIZE = {"cpu": 16, "cuda": 256}
 """Rows per decode batch when the config leaves it to the engine (None), by device type: on a CPU a
@@ -86,7 +84,7 @@ class EagerEngine:
 
     name = "eager"
 
-    def __init__(self, bank: LocalBank):
+    def __init__(self, bank: RoutedBank):
         self.bank = bank
         self.batch_size = BATCH_SIZE.get(model_device(bank.model).type, BATCH_SIZE["cpu"])
 
@@ -94,7 +92,7 @@ class EagerEngine:
         """The :data:`evolora.generation.rollout.BatchDecode` of a batch (None: the routed one)."""
         return None
 
-    def _router(self) -> LocalBank | None:
+    def _router(self) -> RoutedBank | None:
         """The bank that routes the rows (None: PEFT routes them)."""
         return self.bank
 
@@ -137,9 +135,7 @@ class EagerEngine:
     @torch.no_grad()
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
         """(B, T_c) float32 log-probs (nats) of each sample's completion under ``names[i]``, 0 on
-        padding: :func:`evolora.learner.routed_logprobs`."""
-        from evolora.learner import routed_logprobs  # the learner imports the generation modules
-
+        padding: :func:`evolora.generation.completion.routed_logprobs`."""
         return routed_logprobs(self.bank, list(names), list(samples))
 
     def refresh(self, slots: list[str]) -> None:
@@ -154,7 +150,7 @@ class PeftEngine(EagerEngine):
 
     name = "peft"
 
-    def _router(self) -> LocalBank | None:
+    def _router(self) -> RoutedBank | None:
         return None
 
 
@@ -172,12 +168,13 @@ class GraphEngine(EagerEngine):
             :func:`evolora.generation.decode.decode`) and ``refresh(slots)``; None: ``GraphDecoder``.
 
     Raises:
-        RuntimeError: no decoder given and :mod:`evolora.generation.graph` is not installed.
+        ValueError: no decoder given and the model is not on a CUDA device or of a type the step
+            computes (:func:`evolora.generation.registry.check_graph`).
     """
 
     name = "graph"
 
-    def __init__(self, bank: LocalBank, decoder: Callable | None = None):
+    def __init__(self, bank: RoutedBank, decoder: Callable | None = None):
         super().__init__(bank)
         if decoder is None:
             check_graph(model_device(bank.model), model_type(bank.model))
@@ -201,7 +198,7 @@ class GraphEngine(EagerEngine):
         return self._decode_batch
 
     def _decode_batch(self, model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *,
-                      bank: LocalBank | None, max_new_tokens, eos_ids, stop, generator, greedy, temperature,
+                      bank: RoutedBank | None, max_new_tokens, eos_ids, stop, generator, greedy, temperature,
                       top_p) -> torch.Tensor:
         """(B, t) new tokens of one batch from the graph decoder."""
         return self.decoder.decode(
@@ -216,67 +213,17 @@ class GraphEngine(EagerEngine):
             self.decoder.refresh(list(slots))
 
 
-ENGINES: dict[str, Callable[..., Engine]] = {"eager": EagerEngine, "graph": GraphEngine, "peft": PeftEngine}
-"""``generation.engine`` name -> engine class, called with the bank."""
-
-
 def model_type(model: CausalLM) -> str:
     """``config.model_type`` of a causal LM (PEFT-wrapped or not), e.g. ``"llama"``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return base.config.model_type
 
 
-def check_graph(device: torch.device | str, model_type: str | None = None) -> None:
-    """Refuse the graph engine where it cannot run.
-
-    Args:
-        device: the model's device; model_type: its ``config.model_type`` (None: not known yet).
-
-    Raises:
-        ValueError: ``device`` is not a CUDA device, :mod:`evolora.generation.graph` is not installed,
-            or the graph step does not compute ``model_type``'s layers
-            (:data:`evolora.generation.static_step.SUPPORTED`); the message says which engine to use.
-    """
-    if torch.device(device).type != "cuda":
-        raise ValueError(f"generation.engine=graph needs a CUDA device (the model is on {device}); "
-                         "set generation.engine=auto or eager")
-    if not graph_installed():
-        raise ValueError(f"generation.engine=graph needs {GRAPH_MODULE}, which this install lacks; "
-                         "set generation.engine=auto or eager")
-    from evolora.generation.static_step import SUPPORTED
-
-    if model_type is not None and model_type not in SUPPORTED:
-        raise ValueError(f"generation.engine=graph computes {', '.join(SUPPORTED)} decoder layers, not "
-                         f"{model_type!r}; set generation.engine=auto or eager")
-
-
-def resolve_engine(name: str, device: torch.device | str, model_type: str | None = None) -> str:
-    """The engine ``name`` stands for on ``device`` for a model of ``model_type`` (None: not known yet):
-    ``auto`` is ``graph`` where :func:`check_graph` lets it run, else ``eager``; other names are
-    returned as given.
-
-    Raises:
-        ValueError: an unknown name (the message lists :data:`ENGINES`), or ``graph`` where it cannot
-            run (:func:`check_graph`).
-    """
-    if name == "auto":
-        try:
-            check_graph(device, model_type)
-        except ValueError:
-            return "eager"
-        return "graph"
-    if name not in ENGINES:
-        raise ValueError(f"unknown generation.engine {name!r}; use auto or one of {sorted(ENGINES)}")
-    if name == "graph":
-        check_graph(device, model_type)
-    return name
-
-
-def make_engine(name: str, bank: LocalBank) -> Engine:
+def make_engine(name: str, bank: RoutedBank) -> Engine:
     """The engine ``name`` (``generation.engine``; ``auto`` resolved on the bank model's device and
     type) for ``bank``.
 
     Raises:
         ValueError: an unknown name, or ``graph`` where it cannot run (:func:`check_graph`).
     """
-    return ENGINES[resolve_engine(name, model_device(bank.model), model_type(bank.model))](bank)
+    return engine_spec(resolve_engine(name, model_device(bank.model), model_type(bank.model))).load()(bank)

@@ -48,7 +48,7 @@ from evolora.generation.static_cache import StaticBuffers, step
 from evolora.generation.static_step import StaticWeights
 
 if TYPE_CHECKING:
-    from evolora.bank import LocalBank
+    from evolora.generation.types import RoutedBank
 
 BUCKETS = (1, 2, 4, 8, 16, 32) + tuple(range(64, 513, 32))
 """Batch sizes with a captured step: a batch runs in the smallest bucket that holds its rows."""
@@ -85,7 +85,7 @@ class GraphDecoder:
         ValueError: an unsupported model type, or ``check_every < 1``.
     """
 
-    def __init__(self, bank: LocalBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
+    def __init__(self, bank: RoutedBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
                  compile: bool = False) -> None:
         if check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")

@@ -20,13 +20,13 @@ from typing import Sequence
 
 import torch
 
-from evolora.bank import LocalBank
+from evolora.generation.types import RoutedBank
 from evolora.generation.completion import completion_logprobs
 from evolora.generation.routed import routed
 
 
 @torch.no_grad()
-def path_logprobs(bank: LocalBank, names: list[str], samples: Sequence, *, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def path_logprobs(bank: RoutedBank, names: list[str], samples: Sequence, *, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (B, T_c) float32 of each completion under adapter ``names[i]`` and its mask (B, T_c) bool.
 
     ``train=False``: the inference path (what rollouts and ``old`` log-probs use); ``train=True``:
@@ -40,7 +40,7 @@ def path_logprobs(bank: LocalBank, names: list[str], samples: Sequence, *, train
     return logp.float(), mask.bool()
 
 
-def path_gap(bank: LocalBank, names: list[str], samples: Sequence) -> torch.Tensor:
+def path_gap(bank: RoutedBank, names: list[str], samples: Sequence) -> torch.Tensor:
     """|log π_inference − log π_train| per completion token (1-D, nats), padding dropped.
 
     Raises:

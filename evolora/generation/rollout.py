@@ -19,7 +19,7 @@ import torch
 from jinja2.exceptions import TemplateError
 from transformers import StoppingCriteriaList
 
-from evolora.bank import LocalBank
+from evolora.generation.types import RoutedBank
 from evolora.generation import heap
 from evolora.generation.decode import choose_tokens, decode
 from evolora.generation.routed import routed
@@ -92,7 +92,7 @@ def generate(
     top_p: float = 1.0,
     batch_size: int = 16,
     stats: RolloutStats | None = None,
-    bank: LocalBank | None = None,
+    bank: RoutedBank | None = None,
     stop: tuple[Stop, ...] = (),
     keep_stop: bool = True,
     generator: torch.Generator | None = None,
@@ -156,7 +156,7 @@ def generate(
     return results  # type: ignore[return-value]
 
 
-def check_routing(model: CausalLM, bank: LocalBank) -> None:
+def check_routing(model: CausalLM, bank: RoutedBank) -> None:
     """Refuse a ``bank`` that does not hold ``model``: with a bank, rows are routed through the bank's
     adapters, so a different ``model`` would be silently ignored.
 
@@ -193,7 +193,7 @@ def min_new_tokens(model: CausalLM) -> int:
     return getattr(getattr(model, "generation_config", None), "min_new_tokens", None) or 0
 
 
-def _decode_routed(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: LocalBank,
+def _decode_routed(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: RoutedBank,
                    max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
     """(B, t) new tokens of one batch: routed LoRA through the preallocated-cache engine."""
     return decode(
@@ -204,7 +204,7 @@ def _decode_routed(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, 
     )
 
 
-def _decode_peft(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: LocalBank,
+def _decode_peft(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: RoutedBank,
                  max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
     """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
     width = input_ids.shape[1]

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import torch
-from evolora.bank import LocalBank
+from evolora.generation.types import RoutedBank
 from evolora.model.device import model_device
 
 LORA_COMPUTE_DTYPE: torch.dtype | None = None
@@ -54,7 +54,7 @@ SHARED_INPUT = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 Llama-style blocks. Only a speed hint: a sibling whose input is another tensor computes its own."""
 
 
-def route_index(bank: LocalBank, names: list[str]) -> torch.Tensor:
+def route_index(bank: RoutedBank, names: list[str]) -> torch.Tensor:
     """Row → slot index (−1 for ``"__base__"``). Shapes: returns (N,) long, on the bank's model's device.
 
     Raises:
@@ -72,7 +72,7 @@ def route_index(bank: LocalBank, names: list[str]) -> torch.Tensor:
 
 
 @contextmanager
-def routed(bank: LocalBank, names: list[str], *, train: bool = False) -> Iterator[None]:
+def routed(bank: RoutedBank, names: list[str], *, train: bool = False) -> Iterator[None]:
     """Inside this context, a forward of ``bank.model`` routes row i through adapter ``names[i]``.
 
     Args:

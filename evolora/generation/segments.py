@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from evolora.bank import LocalBank
+from evolora.generation.types import RoutedBank
 from evolora.generation import heap
 from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.rollout import (BatchDecode, Completion, RolloutStats, check_routing, completion_of, generate,
@@ -41,7 +41,7 @@ def generate_segments(
     model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str],
     segments: tuple[Segment, ...], *,
     max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 16,
-    stats: RolloutStats | None = None, bank: LocalBank | None = None, generator: torch.Generator | None = None,
+    stats: RolloutStats | None = None, bank: RoutedBank | None = None, generator: torch.Generator | None = None,
     decode: BatchDecode | None = None,
 ) -> list[Completion]:
     """Generate every row through the same sequence of segments.
@@ -120,7 +120,7 @@ def generate_segments(
 
 
 def _routed_batch(model: CausalLM, tokenizer: Tokenizer, prompts, adapters, segments, *, max_new_tokens, temperature,
-                  top_p, stats, bank: LocalBank, generator) -> list[Completion]:
+                  top_p, stats, bank: RoutedBank, generator) -> list[Completion]:
     """One batch of rows through every segment in one :class:`evolora.generation.decode.Decoder`."""
     began = time.perf_counter()
     eos_ids = end_of_turn_ids(model, tokenizer)

@@ -20,7 +20,8 @@ reading weights, and the stacked factors are read once per step either way. Like
 path (:mod:`evolora.generation.routed`), the delta is computed in the factors' dtype (fp32) and
 rounded once into the base output.
 
-Supported: ``llama``, ``mistral``, ``qwen2`` (q/k/v biases), ``qwen3`` (q/k norms) decoder layers.
+Supported (:data:`evolora.generation.registry.SUPPORTED`): ``llama``, ``mistral``, ``qwen2`` (q/k/v biases),
+``qwen3`` (q/k norms) decoder layers.
 Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (rollouts); Punica (arXiv 2310.18547) for the
 multi-LoRA batching.
 """
@@ -33,11 +34,10 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-if TYPE_CHECKING:
-    from evolora.bank import LocalBank
+from evolora.generation.registry import check_graph
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
-"""``config.model_type`` values whose decoder layer :func:`decode_step` computes."""
+if TYPE_CHECKING:
+    from evolora.generation.types import RoutedBank
 
 SIBLINGS = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("self_attn", ("o_proj",)),
             ("mlp", ("gate_proj", "up_proj")), ("mlp", ("down_proj",)))
@@ -57,7 +57,7 @@ class _Group:
     factors ``a`` (d_in, P·G·r) and ``b`` (P·G·r, d_out) (or None when no sibling is adapted),
     and the output split sizes."""
 
-    def __init__(self, modules: list, names: list[str], bank: LocalBank, slots: int) -> None:
+    def __init__(self, modules: list, names: list[str], bank: RoutedBank, slots: int) -> None:
         linears = [_base_linear(m) for m in modules]
         self.weight = torch.cat([lin.weight.detach() for lin in linears]) if len(linears) > 1 else linears[0].weight.detach()
         biases = [lin.bias for lin in linears]
@@ -84,7 +84,7 @@ class _Group:
             self.b = self.b.new_zeros(self.b.shape[0], len(order))
 
     @torch.no_grad()
-    def refresh(self, bank: LocalBank, slot_indices: list[int]) -> None:
+    def refresh(self, bank: RoutedBank, slot_indices: list[int]) -> None:
         """Copy the factors of bank slots ``slot_indices`` into ``a`` and ``b`` in place."""
         if self.a is None:
             return
@@ -139,15 +139,14 @@ class StaticWeights:
     not for layers with q/k norms); None: on CUDA only.
 
     Raises:
-        ValueError: the model's ``model_type`` is not in :data:`SUPPORTED`.
+        ValueError: the model's ``model_type`` is not one the step computes
+            (:data:`evolora.generation.registry.SUPPORTED`, :func:`~evolora.generation.registry.check_graph`).
     """
 
-    def __init__(self, bank: LocalBank, *, swapped_copy: bool | None = None) -> None:
+    def __init__(self, bank: RoutedBank, *, swapped_copy: bool | None = None) -> None:
         base = bank.model.get_base_model() if hasattr(bank.model, "get_base_model") else bank.model
         config = base.config
-        if config.model_type not in SUPPORTED:
-            raise ValueError(f"the graph engine computes {', '.join(SUPPORTED)} decoder layers, not "
-                             f"{config.model_type!r}; use generation.engine=eager for this model")
+        check_graph(model_type=config.model_type)
         self.bank, self.base = bank, base
         self.embed = base.model.embed_tokens
         self.norm = base.model.norm

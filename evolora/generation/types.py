@@ -1,9 +1,10 @@
 """Engine-neutral types of generation: what a rollout asks for and what it gives back.
 
 :class:`Segment` (one part of a structured rollout), :class:`Sampling` (how tokens are chosen and
-where a row stops), :class:`Completion` (one generated row) and :class:`RolloutStats`. Every
-engine (:mod:`evolora.generation.engine`) takes and returns these; this module imports nothing
-else of evolora, so engines and tasks share it without importing each other.
+where a row stops), :class:`Completion` (one generated row), :class:`RolloutStats`, and
+:class:`RoutedBank` (what generation reads of an in-process adapter bank). Every engine
+(:mod:`evolora.generation.engine`) takes and returns these; this module imports nothing else of
+evolora, so engines, banks and tasks share it without importing each other.
 Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3 (the rollouts of teachers and students).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 
 Stop = str | re.Pattern[str]
@@ -114,3 +116,24 @@ class RolloutStats:
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@runtime_checkable
+class RoutedBank(Protocol):
+    """What generation reads of a bank whose adapters sit in this process on one model
+    (:class:`evolora.bank.local.AdapterBank` is one; :class:`evolora.bank.LocalBank` extends this).
+
+    Factors per adapted layer and slot: A ``layer.lora_A[slot].weight`` (r, d_in), B
+    ``layer.lora_B[slot].weight`` (d_out, r); ΔW = (alpha / r) · B A.
+    """
+
+    model: Any
+    """The frozen base model (a ``transformers`` causal LM, PEFT-wrapped) the adapters are attached to."""
+    slots: list[str]
+    """The slot names, in routing order (slot index i is ``slots[i]``)."""
+    rank: int
+    """LoRA rank r of every slot."""
+    alpha: float
+    """LoRA alpha; ΔW = (alpha / rank) · B A."""
+    layers: Any
+    """The adapted linear layers (PEFT ``LoraLayer``), {module name: layer} in the model's order."""

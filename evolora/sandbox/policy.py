@@ -24,19 +24,6 @@ ALLOWED_MODULES = frozenset({
 })
 """Top-level modules a program may import: pure computation, no I/O, no clock, no RNG."""
 
-BANNED_MODULES = frozenset({
-    "os", "sys", "subprocess", "socket", "shutil", "threading", "_thread", "multiprocessing",
-    "concurrent", "ctypes", "cffi", "importlib", "imp", "builtins", "random", "secrets",
-    "time", "signal", "pathlib", "io", "pickle", "marshal", "shelve", "inspect", "gc",
-    "resource", "asyncio", "urllib", "http", "requests", "ftplib", "smtplib", "telnetlib",
-    "tempfile", "glob", "fileinput", "pty", "tty", "fcntl", "mmap", "select", "selectors",
-    "code", "codeop", "runpy", "pdb", "trace", "traceback", "types", "weakref", "atexit",
-    "faulthandler", "sysconfig", "site", "platform", "uuid", "webbrowser", "zipfile",
-    "tarfile", "sqlite3", "dbm", "logging", "warnings", "codecs", "posix", "nt", "pwd",
-    "grp", "numpy", "torch",
-})
-"""Modules named in error messages as banned (anything not in ALLOWED_MODULES is refused)."""
-
 BANNED_NAMES = frozenset({
     "__import__", "eval", "exec", "compile", "open", "input", "globals", "locals", "vars",
     "getattr", "setattr", "delattr", "hasattr", "breakpoint", "exit", "quit", "help",

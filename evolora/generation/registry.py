@@ -1,0 +1,161 @@
+"""The engines ``generation.engine`` may name, and where the graph engine runs.
+
+Kept free of model code (torch only), so a config is checked with it before anything loads.
+An engine is registered under a name, as operators are (:mod:`evolora.operators.registry`):
+
+* the engines that ship (``eager``, ``graph``, ``peft``), registered by their ``module:Class`` path
+  and imported on first use;
+* a user's own, with :func:`register_engine` on import, or named in YAML as
+  ``generation.engine: my_pkg.engines:MyEngine`` (imported when the config loads);
+* ``auto``: ``graph`` where :func:`check_graph` lets it run, else ``eager`` (:func:`resolve_engine`).
+
+An engine class is called once per bank as ``cls(model, tokenizer, bank)`` and keeps
+:class:`evolora.generation.engine.Engine`'s contract (``generate``, ``logprobs``, ``refresh``,
+``name``, ``batch_size``); ``evolora engines`` lists the registered ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
+"""``config.model_type`` values whose decoder layer the graph engine's step computes
+(:func:`evolora.generation.static_step.decode_step`)."""
+
+AUTO = "auto"
+"""The engine name that picks ``graph`` where it runs, else ``eager``."""
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One registered engine: its ``name``, the ``target`` it is imported from (``module:Class``),
+    a one-line ``doc`` and ``where`` it runs."""
+
+    name: str
+    target: str
+    doc: str
+    where: str = "any device"
+
+    def load(self) -> Callable:
+        """The engine class (imported on first use).
+
+        Raises:
+            ValueError: the module cannot be imported, lacks the attribute, or it is not callable.
+        """
+        module_name, sep, attr = self.target.partition(":")
+        if not sep or not module_name or not attr:
+            raise ValueError(f"generation.engine {self.target!r} is not of the form 'package.module:Class'")
+        try:
+            found = importlib.import_module(module_name)
+        except ImportError as error:
+            raise ValueError(f"generation.engine {self.name!r}: cannot import module {module_name!r}: {error}; "
+                             "put the folder that holds it on the import path (e.g. PYTHONPATH=.)") from None
+        for part in attr.split("."):
+            if not hasattr(found, part):
+                raise ValueError(f"generation.engine {self.name!r}: module {module_name!r} has no attribute {attr!r}")
+            found = getattr(found, part)
+        if not callable(found):
+            raise ValueError(f"generation.engine {self.name!r}: {self.target!r} is not a class or callable")
+        return found
+
+
+ENGINES: dict[str, EngineSpec] = {}
+"""Registered engines by name (the shipped ones, then a user's)."""
+
+
+def register_engine(name: str, target: str | None = None, *, doc: str = "",
+                    where: str = "any device") -> Callable[[type], type]:
+    """Register an engine class under ``name``; as a decorator, ``@register_engine("mine")`` on the
+    class (``target`` from its module and name, ``doc`` from its docstring's first line).
+
+    Raises:
+        ValueError: ``name`` is empty, ``auto``, contains ``:`` or is already registered.
+    """
+    if not name or name == AUTO or ":" in name:
+        raise ValueError(f"an engine name must be non-empty, not {AUTO!r}, and hold no ':', got {name!r}")
+    if name in ENGINES:
+        raise ValueError(f"engine {name!r} is already registered ({ENGINES[name].target}); pick another name")
+
+    def add(cls: type) -> type:
+        summary = doc or ((cls.__doc__ or "").strip().splitlines() or [""])[0]
+        ENGINES[name] = EngineSpec(name, f"{cls.__module__}:{cls.__qualname__}", summary, where)
+        return cls
+
+    if target is not None:
+        ENGINES[name] = EngineSpec(name, target, doc, where)
+        return lambda cls: cls
+    return add
+
+
+register_engine("eager", "evolora.generation.engine:EagerEngine", where="any device",
+                doc="routed LoRA in the preallocated-cache decode loop: the CPU engine and the reference")
+register_engine("graph", "evolora.generation.engine:GraphEngine", where=f"CUDA; {', '.join(SUPPORTED)}",
+                doc="static KV cache and one captured CUDA-graph decode step per batch-size bucket")
+register_engine("peft", "evolora.generation.engine:PeftEngine", where="any device",
+                doc="transformers' generate with PEFT's adapter_names: the slow, independent reference")
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The spec of a registered ``name``, or of ``module:Class`` (registered under that string on
+    first use, its class imported then). ``auto`` is resolved first (:func:`resolve_engine`).
+
+    Raises:
+        ValueError: an unknown name (the message lists the registered ones) or a target that does
+            not import.
+    """
+    if name in ENGINES:
+        return ENGINES[name]
+    if ":" not in name:
+        raise ValueError(f"unknown generation.engine {name!r}; use {AUTO}, one of {sorted(ENGINES)}, "
+                         "or 'package.module:Class' for your own")
+    spec = EngineSpec(name, name, "")
+    cls = spec.load()
+    spec = EngineSpec(name, name, ((cls.__doc__ or "").strip().splitlines() or [""])[0])
+    ENGINES[name] = spec
+    return spec
+
+
+def check_graph(device: torch.device | str | None = None, model_type: str | None = None) -> None:
+    """Refuse the graph engine where it cannot run: the one place that says where it runs.
+
+    Args:
+        device: the model's device (None: not known yet, e.g. ``model.device: auto``).
+        model_type: the model's ``config.model_type`` (None: not known yet).
+
+    Raises:
+        ValueError: ``device`` is not a CUDA device, or the graph step does not compute
+            ``model_type``'s layers (:data:`SUPPORTED`); the message says which engine to use.
+    """
+    if device is not None and torch.device(device).type != "cuda":
+        raise ValueError(f"generation.engine=graph needs a CUDA device (the model is on {device}); "
+                         f"set generation.engine={AUTO} or eager")
+    if model_type is not None and model_type not in SUPPORTED:
+        raise ValueError(f"generation.engine=graph computes {', '.join(SUPPORTED)} decoder layers, not "
+                         f"{model_type!r}; set generation.engine={AUTO} or eager")
+
+
+def resolve_engine(name: str, device: torch.device | str | None = None, model_type: str | None = None) -> str:
+    """The registered name ``name`` stands for on ``device`` for a model of ``model_type`` (None: not
+    known yet): ``auto`` is ``graph`` where :func:`check_graph` lets it run (a known CUDA device),
+    else ``eager``; other names are checked (:func:`engine_spec`) and returned as given.
+
+    Raises:
+        ValueError: an unknown name or a target that does not import, or ``graph`` where it cannot
+            run (:func:`check_graph`).
+    """
+    if name == AUTO:
+        if device is None:
+            return "eager"
+        try:
+            check_graph(device, model_type)
+        except ValueError:
+            return "eager"
+        return "graph"
+    engine_spec(name)
+    if name == "graph":
+        check_graph(device, model_type)
+    return name

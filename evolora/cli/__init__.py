@@ -23,7 +23,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, disk_failure, fail, result_console, warn
+from evolora.cli.display import console, fail, os_failure, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.reports import _study_tables, compare, report
 from evolora.cli.tools import init, operators, sandbox
@@ -140,11 +140,18 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
                 return None
             resume = True
         return _run_locked(config, out, resume=resume, evaluate=evaluate, verbose=verbose)
-    except OSError as error:
-        disk_failure(error, "the last checkpoint is intact: make room, then continue with: "
-                            f"evolora evolve --resume {out}", writing=out)
+    except OSError as error:  # ENOSPC, EDQUOT, EFBIG, EACCES, EROFS, EIO: one line with advice that fits
+        os_failure(error, _what_is_intact(out), f"continue with: evolora evolve --resume {out}", writing=out)
     finally:
         lock.__exit__(None, None, None)
+
+
+def _what_is_intact(out: Path) -> str:
+    """What a run interrupted by an OS error still holds: its last checkpoint, or nothing half-written."""
+    from evolora.run_dir import newest_checkpoint_step
+
+    step = newest_checkpoint_step(out)
+    return f"the checkpoint of step {step} is intact" if step is not None else "nothing half-written is left"
 
 
 def _short_name(name: str) -> str:

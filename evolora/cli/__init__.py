@@ -10,6 +10,7 @@
     evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
     evolora compare RUN_A RUN_B [...] [--out DIR]
     evolora study CONFIG [--seeds 0,1,2] [--arms population,single_agent] [--out DIR] [--set ...]
+    evolora cache [--clear] [--kind models|held_out]                     # evolora's caches: show, clear
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import typer
 from rich.table import Table
 
 from evolora.cli.display import console, fail, os_failure, result_console, warn
+from evolora.cli.cache import cache_command
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.reports import _study_tables, compare, report
 from evolora.cli.tools import init, operators, sandbox
@@ -358,6 +360,7 @@ def study(
 
 app.command()(report)  # registered after study: --help lists commands in this order
 app.command()(compare)
+app.command("cache")(cache_command)
 
 
 def main() -> None:  # pragma: no cover - console entry

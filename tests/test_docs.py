@@ -20,13 +20,24 @@ gen_notebooks = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gen_notebooks)
 
 
-@pytest.mark.slow
-def test_the_site_builds_strictly(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "docs" / "hooks" / "mkdocs_hooks.py")
+mkdocs_hooks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mkdocs_hooks)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as ``mkdocs build --strict`` writes it (one build for the tests of this module)."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
-    site = tmp_path / "site"
+    return out
+
+
+@pytest.mark.slow
+def test_the_site_builds_strictly(site):
+    assert (site / "reference" / "config" / "index.html").is_file()
     leaks = {page.relative_to(site).as_posix(): found for page in sorted(site.rglob("*.html"))
              if (found := markup_leaks(page.read_text(encoding="utf-8")))}
     assert not leaks, leaks
@@ -38,6 +49,68 @@ def test_the_site_builds_strictly(tmp_path):
     assert "<code>'tournament'</code>" in config and "<code>'svd_merge'</code>" in config
     assert re.search(r"<script[^>]+src=\"(https?:)?//", "".join(p.read_text() for p in site.rglob("*.html"))) is None
     assert "evolora " + __import__("evolora").__version__ in (site / "index.html").read_text(encoding="utf-8")
+    assert concepts.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">') >= 10
+    assert [tab.strip() for tab in re.findall(r'class="md-tabs__link">([^<]+)<', (site / "index.html").read_text())] == [
+        "Learn", "Guides", "Concepts", "Reference", "Results"]
+
+
+REMOTE = re.compile(r"""(?:src|href)=["'](?:https?:)?//[^"']*["'][^>]*>|import\(["']https?:|url\(["']?(?:https?:)?//"""
+                    r"""|api\.github\.com|data-md-component=["']source["']""")
+"""What makes a browser fetch from outside the site: a script, image, style sheet, frame or icon by URL
+(links the reader clicks, ``<a href>``, are fine), a module import or CSS url() from elsewhere, and
+material's repository widget, whose script asks api.github.com for stars and forks."""
+
+
+def remote_requests(page_html: str) -> list[str]:
+    """The :data:`REMOTE` requests ``page_html`` would make when opened (its ``<a>`` links and the
+    canonical address, which nothing fetches, left out)."""
+    without_links = re.sub(r"""(<a\b[^>]*?)\shref=["'][^"']*["']|<link rel="canonical"[^>]*>""", r"\1", page_html)
+    return REMOTE.findall(without_links)
+
+
+def test_remote_requests_finds_scripts_styles_imports_and_the_repository_widget():
+    assert remote_requests('<a href="https://github.com/x/y" class="md-source">repo</a><img src="assets/a.png">') == []
+    found = remote_requests('<script src="https://cdn.x/a.js"></script><link rel="stylesheet" href="//fonts.y/css">'
+                            '<a href="https://github.com/x/y" data-md-component="source">x</a>'
+                            '<script>await import("https://cdnjs.cloudflare.com/m.mjs")</script>')
+    assert len(found) == 4, found
+
+
+@pytest.mark.slow
+def test_the_site_loads_nothing_from_outside(site):
+    """Every page opened offline makes no request: no CDN script, no web font, no GitHub API call."""
+    pages = {page.relative_to(site).as_posix(): remote_requests(page.read_text(encoding="utf-8"))
+             for page in site.rglob("*.html")}
+    assert len(pages) > 30 and not {page: found for page, found in pages.items() if found}
+    styles = "".join(sheet.read_text(encoding="utf-8") for sheet in site.rglob("*.css"))
+    assert not re.search(r"url\(['\"]?(https?:)?//|@import\s+['\"]?(url\()?['\"]?(https?:)?//", styles)
+
+
+def test_the_config_reference_breaks_keys_only_at_dots():
+    built = mkdocs_hooks.break_keys_at_dots('<table>\n<tr>\n<td><code>selfplay.teacher_max_new_tokens</code></td>'
+                                            "<td><code>int ≥ 1</code></td></tr></table>")
+    assert built == ('<table class="config-keys">\n<tr>\n<td><code>selfplay.<wbr>teacher_max_new_tokens</code></td>'
+                     "<td><code>int ≥ 1</code></td></tr></table>")
+    css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
+    rule = re.search(r"table\.config-keys td:first-child code[^{]*\{([^}]*)\}", css)
+    assert rule and "word-break: keep-all" in rule[1] and "overflow-wrap: normal" in rule[1]
+
+
+@pytest.mark.slow
+def test_no_config_key_wraps_mid_word(site):
+    page = (site / "reference" / "config" / "index.html").read_text(encoding="utf-8")
+    keys = re.findall(r"<tr>\s*<td><code>([^<]*(?:<wbr>[^<]*)*)</code>", page)
+    assert len(keys) > 150 and page.count('<table class="config-keys">') >= 5
+    dotted = [key for key in keys if "." in key.replace("<wbr>", "")]
+    assert len(dotted) > 100 and all(key.count("<wbr>") == key.count(".") for key in dotted)
+    assert all(re.fullmatch(r"(?:[^.<]*\.<wbr>)*[^.<]*", key) for key in keys)  # a break only after a dot
+
+
+def test_the_notebook_page_drops_its_cdn_scripts():
+    page = ('<script src=""> </script><p>x</p><script type="module">\n  const m = (await import('
+            '"https://cdnjs.cloudflare.com/ajax/libs/mermaid/11.10.0/mermaid.esm.min.mjs")).default;\n</script>'
+            '<script type="module">local()</script>')
+    assert mkdocs_hooks.REMOTE_SCRIPTS.sub("", page) == '<p>x</p><script type="module">local()</script>'
 
 
 LEAKS = (r"\[", r"\(", "PydanticUndefined", ":func:", ":class:", ":meth:", "\\|")

@@ -1,4 +1,5 @@
-"""MkDocs hooks of the site: math as MathML at build time, and the package version in the footer.
+"""MkDocs hooks of the site: math as MathML at build time, config keys that break only at dots, a
+notebook page that loads nothing from outside the site, and the package version in the footer.
 
 Math: ``pymdownx.arithmatex`` (generic mode) marks ``$$...$$`` and ``$...$`` as
 ``<div class="arithmatex">\\[...\\]</div>`` / ``<span class="arithmatex">\\(...\\)</span>``; this hook
@@ -36,8 +37,35 @@ def to_mathml(page_html: str) -> str:
     return MATH.sub(replace, page_html)
 
 
-def on_page_content(html: str, **kwargs) -> str:
-    return to_mathml(html)
+CONFIG_PAGE = "reference/config.md"
+KEY_CELL = re.compile(r"(<tr>\s*<td>)<code>([^<]*)</code>")
+
+
+def break_keys_at_dots(page_html: str) -> str:
+    """The configuration reference's tables get the class ``config-keys`` (stylesheets/extra.css:
+    no break inside a word), and each row's key a ``<wbr>`` after every dot, its only break points."""
+    page_html = page_html.replace("<table>", '<table class="config-keys">')
+    return KEY_CELL.sub(lambda m: m.group(1) + "<code>" + m.group(2).replace(".", ".<wbr>") + "</code>", page_html)
+
+
+REMOTE_SCRIPTS = re.compile(r'<script src="">\s*</script>|<script type="module">(?:(?!</script>).)*?'
+                            r'https://cdnjs\.cloudflare\.com(?:(?!</script>).)*</script>', flags=re.DOTALL)
+"""mkdocs-jupyter's empty MathJax loader and its Mermaid loader (an import from a CDN when a notebook
+has a diagram; ours have none): the site's pages load nothing from outside it."""
+
+
+def on_page_content(html: str, page, **kwargs) -> str:
+    html = to_mathml(html)
+    if page.file.src_uri == CONFIG_PAGE:
+        html = break_keys_at_dots(html)
+    return html
+
+
+def on_post_page(output: str, page, **kwargs) -> str:
+    """A notebook page without the scripts of :data:`REMOTE_SCRIPTS`."""
+    if page.file.src_uri.endswith(".ipynb"):
+        output = REMOTE_SCRIPTS.sub("", output)
+    return output
 
 
 def on_config(config, **kwargs):

@@ -187,7 +187,10 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     began = time.perf_counter()
     quiet_libraries(verbose)
     console.print(start_line(config, out, resume=resume), highlight=False)
-    run = _open_run(config, out, resume=resume)
+    try:
+        run = _open_run(config, out, resume=resume)
+    except UserCodeError as error:  # a user's engine (or task) that fails while it is built
+        _user_code_failure(error, out, verbose=verbose)
     try:
         loggers, summary = open_loggers(config.run.loggers, out, start_step=run.step), None  # jsonl, tensorboard, wandb
     except LoggerError as error:

@@ -41,7 +41,8 @@ class EngineSpec:
     where: str = "any device"
 
     def load(self) -> Callable:
-        """The engine class (imported on first use).
+        """The engine class (imported on first use); a user's own is wrapped by
+        :func:`evolora.generation.user_engine.guard_engine`, so it fails with its name.
 
         Raises:
             ValueError: the module cannot be imported, lacks the attribute, or it is not callable.
@@ -60,7 +61,9 @@ class EngineSpec:
             found = getattr(found, part)
         if not callable(found):
             raise ValueError(f"generation.engine {self.name!r}: {self.target!r} is not a class or callable")
-        return found
+        from evolora.generation.user_engine import guard_engine, is_users
+
+        return guard_engine(found, self.name) if is_users(found) else found  # a user's fails with its name
 
 
 ENGINES: dict[str, EngineSpec] = {}

@@ -233,3 +233,16 @@ def test_the_readme_stays_short_and_keeps_its_two_commands():
     assert install + ".venv/bin/python -m pytest -q" in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert "pytest -q" in ci
+
+
+def test_the_readme_and_the_performance_page_agree_on_the_gsm_job():
+    """The README's time and memory of its main job are the performance page's latest figures, rounded."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    first, later = map(int, re.search(r"about (\d+) minutes the first time and (\d+) after", readme).groups())
+    memory = float(re.search(r"peak memory ([\d.]+) GiB", readme)[1])
+    (row,) = [line for line in (ROOT / "docs" / "performance.md").read_text().splitlines()
+              if line.startswith("| How long and how much memory does the README's gsm job take?")]
+    assert first == int(re.search(r"\*\*about (\d+) min\*\* the first time", row)[1])
+    minutes, seconds = map(int, re.search(r"\*\*(\d+) min (\d+) s\*\* on a later run", row).groups())
+    assert later == round(minutes + seconds / 60)
+    assert memory == round(float(re.search(r"peak RSS \*\*([\d.]+) GiB\*\*", row)[1]), 1)

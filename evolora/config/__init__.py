@@ -70,7 +70,8 @@ class LoRAConfig(_Section):
 
 class TaskConfig(_Section):
     name: str = "gsm"
-    """A registered task name (see ``evolora.tasks``)."""
+    """A registered task name (see ``evolora.tasks``), or ``package.module:factory`` for a task of your own
+    (a Task subclass, or a function returning a Task; it fails with its name: ``evolora.tasks.user_task``)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the task's constructor (e.g. ``eval_path``, ``train_path``)."""
 
@@ -258,9 +259,11 @@ def _check_operators(config: Config) -> None:
 def _check_task(config: Config) -> None:
     from evolora.tasks import TASKS, check_task
 
+    from evolora.user_code import UserCodeError
+
     try:
         check_task(config.task.name, config.task.params)
-    except (ValueError, TypeError, FileNotFoundError) as error:
+    except (ValueError, TypeError, FileNotFoundError, UserCodeError) as error:
         raise ConfigError(f"invalid config:\n  task: {error}") from None
     if config.selfplay.guidance != "none" and not getattr(TASKS[config.task.name], "reference_solutions", False):
         raise ConfigError(f"invalid config:\n  selfplay.guidance: task {config.task.name!r} writes no reference "

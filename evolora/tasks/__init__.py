@@ -27,13 +27,20 @@ def register_task(name: str, factory: Callable[..., Task]) -> None:
 
 
 def make_task(name: str, **params) -> Task:
-    """Build a registered task, checking parameter names before constructing it.
+    """Build a registered task, or a user's own named ``package.module:factory`` (imported and
+    registered under that name on first use, and guarded: :mod:`evolora.tasks.user_task`), checking
+    parameter names before constructing it.
 
     Raises:
-        ValueError: unknown task name, or a parameter the task does not accept (the
-            message lists the accepted ones).
+        ValueError: unknown task name, a ``module:factory`` that does not import, or a parameter the
+            task does not accept (the message lists the accepted ones).
         TypeError: the factory did not return a :class:`evolora.tasks.base.Task`.
+        evolora.user_code.UserCodeError: a user's ``module:factory`` raised or returned no Task.
     """
+    if name not in TASKS and ":" in name:
+        from evolora.tasks.user_task import load_factory
+
+        register_task(name, load_factory(name))
     task = _construct(name, params)
     if not isinstance(task, Task):
         raise TypeError(f"task {name!r}: its factory returned {type(task).__name__}, not a Task; subclass "
@@ -43,12 +50,13 @@ def make_task(name: str, **params) -> Task:
 
 def _construct(name: str, params: dict):
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
+        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}, "
+                         "or 'package.module:factory' for your own")
     factory = TASKS[name]
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):
-        return factory(**params)
+        return _call(factory, name, params)
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
     accepted = [n for n, p in signature.parameters.items()
                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -56,6 +64,16 @@ def _construct(name: str, params: dict):
     if unknown and not accepts_any:
         raise ValueError(f"task {name!r} does not accept parameter(s) {unknown}; "
                          f"accepted: {accepted}")
+    return _call(factory, name, params)
+
+
+def _call(factory, name: str, params: dict):
+    """``factory(**params)``; a user's ``module:factory`` through :func:`evolora.tasks.user_task.build_task`
+    (an exception or a result that is no Task names it, and the task's methods are guarded)."""
+    if ":" in name:
+        from evolora.tasks.user_task import build_task
+
+        return build_task(factory, name, params)
     return factory(**params)
 
 

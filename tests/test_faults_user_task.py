@@ -135,3 +135,20 @@ def test_the_cli_names_a_failing_task_and_the_run_resumes_once_it_is_fixed(user_
     resumed = runner.invoke(app, ["evolve", "--resume", str(out), "--no-eval"])
     assert resumed.exit_code == 0, resumed.output
     assert [r["step"] for r in read_jsonl(out / "metrics.jsonl")] == [1, 2]
+
+
+def test_evaluate_names_a_failing_task_and_keeps_the_run(user_tasks, tmp_path, single_thread):
+    import faulty_user_tasks
+    from run_helpers import tree_digest
+
+    out = tmp_path / "run"
+    faulty_user_tasks.MODE["flaky"] = "ok"
+    finished = runner.invoke(app, run_args(out, f"{MODULE}:Flaky")[:-1])  # with its held-out evaluation
+    assert finished.exit_code == 0, finished.output
+    faulty_user_tasks.MODE["flaky"] = "raise"
+    before = tree_digest(out)
+    result = runner.invoke(app, ["evaluate", str(out), "--limit", "1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert len(error_lines(result.output)) <= 3
+    assert f"task.name '{MODULE}:Flaky' grade raised RuntimeError" in " ".join(result.output.split())
+    assert tree_digest(out) == before

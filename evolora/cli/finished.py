@@ -41,7 +41,9 @@ def evaluate_command(
     from evolora.quiet import quiet_libraries
     from evolora.evaluation.rerun import evaluate_run
     from evolora.evaluation.sampled import check_options, sampled_pass_at_k
+    from evolora.model import ModelNotFoundError
     from evolora.run_dir import RunDirLocked, check_out
+    from evolora.user_code import UserCodeError
     from evolora.versions import guard_versions
 
     ks = _ks(k)
@@ -62,8 +64,10 @@ def evaluate_command(
         else:
             step = _announce(run_dir, stale_ok)
             held_out = evaluate_run(run_dir, limit=limit, overrides=overrides, out=out, allow_stale=stale_ok)
-    except (FileNotFoundError, ValueError, ConfigError, RunDirLocked) as error:
+    except (FileNotFoundError, ValueError, ConfigError, RunDirLocked, ModelNotFoundError) as error:
         fail(str(error))
+    except UserCodeError as error:  # the run's own task or engine, named in its config
+        fail(f"{error}\nthe run's summary and answers are as they were: fix it and run again")
     except OSError as error:
         os_failure(error, "the run's summary and answers are as they were", writing=run_dir)
     if samples:

@@ -59,7 +59,10 @@ def strip_lora(weights) -> None:
     """Remove every sibling group's stacked factors from a ``StaticWeights``: its step has no LoRA kernels."""
     for _, _, groups in weights.layers:
         for group in groups:
-            group.a = group.b = None
+            if hasattr(group, "lora"):  # the factors held by a stacked-LoRA object
+                group.lora = None
+            else:
+                group.a = group.b = None
 
 
 def replay_ms(w, names: str, batch: int, replays: int, rounds: int,

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from evolora.generation.kernels import routed_lora
-from evolora.generation.kernels.lora_torch import routed_lora_torch, stack_lora
+from evolora.generation.kernels.lora_torch import column_projections, routed_lora_torch, stack_lora
+from evolora.generation.static_step import qkv_order
 
 SHAPES = [  # (rows M, d_in, slots P, rank r, output widths of the group's projections)
-    (7, 200, 3, 8, (40, 24, 24)),  # q/k/v with grouped-query heads: different widths
+    (7, 200, 3, 8, (48, 24, 24)),  # q/k/v with grouped-query heads: different widths
     (5, 64, 8, 4, (128, 128)),  # gate/up
     (9, 130, 2, 16, (64,)),  # o or down
     (3, 33, 1, 3, (17, 5, 9, 11)),  # four projections, a rank that is not a power of two
@@ -48,15 +49,35 @@ def test_reference_is_each_rows_own_adapter(shape):
             assert torch.equal(got[m], base[m])  # a bare row: bitwise untouched
 
 
+def _qkv_columns(widths):
+    """The static step's q/k/v output order (k, v, then q heads per key/value head, and the copy with
+    halves swapped: every column twice) for heads of 8: (D',) column indices into the widths' order."""
+    heads, kv_heads = widths[0] // 8, widths[1] // 8
+    return qkv_order(heads, kv_heads, 8, flipped=True)
+
+
+def test_reference_takes_columns_in_any_order_with_repeats():
+    rows, d_in, count, rank, widths = SHAPES[0]
+    a_f, b_f, slots, x, base = _case(*SHAPES[0])
+    a, b = stack_lora(a_f, b_f, 1.0)
+    order = _qkv_columns(widths)
+    projection = column_projections(widths, x.device)[order]
+    contiguous = routed_lora_torch(x, a, b, slots, widths, base.clone())
+    reordered = routed_lora_torch(x, a, b[:, :, order], slots, projection, base[:, order].clone())
+    torch.testing.assert_close(reordered, contiguous[:, order], rtol=0, atol=1e-6)
+
+
 def test_bad_shapes_are_refused_with_the_sizes():
     a_f, b_f, slots, x, base = _case(*SHAPES[0])
     a, b = stack_lora(a_f, b_f, 1.0)
     with pytest.raises(ValueError, match="sum to"):
-        routed_lora_torch(x, a, b, slots, (40, 24, 20), base)
+        routed_lora_torch(x, a, b, slots, (48, 24, 20), base)
     with pytest.raises(ValueError, match="does not fit"):
-        routed_lora_torch(x[:, :100], a, b, slots, (40, 24, 24), base)
+        routed_lora_torch(x[:, :100], a, b, slots, (48, 24, 24), base)
     with pytest.raises(ValueError, match="integers"):
-        routed_lora_torch(x, a, b, slots.float(), (40, 24, 24), base)
+        routed_lora_torch(x, a, b, slots.float(), (48, 24, 24), base)
+    with pytest.raises(ValueError, match="projection indices"):
+        routed_lora_torch(x, a, b, slots, torch.zeros(95, dtype=torch.int32), base)
 
 
 def test_dispatch_takes_the_torch_path_for_cpu_tensors():
@@ -119,6 +140,20 @@ def test_triton_reads_strided_inputs_and_writes_into_given_buffers(kernels):
     assert not hidden.isnan().any()  # the shrink wrote every row, bare ones as zeros
 
 
+def test_triton_takes_the_static_steps_qkv_column_order(kernels):
+    module, device = kernels
+    rows, d_in, count, rank, widths = SHAPES[0]
+    a_f, b_f, slots, x, base = _case(*SHAPES[0], seed=6)
+    a, b = stack_lora(a_f, b_f, 1.0)
+    order = _qkv_columns(widths)
+    projection = column_projections(widths, x.device)[order]
+    want = routed_lora_torch(x, a, b, slots, widths, base.clone())[:, order]
+    b, projection = b[:, :, order].contiguous().to(device), projection.to(device)
+    got = module.routed_lora_triton(x.to(device), a.to(device), b, slots.to(device), projection,
+                                    base[:, order].contiguous().to(device))
+    assert (got.cpu() - want).abs().max().item() <= 1e-5
+
+
 def test_triton_all_bare_rows_leave_the_output_untouched(kernels):
     module, device = kernels
     a_f, b_f, slots, x, base = _case(*SHAPES[1], seed=4)
@@ -135,8 +170,8 @@ def test_triton_rounds_the_delta_once_into_a_half_output(kernels):
     a_f, b_f, slots, x, base = _case(*SHAPES[0], seed=5)
     a, b = (t.to(device) for t in stack_lora(a_f, b_f, 1.0))
     slots, x, base = slots.to(device), x.to(device).half(), base.to(device).half()
-    want = routed_lora_torch(x, a, b, slots, (40, 24, 24), base.clone())
-    got = module.routed_lora_triton(x, a, b, slots, (40, 24, 24), base.clone())
+    want = routed_lora_torch(x, a, b, slots, (48, 24, 24), base.clone())
+    got = module.routed_lora_triton(x, a, b, slots, (48, 24, 24), base.clone())
     step = torch.finfo(torch.float16).eps * want.float().abs().clamp(min=2 ** -14)
     assert ((got.float() - want.float()).abs() <= step).all()
     assert (got != want).float().mean().item() < 0.05

@@ -13,11 +13,9 @@ extra), else the torch path. Nothing here is used by the eager engine, the CPU d
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
-
 import torch
 
-from evolora.generation.kernels.lora_torch import routed_lora_torch
+from evolora.generation.kernels.lora_torch import Columns, routed_lora_torch
 
 
 def triton_available() -> bool:
@@ -25,7 +23,7 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def routed_lora(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, widths: Sequence[int],
+def routed_lora(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns,
                 out: torch.Tensor, *, use_triton: bool | None = None) -> torch.Tensor:
     """``out`` (M, D) += the routed LoRA delta of x (M, d_in); returns ``out``.
 
@@ -40,9 +38,9 @@ def routed_lora(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.
     if use_triton is None:
         use_triton = x.is_cuda and triton_available()
     if not use_triton:
-        return routed_lora_torch(x, a, b, slots, widths, out)
+        return routed_lora_torch(x, a, b, slots, columns, out)
     if not triton_available():
         raise ModuleNotFoundError("the Triton kernels need triton: pip install 'evolora[gpu]'")
     from evolora.generation.kernels.lora_triton import routed_lora_triton
 
-    return routed_lora_triton(x, a, b, slots, widths, out)
+    return routed_lora_triton(x, a, b, slots, columns, out)

@@ -7,8 +7,8 @@ whatever the number of slots or projections:
 * :func:`lora_shrink`: one program per (row, projection) reads the row's slot, and for a slot
   ≥ 0 the r × d_in block of that slot's A, accumulating A x in fp32; h (M, G·r) in a's dtype
   (zeros for a bare row, whose A is never read).
-* :func:`lora_expand`: one program per (row, block of output columns) reads h's r values of the
-  column's projection and the slot's r × block of s·Bᵀ, sums in fp32, and writes
+* :func:`lora_expand`: one program per (row, block of output columns) reads each column's
+  projection index, h's r values of that projection and the slot's r × block of s·Bᵀ, sums in fp32, and writes
   ``out + delta`` rounded once to out's dtype, in place; a bare row is neither read nor written.
 
 Against the torch path (:func:`lora_torch.routed_lora_torch`: a dtype copy, the shrink over every
@@ -26,13 +26,11 @@ S-LoRA (arXiv 2311.03285).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 import triton
 import triton.language as tl
 
-from evolora.generation.kernels.lora_torch import MAX_PROJECTIONS, check_lora_shapes
+from evolora.generation.kernels.lora_torch import Columns, check_lora_shapes, column_projections
 
 SHRINK_BLOCK_K = 128
 """Input features per loop pass of the shrink."""
@@ -68,9 +66,8 @@ def _shrink_kernel(x_ptr, a_ptr, slot_ptr, h_ptr, d_in, rank,
 
 
 @triton.jit
-def _expand_kernel(h_ptr, b_ptr, slot_ptr, out_ptr, total, rank,
+def _expand_kernel(h_ptr, b_ptr, slot_ptr, proj_ptr, out_ptr, total, rank,
                    stride_hm, stride_hr, stride_bp, stride_br, stride_bn, stride_om, stride_on,
-                   END0: tl.constexpr, END1: tl.constexpr, END2: tl.constexpr,
                    BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
     m = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + m).to(tl.int64)
@@ -78,8 +75,7 @@ def _expand_kernel(h_ptr, b_ptr, slot_ptr, out_ptr, total, rank,
     slot = tl.maximum(slot, 0)
     n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < limit
-    # the projection each column belongs to: how many projection ends lie at or before it
-    j = (n >= END0).to(tl.int32) + (n >= END1).to(tl.int32) + (n >= END2).to(tl.int32)
+    j = tl.load(proj_ptr + n, mask=n_ok, other=0)  # the projection each output column belongs to
     r = tl.arange(0, BLOCK_R)
     ok = (r < rank)[:, None] & n_ok[None, :]
     h = tl.load(h_ptr + m * stride_hm + (j[None, :] * rank + r[:, None]) * stride_hr, mask=ok, other=0.0)
@@ -106,27 +102,26 @@ def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, rank: int
     return h
 
 
-def lora_expand(h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, widths: Sequence[int],
+def lora_expand(h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns,
                 out: torch.Tensor) -> torch.Tensor:
     """out (M, D) += h · s·Bᵀ of each row's slot (nothing for −1), summed in fp32 and rounded once
     into out's dtype, in place; one launch for every projection of the group. Returns ``out``.
 
-    Shapes: h (M, G·r), b (P, r, D), ``widths`` the G ≤ 4 projections' output widths (sum D).
+    Shapes: h (M, G·r), b (P, r, D); ``columns``: the projections' output widths (sum D), or each
+    output column's projection index (D,) (:func:`lora_torch.column_projections`).
     """
     rank, total = b.shape[1], b.shape[2]
-    ends = [sum(widths[:j + 1]) for j in range(len(widths) - 1)]
-    ends += [total] * (MAX_PROJECTIONS - 1 - len(ends))
+    projection = column_projections(columns, out.device)
     if h.shape[0]:
         grid = (h.shape[0], triton.cdiv(total, EXPAND_BLOCK_N))
         _expand_kernel[grid](
-            h, b, slots, out, total, rank, h.stride(0), h.stride(1), b.stride(0), b.stride(1), b.stride(2),
-            out.stride(0), out.stride(1), END0=ends[0], END1=ends[1], END2=ends[2],
-            BLOCK_R=triton.next_power_of_2(rank), BLOCK_N=EXPAND_BLOCK_N)
+            h, b, slots, projection, out, total, rank, h.stride(0), h.stride(1), b.stride(0), b.stride(1),
+            b.stride(2), out.stride(0), out.stride(1), BLOCK_R=triton.next_power_of_2(rank), BLOCK_N=EXPAND_BLOCK_N)
     return out
 
 
 def routed_lora_triton(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor,
-                       widths: Sequence[int], out: torch.Tensor, hidden: torch.Tensor | None = None) -> torch.Tensor:
+                       columns: Columns, out: torch.Tensor, hidden: torch.Tensor | None = None) -> torch.Tensor:
     """``out`` += the routed delta of x, in two launches (shrink, expand); returns ``out``.
 
     ``hidden``: an (M, G·r) buffer in a's dtype for h (None: a new one). Same contract as
@@ -135,5 +130,5 @@ def routed_lora_triton(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots:
     Raises:
         ValueError: shapes that do not fit the layout.
     """
-    rank, _ = check_lora_shapes(x, a, b, slots, widths, out)
-    return lora_expand(lora_shrink(x, a, slots, rank, out=hidden), b, slots, widths, out)
+    rank, _ = check_lora_shapes(x, a, b, slots, columns, out)
+    return lora_expand(lora_shrink(x, a, slots, rank, out=hidden), b, slots, columns, out)

@@ -107,9 +107,12 @@ def flagged_stop_ends(out: torch.Tensor, flags: torch.Tensor, stopped: Callable,
     Returns:
         (row, t) of each row that the check ended (its tokens from t on are the caller's to pad).
     """
+    candidates: dict[int, list[int]] = {}
+    for i, k in torch.nonzero(flags[:, checked:steps]).tolist():  # one pass over the flags, then by step
+        candidates.setdefault(checked + 1 + k, []).append(i)
     hits = []
-    for t in range(checked + 1, steps + 1):
-        rows = [i for i in torch.nonzero(flags[:, t - 1]).flatten().tolist() if ends[i] is None or ends[i] >= t - 1]
+    for t in sorted(candidates):
+        rows = [i for i in candidates[t] if ends[i] is None or ends[i] >= t - 1]
         if not rows:
             continue
         index = torch.tensor(rows, device=out.device)

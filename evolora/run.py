@@ -116,7 +116,7 @@ class Run:
             if model is None:
                 from evolora.model import load_base
 
-                model, tokenizer = load_base(config.model.name, dtype=config.model.dtype,
+                model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, prepack=config.model.prepack,
                                              num_threads=config.model.num_threads, device=config.model.device)
             self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
                                     engine=config.generation.engine)

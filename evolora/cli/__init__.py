@@ -183,6 +183,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     from evolora.quiet import quiet_libraries
     from evolora.loggers import LoggerError, close_loggers, open_loggers
     from evolora.distributed.recovery import ClusterLost, WorkerLost
+    from evolora.model.threads import ThreadPolicy
 
     began = time.perf_counter()
     quiet_libraries(verbose)
@@ -191,6 +192,9 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         run = _open_run(config, out, resume=resume)
     except UserCodeError as error:  # a user's engine (or task) that fails while it is built
         _user_code_failure(error, out, verbose=verbose)
+    threads = ThreadPolicy(config.model.num_threads if config.run.backend == "local" else None, run_dir=out,
+                           say=lambda line: console.print(f"[yellow]note:[/] {line}", highlight=False))
+    threads.apply()  # auto: the cores free now and the runs beside this one, checked again after every step
     try:
         loggers, summary = open_loggers(config.run.loggers, out, start_step=run.step), None  # jsonl, tensorboard, wandb
     except LoggerError as error:
@@ -198,7 +202,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with ProgressBar(config.run.steps, start=run.step, console=result_console()) as progress:
-            run.train(loggers + [Checkpointer(config.run.checkpoint_every, config.run.steps), progress])
+            run.train(loggers + [Checkpointer(config.run.checkpoint_every, config.run.steps), progress, threads])
         source = run.task.held_out_source
         console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
                       if evaluate and config.eval.enabled and config.eval.limit and source

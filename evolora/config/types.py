@@ -28,6 +28,29 @@ Float = Annotated[float, BeforeValidator(_no_bool)]
 """A float config field: finite (``_Section`` refuses NaN and Inf), never a bool."""
 
 
+def _thread_count(value: Any) -> Any:
+    """``model.num_threads``: an int >= 1 (4.0 too), ``auto`` or null; anything else is refused in one line."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value) and value >= 1:
+        return int(value)
+    shown = f"the boolean {str(value).lower()}" if isinstance(value, bool) else repr(value)
+    raise ValueError(f"expected an int >= 1, auto or null, got {shown}; e.g. 1 on a busy machine, or auto")
+
+
+def _auto_bool(value: Any) -> Any:
+    """``true``, ``false`` or ``auto``; YAML's other spellings (``yes``, 1) are refused."""
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise ValueError(f"expected true, false or auto, got {value!r}")
+
+
+ThreadCount = Annotated[int | Literal["auto"] | None, BeforeValidator(_thread_count)]
+"""``model.num_threads``: an int >= 1, ``auto`` (:mod:`evolora.model.threads`) or None (torch's default)."""
+AutoBool = Annotated[Literal["auto"] | bool, BeforeValidator(_auto_bool)]
+"""A switch with an ``auto`` setting: ``true``, ``false`` or ``auto``."""
+
+
 Algorithm = Literal["grpo", "dr_grpo", "reinforce_pp"]
 """``learner.algorithm``: the advantage estimator (:func:`evolora.learner.compute_advantages`)."""
 LRSchedule = Literal["constant", "cosine"]

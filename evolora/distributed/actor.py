@@ -64,10 +64,11 @@ class Worker:
         with warnings.catch_warnings():  # Ray's own deprecation notice about actor_id inside the property
             warnings.simplefilter("ignore", DeprecationWarning)
             self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        threads = model_config.get("num_threads") or 1  # a worker shares its node with others: one thread unless told
+        threads = model_config.get("num_threads")  # a worker shares its node with others: 1 unless an int is given
+        threads = threads if isinstance(threads, int) else 1
         self.device = resolve_device(model_config.get("device", "auto"))  # Ray gives a GPU worker its own one
         base, self.tokenizer = load_base(model_config["name"], dtype=model_config["dtype"], num_threads=threads,
-                                         device=self.device)
+                                         device=self.device, prepack=model_config.get("prepack", "auto"))
         self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
                                 target_modules=_targets(lora["target_modules"]), engine=engine)
         self.optimizers: dict[str, torch.optim.Optimizer] = {}

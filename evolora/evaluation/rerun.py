@@ -83,7 +83,7 @@ def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | N
 
         threads = config.model.num_threads if num_threads is None else num_threads
         model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=threads,
-                                     device=config.model.device)
+                                     device=config.model.device, prepack=config.model.prepack)
     lora = config.lora
     slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
     bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,

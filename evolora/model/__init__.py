@@ -28,7 +28,9 @@ from evolora.model.device import resolve_device
 from evolora.versions import guard_versions
 from evolora.model.converted import entry_problem, source_identity
 from evolora.model.gguf import convert_gguf, is_converted, say
+from evolora.model.prepack import check_prepack, prepacked
 from evolora.model.targets import check_rank, check_targets
+from evolora.model.threads import ThreadPolicy
 from evolora.model.tiny import tiny_model
 
 if TYPE_CHECKING:
@@ -331,8 +333,8 @@ def end_of_turn_ids(model_ids: int | list[int] | None, tokenizer_id: int | None)
 
 
 def load_base(
-    name: str, *, dtype: ModelDtype = "float32", num_threads: int | None = None, device: str = "auto"
-) -> tuple[CausalLM, Tokenizer]:
+    name: str, *, dtype: ModelDtype = "float32", num_threads: int | str | None = None, device: str = "auto",
+    prepack: bool | str = False) -> tuple[CausalLM, Tokenizer]:
     """Load a frozen base model and its left-padding tokenizer.
 
     Args:
@@ -340,7 +342,9 @@ def load_base(
             Face id (see :func:`resolve_model`).
         dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` (GPUs without bf16) or ``"auto"``
             (:func:`evolora.model.dtype.auto_dtype` for the resolved device) for the base weights.
-        num_threads: if given, ``torch.set_num_threads(num_threads)`` (process-wide) first.
+        num_threads: an int: ``torch.set_num_threads`` (process-wide) first; ``"auto"``: the free cores
+            now (:mod:`evolora.model.threads`); None: torch's default.
+        prepack: ``model.prepack`` (:func:`evolora.model.prepack.prepack_head`): the LM head packed on the CPU.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:func:`evolora.model.device.resolve_device`,
             resolved before anything loads); the weights move there.
 
@@ -361,13 +365,11 @@ def load_base(
         dtype = auto_dtype(device)
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}.")
-    if num_threads is not None:
-        if num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {num_threads}.")
-        torch.set_num_threads(num_threads)
+    check_prepack(prepack, device, _DTYPES[dtype])  # a setting that cannot hold: refused before anything loads
+    ThreadPolicy(num_threads).apply()  # an int (>= 1), auto (the free cores now) or None (torch's default)
     if name == TINY_MODEL_NAME:
         model, tokenizer = tiny_model(seed=0)
-        return _freeze(model, _DTYPES[dtype]).to(device), tokenizer
+        return prepacked(_freeze(model, _DTYPES[dtype]).to(device), prepack), tokenizer
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -393,5 +395,5 @@ def load_base(
     tokenizer.padding_side = "left"
     _set_special_ids(model, tokenizer)
     logger.info("loaded %s (%s) in %.1f s", name, dtype, time.perf_counter() - start)
-    return _freeze(model, _DTYPES[dtype]).to(device), tokenizer
+    return prepacked(_freeze(model, _DTYPES[dtype]).to(device), prepack), tokenizer
 

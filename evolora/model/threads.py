@@ -1,0 +1,197 @@
+"""``model.num_threads: auto``: as many torch threads as there are free cores, checked between steps.
+
+A 2-thread OpenMP op on a core another process wants waits a scheduler quantum whenever its peer
+thread is descheduled: beside a plain 2-process CPU hog on 2 cores, one default arith step took
+4.85x its idle time at 2 threads where a fair share costs about 2x (docs/performance.md). So
+``auto`` counts the cores this process may use and the threads other processes keep runnable, and
+takes what is left (at least 1):
+
+    cores   = |sched_getaffinity| (capped by a cgroup CPU quota)
+    others  = runnable threads system-wide − this process's own (median of a 0.2 s sample)
+    threads = clamp(cores − others, 1, cores), then at most cores ÷ (1 + runs beside it)
+
+where *runs beside it* are other live evolora runs whose run directories sit next to this one's
+(the runs of a study started side by side in one study directory each hold ``OUT/<arm>-s<seed>/.lock``):
+two such runs on 2 cores take one thread each. :class:`ThreadPolicy` applies the rule before the
+first step and again after every step, and says one line when the machine is oversubscribed.
+An int ``model.num_threads`` is used as given (no checks); pin one when runs must give the same
+numbers, as thread counts change float sums.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Literal
+
+ThreadSetting = int | Literal["auto"] | None
+"""``model.num_threads``: an int ≥ 1 (used as given), ``auto`` (this module) or None (torch's default)."""
+
+SAMPLES = 11
+"""Reads of the runnable-thread count per check, ``SAMPLE_GAP`` seconds apart (median taken)."""
+SAMPLE_GAP = 0.02
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: its CPU affinity (``os.cpu_count()`` where there is none),
+    capped by a cgroup v2 CPU quota (``/sys/fs/cgroup/cpu.max``) when one is set; at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def _runnable_total() -> int | None:
+    """``procs_running`` of ``/proc/stat``: runnable threads system-wide now (None off Linux)."""
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("procs_running"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _runnable_own() -> int:
+    """Threads of this process in state R (running or runnable) now; 1 where /proc is missing."""
+    count = 0
+    try:
+        tasks = list(Path("/proc/self/task").iterdir())
+    except OSError:
+        return 1
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        count += state == "R"
+    return max(1, count)
+
+
+def other_runnable(*, samples: int = SAMPLES, gap: float = SAMPLE_GAP) -> float:
+    """Runnable threads of other processes: median over ``samples`` reads ``gap`` s apart of the
+    system-wide count minus this process's own (Linux ``/proc``); elsewhere the 1-minute load
+    average (``os.getloadavg``), which counts this process too; 0.0 when neither exists."""
+    reads = []
+    for i in range(samples):
+        total = _runnable_total()
+        if total is None:
+            break
+        reads.append(max(0, total - _runnable_own()))
+        if i + 1 < samples:
+            time.sleep(gap)
+    if reads:
+        return float(statistics.median(reads))
+    try:
+        return max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def runs_beside(run_dir: str | Path | None) -> int:
+    """Live evolora runs of other processes in directories next to ``run_dir``: the sibling
+    directories whose ``.lock`` (:func:`evolora.run_dir.lock_run_dir`) another process holds,
+    read from ``/proc/locks`` without touching the locks. 0 when ``run_dir`` is None or off Linux."""
+    if run_dir is None:
+        return 0
+    try:
+        held = {}
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK":
+                held[int(fields[5].rsplit(":", 1)[1])] = int(fields[4])
+    except (OSError, ValueError, IndexError):
+        return 0
+    run_dir, count = Path(run_dir).resolve(), 0
+    try:
+        siblings = [p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir]
+    except OSError:
+        return 0
+    for sibling in siblings:
+        try:
+            inode = (sibling / ".lock").stat().st_ino
+        except OSError:
+            continue
+        count += held.get(inode, os.getpid()) != os.getpid()
+    return count
+
+
+def auto_threads(cores: int, others: float, beside: int = 0) -> int:
+    """The rule of ``auto``: ``clamp(round(cores − others), 1, cores)``, then at most
+    ``cores // (1 + beside)`` (at least 1).
+
+    >>> auto_threads(2, 0.0), auto_threads(2, 2.0), auto_threads(8, 3.0), auto_threads(2, 0.0, beside=1)
+    (2, 1, 5, 1)
+
+    Raises:
+        ValueError: ``cores < 1``, ``others < 0`` or ``beside < 0``.
+    """
+    if cores < 1 or others < 0 or beside < 0:
+        raise ValueError(f"cores >= 1, others >= 0 and beside >= 0 expected; got {cores}, {others}, {beside}")
+    threads = min(cores, max(1, math.floor(cores - others + 0.5)))
+    return max(1, min(threads, cores // (1 + beside)))
+
+
+class ThreadPolicy:
+    """Sets torch's intra-op threads from ``model.num_threads`` before the first step and, under
+    ``auto``, again after every step (use it as a :meth:`evolora.run.Run.train` callback).
+
+    Args:
+        setting: ``model.num_threads``: an int (set once), ``"auto"`` (the module's rule) or None
+            (torch's default: nothing is set).
+        run_dir: this run's directory, whose siblings count as runs beside it (None: none).
+        say: called with one line when ``auto`` finds the machine oversubscribed, and whenever
+            it changes the thread count afterwards.
+        probe: ``() -> (cores, other runnable threads, runs beside)``; default the live machine
+            (:func:`usable_cores`, :func:`other_runnable`, :func:`runs_beside`).
+
+    Raises:
+        ValueError: an int setting below 1, or a value that is neither an int, ``"auto"`` nor None.
+    """
+
+    def __init__(self, setting: ThreadSetting, run_dir: str | Path | None = None,
+                 say: Callable[[str], None] | None = None,
+                 probe: Callable[[], tuple[int, float, int]] | None = None):
+        if not (setting is None or setting == "auto" or (isinstance(setting, int) and not isinstance(setting, bool))):
+            raise ValueError(f"model.num_threads must be an int >= 1, auto or null; got {setting!r}")
+        if isinstance(setting, int) and setting < 1:
+            raise ValueError(f"model.num_threads must be >= 1, got {setting}")
+        self.setting = setting
+        self.say = say or (lambda line: None)
+        self.probe = probe or (lambda: (usable_cores(), other_runnable(), runs_beside(run_dir)))
+        self.threads: int | None = None  # the count last set (None: nothing set yet)
+
+    def choose(self) -> int | None:
+        """The thread count the setting asks for now (None: leave torch's default)."""
+        if self.setting != "auto":
+            return self.setting
+        cores, others, beside = self.probe()
+        threads = auto_threads(cores, others, beside)
+        busy = others + threads > cores
+        if threads != self.threads and (busy or self.threads is not None):
+            why = f"{others:g} runnable threads of other processes" + (f", {beside} runs beside this one" if beside else "")
+            self.say(f"{'busy machine' if busy else 'cores freed'}: {why} on {cores} cores; "
+                     f"torch uses {threads} thread{'s' * (threads > 1)} (model.num_threads: auto)")
+        return threads
+
+    def apply(self) -> int | None:
+        """Set torch's threads to :meth:`choose`'s count; returns it (None: nothing set)."""
+        import torch
+
+        threads = self.choose()
+        if threads is not None and threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+        self.threads = threads
+        return threads
+
+    def __call__(self, run, record: dict, games: list) -> None:
+        """A step callback: re-check between steps under ``auto``."""
+        if self.setting == "auto":
+            self.apply()

@@ -94,6 +94,8 @@ def replay_ms(w, names: str, batch: int, replays: int, rounds: int,
         reset()
         run, kernels = step, None
         if device.type == "cuda":
+            print(f"  {names}: GPU kernels of one uncaptured step: {count_kernels(step)}", flush=True)
+            reset()
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):

@@ -1,4 +1,5 @@
-"""The GPU scripts of the fused pieces import and run their CPU parts (their GPU figures need a GPU)."""
+"""The GPU scripts of the fused pieces (``gpu_step.py``, ``gpu_kernels.py``) import and run their CPU
+parts; their GPU figures need a GPU."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ def test_gpu_step_help_and_host_stop_check():
     assert "--stop-check-only" in _run("benchmarks/gpu_step.py", "--help")
     out = _run("benchmarks/gpu_step.py", "--device", "cpu", "--quick", "--stop-check-only")
     assert "flagged rows" in out and "equal ends" in out
+
+
+def test_gpu_kernels_without_a_gpu_checks_nothing_and_says_so():
+    assert "--device" in _run("benchmarks/gpu_kernels.py", "--help")
+    if not __import__("torch").cuda.is_available():
+        assert "checked nothing" in _run("benchmarks/gpu_kernels.py")
+
+
+@pytest.mark.slow
+def test_gpu_kernels_quick_interpreted_on_the_cpu():
+    pytest.importorskip("triton", reason="the kernels' check needs triton (pip install 'evolora[gpu]')")
+    out = _run("benchmarks/gpu_kernels.py", "--device", "cpu", "--quick")
+    assert "all checks passed" in out and "static q/k/v column order" in out
 
 
 @pytest.mark.slow

@@ -5,14 +5,18 @@ untitled ``python`` blocks in order in one namespace, as a reader pasting them i
 would. A block with a title (```` ```python title="my_ops.py" ````, or a titled ``yaml`` block) is a
 file: it is written into the directory first, which is on ``sys.path`` (as a script's own folder
 is). A block that needs a real cluster or a GPU says so in the comment right above it,
-``<!-- skip-test: why -->``; it is compiled but not run. Page-specific checks then look at the
-values the page computed, so an example that runs but does nothing fails too.
+``<!-- skip-test: why -->``; it is compiled but not run. A block followed by an ``output`` block
+must print exactly that (what the reader will see). Page-specific checks then look at the values
+the page computed, so an example that runs but does nothing fails too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -74,10 +78,16 @@ def run_page(page: Path, directory: Path, monkeypatch) -> dict:
         if block.title:
             (directory / block.title).write_text(block.code)
     namespace: dict = {"__name__": "__docs__"}
-    for index, block in enumerate(b for b in page_blocks if b.language == "python" and not b.title):
+    runnable = [(block, after) for block, after in zip(page_blocks, [*page_blocks[1:], None])
+                if block.language == "python" and not block.title]
+    for index, (block, after) in enumerate(runnable):
         code = compile(block.code, f"{page.name}[python {index}]", "exec")
         if block.skip is None:
-            exec(code, namespace)
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(code, namespace)
+            if after is not None and after.language == "output":  # what the page says it prints
+                assert printed.getvalue() == after.code, f"{page.name}[python {index}] printed:\n{printed.getvalue()}"
     return namespace
 
 
@@ -139,7 +149,7 @@ def test_the_custom_operator_runs_from_the_command_line(tmp_path):
     for block in blocks(page):
         if block.title:
             (tmp_path / block.title).write_text(block.code)
-    (commands,) = [block.code for block in blocks(page) if block.language == "bash"]
+    commands = "".join(block.code for block in blocks(page) if block.language == "bash")
     lines = [line.split("#")[0].strip() for line in commands.splitlines() if line.strip()]
     assert len(lines) == 3
     bin_dir = str(Path(sys.executable).parent)
@@ -154,10 +164,10 @@ def test_the_custom_operator_runs_from_the_command_line(tmp_path):
     assert listed.returncode == 0 and "epsilon_greedy" in listed.stdout and "[0, 1]" in listed.stdout, listed.stdout
     refused = sh(lines[1].removeprefix("PYTHONPATH=. ") + short)
     assert refused.returncode == 2 and "PYTHONPATH=." in refused.stdout + refused.stderr
-    for line, out in ((lines[1], "runs/my-run"), (lines[2], None)):
-        done = sh(line + short + " --set run.steps=2" + ("" if out else " --out runs/preset"))
+    for line, out in ((lines[1], "runs/my-run"), (lines[2], "runs/arith")):
+        done = sh(line + short + " --set run.steps=2")
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        config = (tmp_path / (out or "runs/preset") / "config.yaml").read_text()
+        config = (tmp_path / out / "config.yaml").read_text()
         assert "name: my_ops:epsilon_greedy" in config and "name: tiny-random" in config
 
 
@@ -186,3 +196,68 @@ def test_yaml_examples_parse():
         for block in blocks(page):
             if block.language == "yaml":
                 assert isinstance(yaml.safe_load(block.code), dict), page.name
+
+
+OUTPUT_PAGES = [ROOT / "docs" / "getting-started.md", ROOT / "docs" / "tutorials" / "custom-operator.md"]
+"""Pages whose command lines are followed by what they print (an ``output`` block)."""
+
+
+def shown_commands(page: Path) -> list[tuple[list[str], str]]:
+    """(the evolora arguments, the ``output`` block after it) of each one-line ``bash`` block of
+    ``page`` that an ``output`` block follows; ``PYTHONPATH=.`` and the program's path dropped."""
+    page_blocks = blocks(page)
+    shown = []
+    for block, after in zip(page_blocks, page_blocks[1:]):
+        if block.language == "bash" and after.language == "output":
+            words = shlex.split(block.code.split("#")[0])
+            program = next(i for i, word in enumerate(words) if word.endswith("evolora"))
+            shown.append((words[program + 1:], after.code))
+    return shown
+
+
+def _settings(args: list[str]) -> tuple[str, list[str], str]:
+    """(config, --set values, --out) of ``evolora evolve`` arguments."""
+    sets = [args[i + 1] for i, arg in enumerate(args) if arg == "--set"]
+    return args[1], sets, args[args.index("--out") + 1]
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines without trailing blanks and without the progress bar's line (its time varies)."""
+    return [line.rstrip() for line in text.splitlines() if not re.match(r"step \d+/\d+ ", line)]
+
+
+@pytest.mark.parametrize("page", OUTPUT_PAGES, ids=lambda page: page.name)
+def test_command_outputs_are_what_a_fresh_run_prints(page, tmp_path, monkeypatch, clean_registry):
+    """Each command's ``output`` block: ``evolora operators`` prints it; ``evolora evolve`` prints
+    its first line (a first run on a CPU, as a new user's) and, where the block goes on, the run
+    itself (run here, on the tiny model) prints the rest."""
+    from typer.testing import CliRunner
+
+    import evolora.model
+    import evolora.model.device
+    from evolora.cli import app
+    from evolora.cli.display import start_line
+    from evolora.config import load_config
+
+    shutil.copytree(ROOT / "tasks", tmp_path / "tasks")
+    for block in blocks(page):
+        if block.title:
+            (tmp_path / block.title).write_text(block.code)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(evolora.model, "is_converted", lambda path: False)
+    monkeypatch.setattr(evolora.model.device, "resolve_device", lambda name: torch.device("cpu"))
+    commands = shown_commands(page)
+    assert len(commands) >= 3
+    for args, output in commands:
+        if args[0] == "operators":
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 0 and _lines(result.stdout) == _lines(output), result.stdout
+            continue
+        assert args[0] == "evolve"
+        config, sets, out = _settings(args)
+        first, *rest = output.splitlines()
+        assert start_line(load_config(config, sets), out, resume=False) == first
+        if rest:  # a fast run: the whole of what it prints
+            result = CliRunner().invoke(app, [*args, "--set", "model.num_threads=1"])
+            assert result.exit_code == 0 and _lines(result.stdout) == _lines("\n".join(rest)), result.stdout

@@ -29,7 +29,7 @@ import re
 import time
 from pathlib import Path
 
-from evolora.report.stats import pass_at_k
+from evolora.evaluation.sampled import pass_at_k
 
 
 def _correct(task, tokenizer, bank, items, names, *, samples: int, temperature: float, tokens: int, seed: int):

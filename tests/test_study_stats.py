@@ -9,7 +9,8 @@ import math
 import pytest
 from scipy import stats
 
-from evolora.report.stats import paired_difference, pass_at_k, sign_flip_p
+from evolora.evaluation.sampled import pass_at_k
+from evolora.report.stats import paired_difference, sign_flip_p
 
 
 def _enumerated_p(diffs):

@@ -8,13 +8,14 @@ sampled answers per problem says what it can reach. RL with verifiable rewards m
 what the base already samples, so the base's pass@k is a rough ceiling for a run's greedy gains,
 and a member's pass@k against the base's shows whether training widened the solvable set.
 Estimator: 1 − C(n − c, k) / C(n, k) per problem, averaged (Chen et al., arXiv 2107.03374, §2.1;
-:func:`evolora.report.stats.pass_at_k`). Source: PopuLoRA (arXiv 2605.16727) §4 (held-out evaluation).
+:func:`pass_at_k`). Source: PopuLoRA (arXiv 2605.16727) §4 (held-out evaluation).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import math
 import random
 import time
 import zlib
@@ -26,7 +27,6 @@ from evolora.bank import Bank
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
 from evolora.io import write_json_atomic
-from evolora.report.stats import pass_at_k
 from evolora.tasks.base import HeldOutItem, Task
 
 if TYPE_CHECKING:
@@ -69,6 +69,20 @@ def slot_seed(seed: int, slot: str) -> int:
     True
     """
     return zlib.crc32(f"{seed}:{slot}".encode())
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct: 1 − C(n − c, k) / C(n, k), in [0, 1]
+    (Chen et al. 2021, arXiv 2107.03374 §2.1).
+
+    Raises:
+        ValueError: unless 0 <= c <= n and 1 <= k <= n.
+    """
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def pass_at_k_record(counts: list[int], samples: int, ks: tuple[int, ...]) -> dict[str, float]:

@@ -1,18 +1,16 @@
 """Statistics of a study: paired differences with a t interval and an exact sign-flip permutation
-p-value, and the unbiased pass@k estimator.
+p-value, and a crossed bootstrap over seeds and items.
 
     diff = paired_difference([.18, .17, .20], [.15, .16, .15])   # mean, t interval, exact p, n
-    pass_at_k(n=16, c=3, k=4)                                     # 1 − C(n−c, k) / C(n, k)
 
-Sources: the sign-flip (randomisation) test for paired data (Fisher 1935); pass@k's unbiased
-estimator (Chen et al. 2021, arXiv 2107.03374 §2.1); PopuLoRA (arXiv 2605.16727) §4 (population
-vs single agent over seeds).
+The unbiased pass@k estimator is :func:`evolora.evaluation.sampled.pass_at_k`, beside the sampled
+evaluation that uses it. Sources: the sign-flip (randomisation) test for paired data (Fisher 1935);
+PopuLoRA (arXiv 2605.16727) §4 (population vs single agent over seeds).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 
@@ -58,19 +56,6 @@ def paired_difference(a: list[float | None], b: list[float | None]) -> dict:
     out = t_interval(diffs)
     out["p"] = sign_flip_p(diffs)
     return out
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c are correct: 1 − C(n − c, k) / C(n, k).
-
-    Raises:
-        ValueError: unless 0 <= c <= n and 1 <= k <= n.
-    """
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def bootstrap_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray], *, generator: np.random.Generator,

@@ -177,20 +177,6 @@ def fitness_now(run, *, measure: bool) -> dict:
     return fitness_record(run.config.evolution.fitness, run.population.members, run.ratings, validation)
 
 
-def fittest(record: dict, ids: list[str]) -> str:
-    """Of ``ids`` (members of one role), the id with the highest fitness in ``record`` (a
-    :func:`fitness_record`); ties go to the first in ``ids``.
-
-    Raises:
-        ValueError: ``ids`` is empty.
-        KeyError: an id is not in the record.
-    """
-    if not ids:
-        raise ValueError("no members to choose the fittest from")
-    fitness = record["members"]
-    return max(ids, key=lambda i: fitness[i]["fitness"])
-
-
 def final_fitness(record: dict, held_out: Mapping[str, dict], dev_size: int) -> dict:
     """The summary's ``fitness``: the final members' fitness record with how well each signal
     predicts held-out accuracy.

@@ -39,9 +39,10 @@ from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
 from evolora.evaluation import held_out_accuracy, held_out_curve
 from evolora.evaluation.family import family_accuracy
+from evolora.evaluation.members import fittest
 from evolora.event import evolution_event
 from evolora.exam import ExamWindow
-from evolora.fitness import final_fitness, fitness_dev_set, fitness_now, fittest
+from evolora.fitness import final_fitness, fitness_dev_set, fitness_now
 from evolora.generation.registry import resolve_engine
 from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic

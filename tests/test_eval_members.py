@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from evolora.evaluation.members import fittest
 from evolora.evaluation.rerun import evaluate_run
-from evolora.fitness import fittest
 from evolora.model import load_base
 from evolora.report.verdict import run_verdict
 from evolora.run import Run

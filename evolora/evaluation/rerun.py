@@ -21,6 +21,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from evolora.config import load_run_config
+from evolora.evaluation.members import fittest
 from evolora.game import MEMBER_ROLES
 from evolora.io import write_json_atomic
 from evolora.run_dir import final_step
@@ -185,8 +186,6 @@ def _evaluate_locked(run_dir: Path, record_dir: Path, *, limit, model: CausalLM 
 def _fittest(summary: dict, members: list[str]) -> str:
     """The member of ``members`` with the highest fitness in the run's summary (its ``fitness`` record;
     μ − 3σ when the run recorded none, e.g. ``--no-eval``): ``eval.members: fittest``."""
-    from evolora.fitness import fittest
-
     record = summary.get("fitness") or {}
     if not all(m in record.get("members", {}) for m in members):
         record = {"members": {i["id"]: {"fitness": i["conservative"]} for i in summary["individuals"]}}

@@ -24,20 +24,30 @@ import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Iterator, TYPE_CHECKING
+from typing import Iterator, Protocol, TYPE_CHECKING
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from evolora.advantages import compute_advantages
-from evolora.bank import LocalBank
 from evolora.config.types import Algorithm
 from evolora.generation.completion import completion_logprobs, decoder_tokens, routed_logprobs, shared_prefix_logprobs
 from evolora.generation.routed import BASE, routed
+from evolora.generation.types import RoutedBank
 from evolora.model.device import model_device
 
 if TYPE_CHECKING:
     from evolora.hf_types import CausalLM
+
+
+class TrainableBank(RoutedBank, Protocol):
+    """What an update reads of a bank: its adapters in this process on one model
+    (:class:`evolora.generation.types.RoutedBank`: ``model``, ``slots``, ``rank``, ``alpha``,
+    ``layers``) and each slot's trainable factors. :class:`evolora.bank.local.AdapterBank` is one
+    (every :class:`evolora.bank.LocalBank` is)."""
+
+    def parameters(self, slot: str) -> list:
+        """The slot's trainable fp32 factor tensors (A and B of every module)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,7 @@ class UpdateResult:
 
 
 def policy_update(
-    bank: LocalBank,
+    bank: TrainableBank,
     slot: str,
     optimizer: torch.optim.Optimizer,
     samples: list[Sample],
@@ -110,7 +120,7 @@ def policy_update(
     return policy_update_many(bank, {slot: (optimizer, samples)}, **settings)[slot]
 
 
-def policy_update_many(bank: LocalBank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
+def policy_update_many(bank: TrainableBank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
                        algorithm: Algorithm = "grpo", clip_eps: float = 0.2,
                        kl_coef: float = 0.0, epochs: int = 1, micro_batch: int = 4,
                        max_grad_norm: float = 1.0) -> dict[str, UpdateResult]:
@@ -192,7 +202,7 @@ def _plan(jobs, algorithm, kl_coef, device) -> tuple[list[tuple[str, Sample, flo
     return rows, tokens, dropped
 
 
-def micro_batches(bank: LocalBank, rows: list[tuple[str, Sample, float]], micro_batch: int) -> list[list]:
+def micro_batches(bank: TrainableBank, rows: list[tuple[str, Sample, float]], micro_batch: int) -> list[list]:
     """The update's rows ((slot, sample, advantage)) in micro-batches of at most ``micro_batch`` rows.
 
     With :data:`PACK_TOKENS`: ordered by prompt (length, then ids: less padding) and packed one
@@ -219,11 +229,11 @@ def micro_batches(bank: LocalBank, rows: list[tuple[str, Sample, float]], micro_
     return [sorted(chunk, key=lambda r: r[0]) for chunk in chunks]  # adapters contiguous within a micro-batch
 
 
-def _fits(bank: LocalBank, chunk: list, micro_batch: int) -> bool:
+def _fits(bank: TrainableBank, chunk: list, micro_batch: int) -> bool:
     return len(chunk) <= micro_batch and not _layout(bank, *_names_samples(chunk))[1]
 
 
-def _layout(bank: LocalBank, names: list[str], samples: list[Sample]) -> tuple[bool, bool]:
+def _layout(bank: TrainableBank, names: list[str], samples: list[Sample]) -> tuple[bool, bool]:
     """(shared-prefix path, decoder layers checkpointed) of one training micro-batch."""
     padded, shared_tokens = decoder_tokens(bank, names, samples)
     shared = shared_tokens < padded and not (CHECKPOINT_LAYERS and shared_tokens >= CHECKPOINT_MIN_TOKENS)
@@ -238,7 +248,7 @@ PACK_TOKENS = True
 """Pack micro-batches by decoder tokens (:func:`micro_batches`; a gsm-shaped update: 0.82x the CPU time)."""
 
 
-def _chunk_loss(bank: LocalBank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
+def _chunk_loss(bank: TrainableBank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
                 clip_eps: float, kl_coef: float) -> tuple[list[str], torch.Tensor, list[float]]:
     """One micro-batch, forward and backward (gradients accumulate in the adapters): its slots,
     each row's share of its adapter's token-mean loss (B,) (detached), and each row's summed
@@ -316,7 +326,7 @@ def _set_trainable(params: dict[str, list[torch.nn.Parameter]], on: bool) -> Non
             param.requires_grad_(on)
 
 
-def _no_grad_logps(bank: LocalBank, chunk, base: bool = False) -> torch.Tensor:
+def _no_grad_logps(bank: TrainableBank, chunk, base: bool = False) -> torch.Tensor:
     return routed_logprobs(bank, [BASE if base else slot for slot, _, _ in chunk], [sample for _, sample, _ in chunk])
 
 

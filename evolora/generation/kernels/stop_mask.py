@@ -77,8 +77,8 @@ def stop_mask(tokenizer: Tokenizer, stops: Sequence[Stop], size: int | None = No
     known = min(size, len(tokenizer))
     marked = [any(REPLACEMENT in text or any(could_end(text, s) for s in stops) for text in texts)
               for texts in _texts(tokenizer, list(range(known)))] if stops else [False] * known
-    mask = torch.ones(size, dtype=torch.bool)
-    mask[:known] = torch.tensor(marked, dtype=torch.bool)
+    mask = torch.ones(size, dtype=torch.bool, device="cpu")  # built on the host, then moved once
+    mask[:known] = torch.tensor(marked, dtype=torch.bool, device="cpu")
     return mask.to(device)
 
 

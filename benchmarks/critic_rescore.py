@@ -42,12 +42,12 @@ def rescore(run_dir: Path, model=None, tokenizer=None, task=None) -> dict:
     lora = config.lora
     slots = [slot.get(i, i.upper()) for i in students + critics]
     bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
-                       engine=config.generation.engine)
+                       tokenizer=tokenizer, engine=config.generation.engine)
     for member, name in zip(students + critics, slots):
         bank.load_adapter(name, run_dir / "final" / member)
     task = task or make_task(config.task.name, **config.task.params)
     selfplay, evaluation = config.selfplay, config.eval
-    sampling = {k: v for k, v in selfplay.sampling("student").items() if k != "max_new_tokens"}
+    sampling = selfplay.sampling("student")
     result = critic_evaluation(bank, tokenizer, task, {slot.get(i, i.upper()): i for i in students},
                                {slot.get(i, i.upper()): i for i in critics},
                                limit=evaluation.critic_limit, n=evaluation.critic_samples, sampling=sampling,

@@ -16,7 +16,6 @@ import argparse
 import random
 import resource
 import time
-from functools import partial
 
 import evolora.evaluation as evaluation
 from evolora.bank.local import AdapterBank
@@ -39,13 +38,13 @@ def main() -> None:
     model, tokenizer = load_base(args.model, dtype=args.dtype, num_threads=args.threads)
     task = make_task("gsm")
     items = task.held_out(args.limit, random.Random(0))
-    bank = AdapterBank(model, ["unused"], rank=8, alpha=16, target_modules="all-linear")
+    bank = AdapterBank(model, ["unused"], rank=8, alpha=16, target_modules="all-linear", tokenizer=tokenizer)
     texts, cpu = {}, {}
     for budget in args.budgets:
         evaluation.EVAL_POSITIONS_PER_ROW = budget / bank.batch_size  # evaluate() reads it per call
         began, wall = time.process_time(), time.perf_counter()
-        result = evaluation.evaluate(None, tokenizer, task, items, [BASE], max_new_tokens=args.max_new_tokens,
-                                     batch_size=args.batch, bank=bank, rollout=partial(bank.rollout, tokenizer))[BASE]
+        result = evaluation.evaluate(bank, tokenizer, task, items, [BASE], max_new_tokens=args.max_new_tokens,
+                                     batch_size=args.batch)[BASE]
         cpu[budget], texts[budget] = time.process_time() - began, result.texts
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"budget {budget}: CPU {cpu[budget]:.1f} s, wall {time.perf_counter() - wall:.1f} s, "

@@ -54,6 +54,7 @@ def parity(name: str, devices: tuple[str, str], *, tokens: int = 32, seed: int =
     """Greedy rows and their log-probs of ``name`` on both ``devices``; asserts equal tokens and
     log-probs within :data:`LOGP_TOLERANCE`. Returns {"rows", "tokens", "max_logp_diff"}."""
     from evolora.generation.rollout import chat_prompt
+    from evolora.generation.types import Sampling
     from evolora.learner import Sample
     from evolora.model import load_base
     from evolora.population import AdapterBank
@@ -61,13 +62,13 @@ def parity(name: str, devices: tuple[str, str], *, tokens: int = 32, seed: int =
     results = {}
     for device in devices:
         model, tokenizer = load_base(name, dtype="float32", device=device)
-        bank = AdapterBank(model, ["a", "b"], rank=8, alpha=16.0, target_modules="all-linear")
+        bank = AdapterBank(model, ["a", "b"], rank=8, alpha=16.0, target_modules="all-linear", tokenizer=tokenizer)
         generator = torch.Generator(device="cpu").manual_seed(seed)  # the same factors on both devices
         for slot in bank.slots:
             bank.init_factors(slot, generator, b_std=0.02)
         prompts = [chat_prompt(tokenizer, [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}])
                    for i in range(len(ROWS))]
-        done = bank.rollout(tokenizer, prompts, list(ROWS), greedy=True, max_new_tokens=tokens)
+        done = bank.rollout(prompts, list(ROWS), Sampling(max_new_tokens=tokens, greedy=True))
         samples = [Sample(c.prompt_ids, c.completion_ids, 0.0, "g") for c in done]
         results[device] = ([c.completion_ids for c in done], bank.logprobs(list(ROWS), samples).to("cpu"))
         del bank, model

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from functools import partial
 
 import torch
+
+from evolora.generation.types import Sampling
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BATCHES = (16, 64, 128, 256)
@@ -118,8 +119,8 @@ def speed(bank, label: str, device: torch.device, *, batches, tokens: int, width
         mixed = [bank.slots[i % len(bank.slots)] for i in range(batch)]
 
         def run(names, n):
-            return lambda: engine.decode(ids, attention, names, max_new_tokens=n, eos_ids={1}, pad_id=0, greedy=True,
-                                         temperature=1.0, top_p=1.0, generator=None, min_new_tokens=n)
+            return lambda: engine.decode(ids, attention, names, Sampling(max_new_tokens=n, greedy=True), eos_ids={1},
+                                         pad_id=0, generator=None, min_new_tokens=n)
 
         figures = {"batch": batch}
         for kind, names in (("bare", [BASE] * batch), ("routed", mixed)):
@@ -150,7 +151,7 @@ def speed(bank, label: str, device: torch.device, *, batches, tokens: int, width
 def parity(bank, device: torch.device, *, batch: int, tokens: int, width: int) -> int:
     """Graph vs eager tokens on the device, greedy and sampled (a device generator), for a mixed
     batch of adapters and bare rows. Asserts equality; returns the tokens compared."""
-    from evolora.generation.decode import choose_tokens, decode
+    from evolora.generation.decode import decode
     from evolora.generation.graph import GraphDecoder
     from evolora.generation.routed import BASE, routed
 
@@ -160,13 +161,12 @@ def parity(bank, device: torch.device, *, batch: int, tokens: int, width: int) -
     compared = 0
     for options in (dict(greedy=True, temperature=1.0, top_p=1.0), dict(greedy=False, temperature=0.8, top_p=0.9)):
         generator = torch.Generator(device=device).manual_seed(7)
+        sampling = Sampling(max_new_tokens=tokens, **options)
         with torch.no_grad():
-            eager = decode(bank.model, ids, attention, names, max_new_tokens=tokens, eos_ids={1}, pad_id=0,
-                           choose=partial(choose_tokens, generator=generator, **options),
+            eager = decode(bank.model, ids, attention, names, sampling, eos_ids={1}, pad_id=0, generator=generator,
                            context=lambda r: routed(bank, r))
         generator = torch.Generator(device=device).manual_seed(7)
-        graph = engine.decode(ids, attention, names, max_new_tokens=tokens, eos_ids={1}, pad_id=0,
-                              generator=generator, **options)
+        graph = engine.decode(ids, attention, names, sampling, eos_ids={1}, pad_id=0, generator=generator)
         same = eager.shape == graph.shape and torch.equal(eager, graph)
         if not same:
             diff = (eager[:, : graph.shape[1]] != graph[:, : eager.shape[1]]).nonzero()
@@ -187,8 +187,8 @@ def memory_growth(bank, device: torch.device, *, batches: int = 100, tokens: int
     def rollout(batch: int, seed: int) -> None:
         ids, attention = rows(vocab, batch, width, device)
         names = [bank.slots[i % len(bank.slots)] for i in range(batch)]
-        engine.decode(ids, attention, names, max_new_tokens=tokens, eos_ids={1}, pad_id=0, greedy=False,
-                      temperature=1.0, top_p=0.95, generator=torch.Generator(device=device).manual_seed(seed))
+        engine.decode(ids, attention, names, Sampling(max_new_tokens=tokens, temperature=1.0, top_p=0.95), eos_ids={1},
+                      pad_id=0, generator=torch.Generator(device=device).manual_seed(seed))
 
     for batch in (64, 32, 16, 8):
         rollout(batch, batch)

@@ -19,15 +19,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from functools import partial
 
 import torch
 
-from evolora.generation.decode import choose_tokens, decode
+from evolora.generation.decode import decode
 from evolora.generation.graph import GraphDecoder
 from evolora.generation.static_step import _linear
 from evolora.generation.rollout import chat_prompt, left_pad
 from evolora.generation.routed import routed
+from evolora.generation.types import Sampling
 from evolora.model import load_base
 from evolora.population import AdapterBank
 from rollout_limit import read_bandwidth, weight_bytes  # benchmarks/ (scripts run from there)
@@ -58,18 +58,15 @@ def main() -> None:
     prompt = chat_prompt(tokenizer, [{"role": "user", "content": "Write a short story about a robot who counts."}])
     ids, attention = left_pad([prompt] * args.batch, tokenizer.pad_token_id)
     names = [slots[i % len(slots)] for i in range(args.batch)]
-    common = dict(max_new_tokens=args.tokens, eos_ids={tokenizer.eos_token_id}, pad_id=tokenizer.pad_token_id,
-                  min_new_tokens=args.tokens)
+    greedy = Sampling(max_new_tokens=args.tokens, greedy=True)
+    common = dict(eos_ids={tokenizer.eos_token_id}, pad_id=tokenizer.pad_token_id, min_new_tokens=args.tokens)
 
     def eager():
         with torch.no_grad():
-            return decode(bank.model, ids, attention, names, context=lambda rows: routed(bank, rows),
-                          choose=partial(choose_tokens, greedy=True, temperature=1.0, top_p=1.0, generator=None),
-                          **common)
+            return decode(bank.model, ids, attention, names, greedy, context=lambda rows: routed(bank, rows), **common)
 
     def graph_of(engine):
-        return lambda: engine.decode(ids, attention, names, greedy=True, temperature=1.0, top_p=1.0, generator=None,
-                                     **common)
+        return lambda: engine.decode(ids, attention, names, greedy, generator=None, **common)
 
     engine = GraphDecoder(bank)
     calls = {"eager engine": eager, "graph step, uncaptured": graph_of(engine)}

@@ -52,10 +52,10 @@ def agreement(rows: list[dict], samples: int, config_path: str) -> list[float | 
     config = load_config(config_path)
     task = make_task("gsm", **config.task.params)
     model, tokenizer = load_base(config.model.name, num_threads=config.model.num_threads)
-    bank = AdapterBank(model, ["S0"], rank=2, alpha=4)
+    bank = AdapterBank(model, ["S0"], rank=2, alpha=4, tokenizer=tokenizer)
     passing = [i for i, r in enumerate(rows) if not grounding_reasons(r["problem"], r["program"], r["answer"])]
     prompts = [chat_prompt(tokenizer, task.solve_prompt(rows[i]["problem"])) for i in passing for _ in range(samples)]
-    out = bank.rollout(tokenizer, prompts, [BASE] * len(prompts), **config.selfplay.sampling("student"),
+    out = bank.rollout(prompts, [BASE] * len(prompts), config.selfplay.sampling("student"),
                        batch_size=config.selfplay.generation_batch_size)
     fractions: list[float | None] = [None] * len(rows)
     for k, i in enumerate(passing):

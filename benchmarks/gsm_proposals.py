@@ -38,7 +38,8 @@ def main() -> None:
     config = load_config(args.config, args.set)
     task = make_task(config.task.name, **{**config.task.params, **({"grounding": False} if args.sandbox_only else {})})
     model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=config.model.num_threads)
-    bank = AdapterBank(model, ["S0"], rank=config.lora.rank, alpha=config.lora.alpha, target_modules=config.lora.target_modules)
+    bank = AdapterBank(model, ["S0"], rank=config.lora.rank, alpha=config.lora.alpha, target_modules=config.lora.target_modules,
+                       tokenizer=tokenizer)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     requests = [proposal_request(task, rng) for _ in range(args.proposals)]

@@ -18,10 +18,11 @@ import argparse
 
 import torch
 
-import evolora.generation.rollout as rollout
+import evolora.generation.decode as decode
 from evolora.generation.decode import choose_tokens
 from evolora.generation.mismatch import path_gap, path_logprobs, summarize
-from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.rollout import chat_prompt
+from evolora.generation.types import Sampling
 from evolora.learner import Sample
 from evolora.model import load_base
 from evolora.bank.local import AdapterBank
@@ -33,8 +34,8 @@ class Recorder:
     def __init__(self) -> None:
         self.steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
-    def __call__(self, logits, rows, total, **kwargs):
-        token = choose_tokens(logits, rows, total, **kwargs)
+    def __call__(self, logits, rows, total, sampling, generator=None):
+        token = choose_tokens(logits, rows, total, sampling, generator)
         logp = torch.log_softmax(logits.float(), dim=-1).gather(1, token[:, None])[:, 0]
         self.steps.append((rows.clone(), token.clone(), logp))
         return token
@@ -51,12 +52,12 @@ def sampled(bank, tokenizer, names, tokens, seed):
     """Completions of one prompt, one row per adapter name, and the sampler's log-probs of their tokens."""
     prompt = chat_prompt(tokenizer, [{"role": "user", "content": "Write a short story about a robot who counts."}])
     recorder = Recorder()
-    rollout.choose_tokens = recorder
+    decode.choose_tokens = recorder
     try:
-        done = generate(bank.model, tokenizer, [prompt] * len(names), names, max_new_tokens=tokens,
-                        batch_size=len(names), bank=bank, generator=torch.Generator().manual_seed(seed))
+        done = bank.rollout([prompt] * len(names), names, Sampling(max_new_tokens=tokens), batch_size=len(names),
+                            generator=torch.Generator().manual_seed(seed))
     finally:
-        rollout.choose_tokens = choose_tokens
+        decode.choose_tokens = choose_tokens
     rows = recorder.per_row(len(names))
     samples, sampler = [], []
     for completion in done:  # match each completion to the decode row whose tokens it holds
@@ -71,7 +72,7 @@ def sampled(bank, tokenizer, names, tokens, seed):
 def build(model_name, dtype, adapters, b_std):
     model, tokenizer = load_base(model_name, dtype=dtype)
     slots = [f"A{i}" for i in range(adapters)]
-    bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules="all-linear")
+    bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules="all-linear", tokenizer=tokenizer)
     generator = torch.Generator().manual_seed(0)
     for slot in slots:
         bank.init_factors(slot, generator, b_std=b_std)

@@ -42,14 +42,15 @@ def child(args) -> None:
     from evolora.learner import Sample, make_optimizer, policy_update_many
     from evolora.model import load_base
     from evolora.bank.local import AdapterBank
-    from evolora.generation.rollout import chat_prompt, generate
+    from evolora.generation.rollout import chat_prompt
+    from evolora.generation.types import Sampling
 
     torch.set_num_threads(args.threads)
     model, tokenizer = load_base(args.model, dtype=args.dtype)
     base_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     after_load = peak_rss_mb()
     slots = [f"A{i}" for i in range(args.child)]
-    bank = AdapterBank(model, slots, rank=args.rank, alpha=2 * args.rank, target_modules=MODULES)
+    bank = AdapterBank(model, slots, rank=args.rank, alpha=2 * args.rank, target_modules=MODULES, tokenizer=tokenizer)
     generator = torch.Generator().manual_seed(0)
     for slot in slots:
         bank.init_factors(slot, generator, b_std=1e-3)
@@ -57,8 +58,7 @@ def child(args) -> None:
     rows = max(args.batch, len(slots))
     names = [slots[i % len(slots)] for i in range(rows)]
     model.generation_config.min_new_tokens = args.tokens
-    generate(bank.model, tokenizer, [prompt] * rows, names, max_new_tokens=args.tokens, batch_size=args.batch,
-             bank=bank)
+    bank.rollout([prompt] * rows, names, Sampling(max_new_tokens=args.tokens), batch_size=args.batch)
     after_rollout = peak_rss_mb()
     completion = tuple(5 + (j % 90) for j in range(args.tokens))
     jobs = {slot: (make_optimizer(bank.parameters(slot), lr=1e-5, weight_decay=0.0),

@@ -33,8 +33,10 @@ import torch
 
 from evolora.model import load_base
 from evolora.bank.local import AdapterBank
-from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.engine import PeftEngine
+from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE, routed
+from evolora.generation.types import Sampling
 from evolora.selfplay import proposal_request
 from evolora.tasks import make_task
 from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
@@ -115,7 +117,8 @@ def measure(args) -> None:
     model, tokenizer = load_base(args.model)
     weights = weight_bytes(model)
     slots = [f"A{i}" for i in range(max(args.adapters))]
-    bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules=MODULES)
+    bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules=MODULES, tokenizer=tokenizer)
+    peft = PeftEngine(bank.model, tokenizer, bank)
     generator = torch.Generator().manual_seed(0)
     for slot in slots:
         bank.init_factors(slot, generator, b_std=1e-3)
@@ -125,8 +128,9 @@ def measure(args) -> None:
     most = max(args.adapters)
 
     def ours(names, routed_rows=True):
-        return lambda: generate(bank.model, tokenizer, prompts, names, max_new_tokens=args.tokens, greedy=True,
-                                batch_size=args.batch, bank=bank if routed_rows else None)
+        engine = bank.engine if routed_rows else peft
+        return lambda: engine.generate(prompts, names, Sampling(max_new_tokens=args.tokens, greedy=True),
+                                       batch_size=args.batch)
 
     calls = {"HF generate, bare base": lambda: hf_generate(bank, tokenizer, prompts, None, args.tokens, False),
              f"HF generate + routed hooks, {most} ad.": lambda: hf_generate(bank, tokenizer, prompts, spread[most],

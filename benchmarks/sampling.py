@@ -28,8 +28,9 @@ import yaml
 from evolora.config import SelfPlayConfig
 from evolora.model import load_base
 from evolora.bank.local import AdapterBank
-from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
+from evolora.generation.types import Sampling
 from evolora.selfplay import _teacher_rollout, proposal_request
 from evolora.tasks import make_task
 from evolora.tasks.base import HeldOutItem, normalise_problem
@@ -61,8 +62,8 @@ def student_stats(bank, tokenizer, task, temperature: float, problems: int, n: i
     else:
         items = task.held_out(problems, random.Random(0))
     prompts = [chat_prompt(tokenizer, task.solve_prompt(item.question)) for item in items for _ in range(n)]
-    out = generate(bank.model, tokenizer, prompts, [BASE] * len(prompts), max_new_tokens=max_new_tokens,
-                   temperature=temperature, batch_size=32, bank=bank)
+    out = bank.rollout(prompts, [BASE] * len(prompts), Sampling(max_new_tokens=max_new_tokens, temperature=temperature),
+                       batch_size=32)
     row = _graded(task, [c.text for c in out], items, n)
     for limit in truncate:  # the first `limit` tokens of a sample are a sample under a `limit`-token budget
         cut = [tokenizer.decode(c.completion_ids[:limit], skip_special_tokens=True) for c in out]
@@ -98,7 +99,7 @@ def main() -> None:
     params = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
     task = make_task(args.task, **params)
     model, tokenizer = load_base(args.model)
-    bank = AdapterBank(model, ["a0"], rank=2, alpha=4, target_modules=("q_proj",))
+    bank = AdapterBank(model, ["a0"], rank=2, alpha=4, target_modules=("q_proj",), tokenizer=tokenizer)
     rows = {}
     for t in args.temperatures:
         began = time.perf_counter()

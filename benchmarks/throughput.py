@@ -22,7 +22,9 @@ import torch
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from evolora.model import load_base
 from evolora.bank.local import AdapterBank
-from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.engine import PeftEngine
+from evolora.generation.rollout import chat_prompt
+from evolora.generation.types import Sampling
 import evolora.generation.routed as routed_module
 from evolora.generation.routed import BASE
 from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
@@ -77,7 +79,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model, tokenizer = load_base(args.model, dtype=args.dtype)
     slots = [f"A{i}" for i in range(args.adapters)]
-    bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules=MODULES)
+    bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules=MODULES, tokenizer=tokenizer)
+    peft = PeftEngine(bank.model, tokenizer, bank)
     generator = torch.Generator().manual_seed(0)
     for slot in slots:
         bank.init_factors(slot, generator, b_std=1e-3)
@@ -89,8 +92,9 @@ def main() -> None:
     model.generation_config.min_new_tokens = args.tokens  # every row generates exactly --tokens
 
     def gen(names, routed):
-        return lambda: generate(bank.model, tokenizer, prompts, names, max_new_tokens=args.tokens, greedy=True,
-                                batch_size=args.batch, bank=bank if routed else None)
+        engine = bank.engine if routed else peft
+        return lambda: engine.generate(prompts, names, Sampling(max_new_tokens=args.tokens, greedy=True),
+                                       batch_size=args.batch)
 
     gen([BASE] * args.batch, False)()  # warm-up
     calls = {

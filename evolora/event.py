@@ -31,9 +31,8 @@ def audit(run, members: dict) -> None:
     if not items:
         return
     solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
-    results = evaluate(None, run.tokenizer, run.task, items, list(solvers), max_new_tokens=run.config.eval.max_new_tokens,
-                       batch_size=run.config.eval.batch_size, bank=run.bank,
-                       rollout=lambda *args, **kw: run.bank.rollout(run.tokenizer, *args, **kw))
+    results = evaluate(run.bank, run.tokenizer, run.task, items, list(solvers),
+                       max_new_tokens=run.config.eval.max_new_tokens, batch_size=run.config.eval.batch_size)
     for slot, member in solvers.items():
         members[member]["held_out"] = results[slot].accuracy
 

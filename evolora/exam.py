@@ -18,7 +18,6 @@ evolora's own (docs/concepts/index.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -141,8 +140,8 @@ def sit_exam(bank: Bank, tokenizer: Tokenizer, task: Task, solvers: dict[str, st
     """
     if logprob and not task.reference_solutions:
         raise ValueError(f"evolution.fitness.score=logprob: task {task.name!r} has no worked answers; use accuracy")
-    results = evaluate(None, tokenizer, task, items, list(solvers), max_new_tokens=max_new_tokens,
-                       batch_size=batch_size, bank=bank, rollout=partial(bank.rollout, tokenizer))
+    results = evaluate(bank, tokenizer, task, items, list(solvers), max_new_tokens=max_new_tokens,
+                       batch_size=batch_size)
     outcomes = torch.tensor([[float(label == "correct") for label in results[slot].labels] for slot in solvers],
                             dtype=torch.float32, device="cpu").reshape(len(solvers), len(items))
     scores = _answer_logprobs(bank, tokenizer, task, list(solvers), items) if logprob and items else None

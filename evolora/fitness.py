@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,8 +53,8 @@ def dev_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: Mapping[
     """
     if not members or not items:
         return {}
-    results = evaluate(None, tokenizer, task, items, list(members), max_new_tokens=max_new_tokens,
-                       batch_size=batch_size, bank=bank, rollout=partial(bank.rollout, tokenizer))
+    results = evaluate(bank, tokenizer, task, items, list(members), max_new_tokens=max_new_tokens,
+                       batch_size=batch_size)
     return {members[slot]: result.accuracy for slot, result in results.items()}
 
 

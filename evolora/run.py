@@ -120,7 +120,7 @@ class Run:
                 model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, prepack=config.model.prepack,
                                              num_threads=config.model.num_threads, device=config.model.device)
             self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
-                                    engine=config.generation.engine)
+                                    tokenizer=tokenizer, engine=config.generation.engine)
         self.tokenizer = tokenizer
         self.device = model_device(self.bank.model) if config.run.backend == "local" else torch.device("cpu")
         init = torch.Generator(device="cpu").manual_seed(config.run.seed)  # the same founders on every device
@@ -343,7 +343,7 @@ class Run:
             return {}
         ranked = sorted(critics, key=lambda m: -self.ratings.conservative(m.id))
         selfplay = self.config.selfplay
-        sampling = {k: v for k, v in selfplay.sampling(review.proposer).items() if k != "max_new_tokens"}
+        sampling = selfplay.sampling(review.proposer)
         return critic_evaluation(
             self.bank, self.tokenizer, self.task, {m.slot: m.id for m in self.population.role(review.proposer)},
             {m.slot: m.id for m in ranked}, limit=evaluation.critic_limit, n=evaluation.critic_samples,

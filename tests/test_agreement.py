@@ -19,7 +19,7 @@ class _Bank:
     def __init__(self, texts):
         self.texts, self.routes = list(texts), []
 
-    def rollout(self, tokenizer, prompts, adapters, **options):
+    def rollout(self, prompts, adapters, sampling, **options):
         self.routes += adapters
         return [Completion(a, tuple(p), (1,), self.texts.pop(0), False) for p, a in zip(prompts, adapters)]
 

@@ -326,9 +326,9 @@ def test_evaluate_uses_the_held_out_hooks(tiny, single_thread, humaneval_items):
             return [Grade("correct" if i.answer["task_id"] == "HumanEval/1" else "wrong", None) for i in items]
 
     model, tokenizer = tiny
-    bank = AdapterBank(model, ["S0"], rank=2, alpha=4, target_modules=("q_proj", "v_proj"))
+    bank = AdapterBank(model, ["S0"], rank=2, alpha=4, target_modules=("q_proj", "v_proj"), tokenizer=tokenizer)
     task = Recorder()
-    results = evaluate(bank.model, tokenizer, task, humaneval_items[:2], ["S0", BASE], max_new_tokens=2, bank=bank)
+    results = evaluate(bank, tokenizer, task, humaneval_items[:2], ["S0", BASE], max_new_tokens=2)
     assert task.prompted == ["HumanEval/0", "HumanEval/1"]
     assert task.graded == ["HumanEval/0", "HumanEval/1"] * 2
     assert [(r.correct, r.total) for r in results.values()] == [(1, 2), (1, 2)]
@@ -341,10 +341,10 @@ def test_evaluate_without_hooks_still_uses_solve_prompt_and_grade(tiny, single_t
     from evolora.tasks.toy import ToyTask
 
     model, tokenizer = tiny
-    bank = AdapterBank(model, ["S0"], rank=2, alpha=4, target_modules=("q_proj", "v_proj"))
+    bank = AdapterBank(model, ["S0"], rank=2, alpha=4, target_modules=("q_proj", "v_proj"), tokenizer=tokenizer)
     task = ToyTask()
     items = task.held_out(3, random.Random(0))
-    results = evaluate(bank.model, tokenizer, task, items, ["S0", BASE], max_new_tokens=2, bank=bank)
+    results = evaluate(bank, tokenizer, task, items, ["S0", BASE], max_new_tokens=2)
     assert all(r.total == 3 and 0 <= r.correct <= 3 for r in results.values())
 
 

@@ -67,7 +67,7 @@ def test_critics_are_an_optional_third_role_of_the_population_arm():
     assert config.role_sizes == {"teacher": 2, "student": 2, "critic": 2} and config.population.critics == 2
     assert _config({"teachers": 2, "students": 2, "critics": 3}).role_sizes["critic"] == 3
     assert _config({"teachers": 2, "students": 2}).role_sizes == {"teacher": 2, "student": 2}
-    assert config.selfplay.sampling("critic")["max_new_tokens"] == 8
+    assert config.selfplay.sampling("critic").max_new_tokens == 8
 
 
 @pytest.mark.parametrize(("sections", "words"), [

@@ -7,12 +7,12 @@ prefill shared by rows with the same prompt and adapter, and the sampling draw.
 
 from __future__ import annotations
 
-from functools import partial
 
 import pytest
 import torch
 
-from evolora.generation.decode import BufferLayer, choose_tokens, decode, skinny_linears
+from evolora.generation.decode import BufferLayer, decode, skinny_linears
+from evolora.generation.types import Sampling
 from bank_helpers import random_bank
 from evolora.generation.rollout import chat_prompt, left_pad
 from evolora.generation.routed import BASE, routed
@@ -40,9 +40,8 @@ def _hf(bank, ids, attention, eos, pad, tokens, **sampling):
 
 def _ours(bank, ids, attention, eos, pad, tokens, **sampling):
     with torch.no_grad():
-        return decode(bank.model, ids, attention, NAMES, max_new_tokens=tokens, eos_ids=eos, pad_id=pad,
-                      choose=partial(choose_tokens, generator=None, **sampling),
-                      context=lambda names: routed(bank, names))
+        return decode(bank.model, ids, attention, NAMES, Sampling(max_new_tokens=tokens, **sampling), eos_ids=eos,
+                      pad_id=pad, context=lambda names: routed(bank, names))
 
 
 def _eos_that_ends_some_rows(reference: torch.Tensor) -> set[int]:
@@ -99,9 +98,8 @@ def test_duplicate_prompts_share_prefill_and_match_alone(setup):
     assert calls[0][0] == 4  # six rows: two (prompt, adapter) pairs twice
     for row in (0, 1, 5):
         with torch.no_grad():
-            single = decode(bank.model, ids[row:row + 1], attention[row:row + 1], [NAMES[row]], max_new_tokens=10,
-                            eos_ids=eos, pad_id=pad, choose=partial(choose_tokens, greedy=True, temperature=1.0,
-                                                                    top_p=1.0, generator=None),
+            single = decode(bank.model, ids[row:row + 1], attention[row:row + 1], [NAMES[row]],
+                            Sampling(max_new_tokens=10, greedy=True), eos_ids=eos, pad_id=pad,
                             context=lambda names: routed(bank, names))
         assert torch.equal(single[0], ours[row, : single.shape[1]])
 

@@ -108,7 +108,7 @@ def test_a_run_with_critics_makes_no_tensor_without_a_device(tmp_path, single_th
     """Two steps (rollouts, verdicts, reviews, updates, evolution, hall of fame), a checkpoint
     written and read back, the held-out and critic evaluations and the final adapters."""
     from evolora.callbacks import Checkpointer, JsonlLogger
-    from evolora.generation.segments import generate_segments
+    from evolora.generation.types import Sampling
     from evolora.run import Run
     from evolora.tasks.base import Segment
 
@@ -125,8 +125,7 @@ def test_a_run_with_critics_makes_no_tensor_without_a_device(tmp_path, single_th
         summary = run.finish()
         prompts = [[1, 2, 3], [4, 5]]
         segments = (Segment(stop=("\n",), max_new_tokens=3), Segment(forced="=", max_new_tokens=2))
-        done = generate_segments(run.bank.model, run.tokenizer, prompts, ["T0", "S1"], segments, bank=run.bank,
-                                 max_new_tokens=4)
+        done = run.bank.rollout(prompts, ["T0", "S1"], Sampling(max_new_tokens=4), segments=segments)
     assert summary["steps"] == 2 and summary["critic_eval"] and len(done) == 2
     assert any(r["births"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines()))
     assert recorder.calls == []

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from functools import partial
 
 import pytest
 import torch
 
 from bank_helpers import random_bank
 from evolora.config import ConfigError, config_from_dict
-from evolora.generation.decode import choose_tokens, decode
+from evolora.generation.decode import decode
 from evolora.generation.engine import BATCH_SIZE, EagerEngine, Engine, GraphEngine, PeftEngine, make_engine
 from evolora.generation.registry import resolve_engine
 from evolora.generation.rollout import chat_prompt
@@ -26,13 +25,12 @@ class FakeGraphDecoder:
     def __init__(self, bank):
         self.bank, self.calls, self.refreshed = bank, 0, []
 
-    def decode(self, input_ids, attention, names, *, max_new_tokens, eos_ids, pad_id, greedy, temperature, top_p,
-               generator, stopped=None, min_new_tokens=0):
+    def decode(self, input_ids, attention, names, sampling, *, eos_ids, pad_id, generator, stopped=None,
+               min_new_tokens=0):
         self.calls += 1
-        return decode(self.bank.model, input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
-                      pad_id=pad_id, context=lambda rows: routed(self.bank, rows), stopped=stopped,
-                      choose=partial(choose_tokens, greedy=greedy, temperature=temperature, top_p=top_p,
-                                     generator=generator), min_new_tokens=min_new_tokens)
+        return decode(self.bank.model, input_ids, attention, names, sampling, eos_ids=eos_ids, pad_id=pad_id,
+                      generator=generator, context=lambda rows: routed(self.bank, rows), stopped=stopped,
+                      min_new_tokens=min_new_tokens)
 
     def refresh(self, slots):
         self.refreshed.append(list(slots))
@@ -40,7 +38,8 @@ class FakeGraphDecoder:
 
 def _bank(tiny):
     model, tokenizer = tiny
-    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3)
+    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3,
+                       tokenizer=tokenizer)
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("a problem", "another one", "x")]
     return bank, tokenizer, prompts
 
@@ -49,22 +48,22 @@ def test_the_bank_owns_an_engine_chosen_once(tiny):
     bank, _, _ = _bank(tiny)
     assert type(bank.engine) is EagerEngine and isinstance(bank.engine, Engine)  # auto on a CPU
     assert bank.engine.batch_size == BATCH_SIZE["cpu"] == 16
-    assert type(make_engine("peft", bank)) is PeftEngine and type(make_engine("eager", bank)) is EagerEngine
+    assert type(make_engine("peft", bank.model, None, bank)) is PeftEngine
+    assert type(make_engine("eager", bank.model, None, bank)) is EagerEngine
     assert resolve_engine("auto", "cpu") == "eager"
     with pytest.raises(ValueError, match="needs a CUDA device"):
-        make_engine("graph", bank)
+        make_engine("graph", bank.model, None, bank)
     with pytest.raises(ValueError, match="unknown generation.engine 'vllm'"):
-        make_engine("vllm", bank)
+        make_engine("vllm", bank.model, None, bank)
 
 
 @pytest.mark.parametrize("greedy", [True, False])
 def test_graph_engine_gives_the_eager_engines_tokens(tiny, greedy):
     bank, tokenizer, prompts = _bank(tiny)
     names, sampling = ["A0", "A1", BASE], Sampling(max_new_tokens=10, greedy=greedy, temperature=0.8, top_p=0.9)
-    eager = bank.rollout(tokenizer, prompts, names, generator=torch.Generator().manual_seed(5),
-                         **vars(sampling))
-    bank.engine = graph = GraphEngine(bank, FakeGraphDecoder)
-    out = bank.rollout(tokenizer, prompts, names, generator=torch.Generator().manual_seed(5), **vars(sampling))
+    eager = bank.rollout(prompts, names, sampling, generator=torch.Generator().manual_seed(5))
+    bank.engine = graph = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
+    out = bank.rollout(prompts, names, sampling, generator=torch.Generator().manual_seed(5))
     assert graph.decoder.calls == 1  # three rows, one batch
     assert [c.completion_ids for c in out] == [c.completion_ids for c in eager]
     assert [c.text for c in out] == [c.text for c in eager]
@@ -72,10 +71,10 @@ def test_graph_engine_gives_the_eager_engines_tokens(tiny, greedy):
 
 def test_graph_engine_stops_on_stop_strings_as_eager(tiny):
     bank, tokenizer, prompts = _bank(tiny)
-    names, stop = ["A0", "A1", "A0"], ("e",)
-    eager = bank.rollout(tokenizer, prompts, names, max_new_tokens=16, greedy=True, stop=stop, keep_stop=False)
-    bank.engine = GraphEngine(bank, FakeGraphDecoder)
-    out = bank.rollout(tokenizer, prompts, names, max_new_tokens=16, greedy=True, stop=stop, keep_stop=False)
+    names, sampling = ["A0", "A1", "A0"], Sampling(max_new_tokens=16, greedy=True, stop=("e",), keep_stop=False)
+    eager = bank.rollout(prompts, names, sampling)
+    bank.engine = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
+    out = bank.rollout(prompts, names, sampling)
     assert [(c.completion_ids, c.truncated) for c in out] == [(c.completion_ids, c.truncated) for c in eager]
 
 
@@ -85,11 +84,10 @@ def test_graph_engine_segments_continue_each_segment_through_its_decoder(tiny):
     bank, tokenizer, prompts = _bank(tiny)
     names = ["A0", "A1", "A0"]
     segments = (Segment(max_new_tokens=5), Segment(forced="\n```python\n", max_new_tokens=6))
-    eager = bank.rollout(tokenizer, prompts, names, segments=segments, max_new_tokens=9, temperature=0.01,
-                         generator=torch.Generator().manual_seed(0))
-    bank.engine = graph = GraphEngine(bank, FakeGraphDecoder)
-    out = bank.rollout(tokenizer, prompts, names, segments=segments, max_new_tokens=9, temperature=0.01,
-                       generator=torch.Generator().manual_seed(0))
+    sampling = Sampling(max_new_tokens=9, temperature=0.01)
+    eager = bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(0))
+    bank.engine = graph = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
+    out = bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(0))
     assert graph.decoder.calls == 2
     assert [(c.completion_ids, c.mask) for c in out] == [(c.completion_ids, c.mask) for c in eager]
 
@@ -97,17 +95,17 @@ def test_graph_engine_segments_continue_each_segment_through_its_decoder(tiny):
 def test_peft_engine_gives_the_routed_tokens_greedy(tiny):
     bank, tokenizer, prompts = _bank(tiny)
     names = ["A0", "A1", BASE]
-    eager = bank.rollout(tokenizer, prompts, names, max_new_tokens=8, greedy=True)
-    bank.engine = make_engine("peft", bank)
-    peft = bank.rollout(tokenizer, prompts, names, max_new_tokens=8, greedy=True)
+    eager = bank.rollout(prompts, names, Sampling(max_new_tokens=8, greedy=True))
+    bank.engine = make_engine("peft", bank.model, tokenizer, bank)
+    peft = bank.rollout(prompts, names, Sampling(max_new_tokens=8, greedy=True))
     assert [c.completion_ids for c in peft] == [c.completion_ids for c in eager]
 
 
 def test_every_factor_write_refreshes_the_engine(tiny, monkeypatch):
     bank, tokenizer, prompts = _bank(tiny)
-    bank.engine = graph = GraphEngine(bank, FakeGraphDecoder)
+    bank.engine = graph = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
     bank.set_factors("A0", bank.get_factors("A1"))  # before the decoder exists: nothing to refresh
-    bank.rollout(tokenizer, prompts[:1], ["A0"], max_new_tokens=2, greedy=True)
+    bank.rollout(prompts[:1], ["A0"], Sampling(max_new_tokens=2, greedy=True))
     bank.set_factors("A1", bank.get_factors("A0"))
     monkeypatch.setattr("evolora.bank.local.policy_update_many", lambda bank, jobs, **settings: {})
     bank.update({"A0": (None, []), "A1": (None, [])})
@@ -117,7 +115,7 @@ def test_every_factor_write_refreshes_the_engine(tiny, monkeypatch):
 def test_segments_refuse_greedy_and_stop(tiny):
     bank, tokenizer, prompts = _bank(tiny)
     with pytest.raises(ValueError, match="segments sample and carry their own stop strings"):
-        bank.rollout(tokenizer, prompts, ["A0"] * 3, segments=(Segment(),), max_new_tokens=4, stop=("x",))
+        bank.rollout(prompts, ["A0"] * 3, Sampling(max_new_tokens=4, stop=("x",)), segments=(Segment(),))
 
 
 def test_sampling_options_are_checked():
@@ -181,9 +179,9 @@ def test_a_step_sends_every_teachers_rows_in_one_call_and_every_students_in_anot
     calls = []
     generate = run.bank.engine.generate
 
-    def record(tokenizer, prompts, adapters, sampling, **options):
+    def record(prompts, adapters, sampling, **options):
         calls.append([role[a] for a in adapters])
-        return generate(tokenizer, prompts, adapters, sampling, **options)
+        return generate(prompts, adapters, sampling, **options)
 
     run.bank.engine.generate = record
     run.run_step()
@@ -205,9 +203,9 @@ def test_graph_engine_batches_fit_the_largest_bucket(tiny):
     from evolora.generation.graph import BUCKETS
 
     bank, tokenizer, prompts = _bank(tiny)
-    bank.engine = graph = GraphEngine(bank, FakeGraphDecoder)
+    bank.engine = graph = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
     seen = []
-    graph._decode_batch = lambda model, tokenizer, ids, *args, **kw: seen.append(len(ids)) or ids[:, :1]
-    bank.rollout(tokenizer, [prompts[0]] * (max(BUCKETS) + 3), ["A0"] * (max(BUCKETS) + 3), max_new_tokens=1,
-                 greedy=True, batch_size=4096)
+    graph.decode_batch = lambda ids, *args, **kw: seen.append(len(ids)) or ids[:, :1]
+    bank.rollout([prompts[0]] * (max(BUCKETS) + 3), ["A0"] * (max(BUCKETS) + 3),
+                 Sampling(max_new_tokens=1, greedy=True), batch_size=4096)
     assert seen == [max(BUCKETS), 3]

@@ -26,7 +26,7 @@ LOGGER = "evolora.evaluation.base_cache"
 @pytest.fixture
 def setup(tiny_config, single_thread):
     model, tokenizer = load_base("tiny-random")
-    bank = AdapterBank(model, ["A"], rank=2, alpha=4, target_modules=("q_proj", "v_proj"))
+    bank = AdapterBank(model, ["A"], rank=2, alpha=4, target_modules=("q_proj", "v_proj"), tokenizer=tokenizer)
     eval_config = tiny_config.eval.model_copy(update={"enabled": True, "base": True, "cache_base": True,
                                                       "limit": 4, "max_new_tokens": 4})
     return bank, tokenizer, eval_config

@@ -8,19 +8,19 @@ factors refreshed in place, and the sampling draw on fixed buffers.
 
 from __future__ import annotations
 
-from functools import partial
 
 import pytest
 import torch
 
 from bank_helpers import random_bank
-from evolora.generation.decode import choose_tokens, decode
+from evolora.generation.decode import decode
 from evolora.generation.graph import BUCKETS, GraphDecoder, bucket
 from evolora.generation.mismatch import path_logprobs
 from evolora.generation.rollout import chat_prompt, left_pad
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_step import decode_step
 from evolora.generation.stops import StopOnText
+from evolora.generation.types import Sampling
 from evolora.learner import Sample
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -41,13 +41,14 @@ def setup(tiny):
 def _eager(bank, ids, attention, names, tokens, eos, pad, seed=5, stopped=None, min_new_tokens=0, **sampling):
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        return decode(bank.model, ids, attention, names, max_new_tokens=tokens, eos_ids=eos, pad_id=pad,
-                      choose=partial(choose_tokens, generator=generator, **sampling), stopped=stopped,
-                      context=lambda rows: routed(bank, rows), min_new_tokens=min_new_tokens)
+        return decode(bank.model, ids, attention, names, Sampling(max_new_tokens=tokens, **sampling), eos_ids=eos,
+                      pad_id=pad, generator=generator, stopped=stopped, context=lambda rows: routed(bank, rows),
+                      min_new_tokens=min_new_tokens)
 
 
-def _graph(engine, ids, attention, names, tokens, eos, pad, seed=5, **options):
-    return engine.decode(ids, attention, names, max_new_tokens=tokens, eos_ids=eos, pad_id=pad,
+def _graph(engine, ids, attention, names, tokens, eos, pad, seed=5, *, greedy, temperature, top_p, **options):
+    sampling = Sampling(max_new_tokens=tokens, greedy=greedy, temperature=temperature, top_p=top_p)
+    return engine.decode(ids, attention, names, sampling, eos_ids=eos, pad_id=pad,
                          generator=torch.Generator().manual_seed(seed), **options)
 
 
@@ -202,24 +203,27 @@ def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny
     from evolora.generation.types import Segment
 
     model, tokenizer = tiny
-    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3)
+    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3,
+                       tokenizer=tokenizer)
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("a problem", "another one", "x")]
     names = ["A0", "A1", BASE]
-    calls = [dict(max_new_tokens=10, greedy=greedy, temperature=0.8, top_p=0.9),
-             dict(max_new_tokens=16, greedy=True, stop=("e",), keep_stop=False),
-             dict(segments=(Segment(max_new_tokens=5), Segment(forced="\n```python\n", max_new_tokens=6)),
-                  max_new_tokens=9, temperature=0.01)]
-    eager = [bank.rollout(tokenizer, prompts, names, generator=torch.Generator().manual_seed(5), **c) for c in calls]
-    bank.engine = GraphEngine(bank, GraphDecoder)
-    graph = [bank.rollout(tokenizer, prompts, names, generator=torch.Generator().manual_seed(5), **c) for c in calls]
+    calls = [(Sampling(max_new_tokens=10, greedy=greedy, temperature=0.8, top_p=0.9), ()),
+             (Sampling(max_new_tokens=16, greedy=True, stop=("e",), keep_stop=False), ()),
+             (Sampling(max_new_tokens=9, temperature=0.01),
+              (Segment(max_new_tokens=5), Segment(forced="\n```python\n", max_new_tokens=6)))]
+    eager = [bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
+             for sampling, segments in calls]
+    bank.engine = GraphEngine(bank.model, tokenizer, bank, GraphDecoder)
+    graph = [bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
+             for sampling, segments in calls]
     for ours, ref in zip(graph, eager):
         assert [(c.completion_ids, c.truncated, c.mask) for c in ours] == [(c.completion_ids, c.truncated, c.mask)
                                                                             for c in ref]
     bank.init_factors("A1", torch.Generator().manual_seed(8), b_std=0.5)  # the bank refreshes its engine
-    after = bank.rollout(tokenizer, prompts, names, max_new_tokens=10, greedy=True)
-    bank.engine = EagerEngine(bank)
-    assert [c.completion_ids for c in after] == [c.completion_ids for c in
-                                                 bank.rollout(tokenizer, prompts, names, max_new_tokens=10, greedy=True)]
+    greedy10 = Sampling(max_new_tokens=10, greedy=True)
+    after = bank.rollout(prompts, names, greedy10)
+    bank.engine = EagerEngine(bank.model, tokenizer, bank)
+    assert [c.completion_ids for c in after] == [c.completion_ids for c in bank.rollout(prompts, names, greedy10)]
 
 
 def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):

@@ -28,11 +28,11 @@ from bank_helpers import rated_pair
 def _step(tiny, monkeypatch, guidance: str):
     """One step, 1 teacher + 1 student: proposals 2 + 2 (solved 1/2) and 3 * 4 (unsolved)."""
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = rated_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0], tokenizer=tiny[1])
     answers = iter(["4", "5", "11", "13"])
 
-    def fake_rollout(tokenizer, prompts, adapters, **kwargs):
-        if kwargs["max_new_tokens"] == 9:
+    def fake_rollout(prompts, adapters, sampling, **kwargs):
+        if sampling.max_new_tokens == 9:
             return [Completion(a, tuple(p), (5,), t, False) for p, a, t in zip(prompts, adapters, [" 2 + 2", " 3 * 4"])]
         return [Completion(a, tuple(p), (6, 7), next(answers), False) for p, a in zip(prompts, adapters)]
 

@@ -9,8 +9,10 @@ from evolora.model import load_base
 from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from bank_helpers import random_bank
 from evolora.bank.local import AdapterBank
-from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.engine import EagerEngine, PeftEngine
+from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE, routed
+from evolora.generation.types import Sampling
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -50,8 +52,9 @@ def test_routed_generation_equals_peft(bank, tiny):
     _, tokenizer = tiny
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("a", "bb", "what?", "1+1")]
     names = ["A0", "A1", "A2", BASE]
-    ours = generate(bank.model, tokenizer, prompts, names, max_new_tokens=10, greedy=True, bank=bank)
-    peft = generate(bank.model, tokenizer, prompts, names, max_new_tokens=10, greedy=True)
+    greedy = Sampling(max_new_tokens=10, greedy=True)
+    ours = EagerEngine(bank.model, tokenizer, bank).generate(prompts, names, greedy)
+    peft = PeftEngine(bank.model, tokenizer, bank).generate(prompts, names, greedy)
     assert [c.completion_ids for c in ours] == [c.completion_ids for c in peft]
 
 
@@ -209,17 +212,21 @@ def test_bfloat16_base_matches_peft_per_row():
     assert _close(ours, ref, tol=3e-2), (ours - ref).abs().max()
 
 
-def test_a_bank_with_another_model_is_refused_on_every_generation_path(bank, tiny):
-    from evolora.generation.segments import generate_segments
-    from evolora.tasks.base import Segment
+@pytest.mark.parametrize("engine", ["eager", "peft"])
+def test_an_engine_with_another_model_than_its_banks_is_refused(bank, tiny, engine):
+    from evolora.generation.engine import make_engine
 
     other, tokenizer = tiny  # the bare base: not the bank's PEFT model
     with pytest.raises(ValueError, match="bank.model"):
-        generate(other, tokenizer, [[5, 6]], ["A0"], max_new_tokens=2, bank=bank)
-    with pytest.raises(ValueError, match="bank.model"):
-        generate_segments(other, tokenizer, [[5, 6]], ["A0"], (Segment(max_new_tokens=2),), max_new_tokens=2, bank=bank)
-    (out,) = generate(bank.model, tokenizer, [[5, 6]], ["A0"], max_new_tokens=2, greedy=True, bank=bank)
+        make_engine(engine, other, tokenizer, bank)
+    (out,) = make_engine(engine, bank.model, tokenizer, bank).generate([[5, 6]], ["A0"], Sampling(max_new_tokens=2))
     assert 1 <= len(out.completion_ids) <= 2
+
+
+def test_a_bank_without_a_tokenizer_scores_but_does_not_generate(bank):
+    assert bank.logprobs(["A0"], SAMPLES[:1]).shape == (1, 3)
+    with pytest.raises(ValueError, match="built without a tokenizer"):
+        bank.rollout([[5, 6]], ["A0"], Sampling(max_new_tokens=2))
 
 
 def test_lora_delta_of_a_bf16_input_keeps_it_and_equals_autograd_through_the_cast():

@@ -30,7 +30,7 @@ class EvenLengthArith(ArithTask):
 
 def _counts(seed):
     model, tokenizer = load_base("tiny-random")
-    bank = AdapterBank(model, ["A"], rank=4, alpha=8, target_modules="all-linear")
+    bank = AdapterBank(model, ["A"], rank=4, alpha=8, target_modules="all-linear", tokenizer=tokenizer)
     bank.init_factors("A", torch.Generator().manual_seed(0), b_std=0.3)
     task = EvenLengthArith()
     items = task.held_out(6, random.Random(0))
@@ -85,17 +85,18 @@ def test_base_rows_sample_the_same_answers_whatever_adapters_are_evaluated_besid
     import torch
 
     from evolora.generation.rollout import chat_prompt
+    from evolora.generation.types import Sampling
     from evolora.model import load_base
     from evolora.tasks import ArithTask
     from bank_helpers import random_bank
 
     model, tokenizer = load_base("tiny-random")
-    bank = random_bank(model, ["a", "b"], target_modules="all-linear", b_std=1.0)
+    bank = random_bank(model, ["a", "b"], target_modules="all-linear", b_std=1.0, tokenizer=tokenizer)
     prompt = chat_prompt(tokenizer, [{"role": "user", "content": "What is 3 + 4?"}])
 
     def texts(rows):
-        out = bank.rollout(tokenizer, [prompt] * len(rows), rows, max_new_tokens=6, greedy=False, temperature=1.0,
-                           batch_size=16, generator=torch.Generator().manual_seed(0))
+        out = bank.rollout([prompt] * len(rows), rows, Sampling(max_new_tokens=6, temperature=1.0), batch_size=16,
+                           generator=torch.Generator().manual_seed(0))
         return [c.text for c in out]
 
     pure, shared = texts([BASE] * 16), texts([BASE] * 8 + ["a"] * 8)

@@ -9,6 +9,7 @@ import pytest
 
 from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict
 from evolora.generation.rollout import Completion
+from evolora.generation.types import Sampling
 from evolora.selfplay import play_step, repetition_penalties, teacher_reward
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import ProposalRequest, normalise_problem
@@ -17,11 +18,12 @@ from bank_helpers import rated_pair
 
 def test_sampling_keys_fall_back_per_role():
     config = SelfPlayConfig(temperature=0.9, top_p=0.95, teacher_max_new_tokens=7, student_max_new_tokens=5)
-    assert config.sampling("teacher") == {"temperature": 0.9, "top_p": 0.95, "max_new_tokens": 7}
+    assert config.sampling("teacher") == Sampling(temperature=0.9, top_p=0.95, max_new_tokens=7)
     config = SelfPlayConfig(temperature=0.9, teacher_temperature=0.6, student_top_p=0.8, student_max_new_tokens=5)
-    assert config.sampling("teacher") == {"temperature": 0.6, "top_p": 1.0, "max_new_tokens": 160}
-    assert config.sampling("student") == {"temperature": 0.9, "top_p": 0.8, "max_new_tokens": 5}
-    assert config.sampling("critic") == {"temperature": 0.9, "top_p": 1.0, "max_new_tokens": 8}
+    assert config.sampling("teacher") == Sampling(temperature=0.6, top_p=1.0, max_new_tokens=160)
+    assert config.sampling("student", stop=("\n",)) == Sampling(temperature=0.9, top_p=0.8, max_new_tokens=5,
+                                                                 stop=("\n",))
+    assert config.sampling("critic") == Sampling(temperature=0.9, top_p=1.0, max_new_tokens=8)
     with pytest.raises(ValueError, match="unknown role"):
         config.sampling("judge")
     for key, value in (("teacher_temperature", 0), ("student_top_p", 1.5)):
@@ -38,13 +40,13 @@ class _Copier(ArithTask):
 
 def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, monkeypatch):
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = rated_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0], tokenizer=tiny[1])
     texts = [" 7+5 ?", " 8 * 3", " 8*3", " 2 + 2"]  # a copy of an example, a repeated problem, a fresh one
     calls = []
 
-    def fake_rollout(tokenizer, prompts, adapters, **kwargs):  # the bank protocol's rollout
-        calls.append(kwargs)
-        if kwargs["max_new_tokens"] == 9:  # the teacher's limit
+    def fake_rollout(prompts, adapters, sampling, **kwargs):  # the bank protocol's rollout
+        calls.append(sampling)
+        if sampling.max_new_tokens == 9:  # the teacher's limit
             return [Completion(a, tuple(p), (5,), t, False) for p, a, t in zip(prompts, adapters, texts)]
         return [Completion(a, tuple(p), (6,), "12", False) for p, a in zip(prompts, adapters)]
 
@@ -55,8 +57,8 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
                             rewards=RewardConfig(copied=-0.25, repetition=0.6))
     outcome = play_step(bank, tokenizer, _Copier(), teachers, students, ratings, config,
                         rng=random.Random(0), np_rng=np.random.default_rng(0))
-    assert (calls[0]["temperature"], calls[0]["top_p"]) == (0.7, 1.0)
-    assert (calls[1]["temperature"], calls[1]["top_p"], calls[1]["max_new_tokens"]) == (0.4, 0.9, 3)
+    assert (calls[0].temperature, calls[0].top_p) == (0.7, 1.0)
+    assert (calls[1].temperature, calls[1].top_p, calls[1].max_new_tokens) == (0.4, 0.9, 3)
     games = outcome.games
     assert [g.problem for g in games] == ["7+5", "8 * 3", "8*3", "2 + 2"]
     assert [g.copied for g in games] == [True, False, False, False]
@@ -69,11 +71,11 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
 @pytest.mark.parametrize("stop, teacher_stop", [((), ()), (("\n",), ()), ((), ("\n", "?")), (("\n",), ("\n",))])
 def test_each_role_gets_its_own_stop_strings(tiny, monkeypatch, stop, teacher_stop):
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = rated_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0], tokenizer=tiny[1])
     calls = []
 
-    def fake_rollout(tokenizer, prompts, adapters, **kwargs):
-        calls.append(kwargs)
+    def fake_rollout(prompts, adapters, sampling, **kwargs):
+        calls.append(sampling)
         text = " 2 + 2" if len(calls) == 1 else "4"
         return [Completion(a, tuple(p), (5,), text, False) for p, a in zip(prompts, adapters)]
 
@@ -82,7 +84,7 @@ def test_each_role_gets_its_own_stop_strings(tiny, monkeypatch, stop, teacher_st
                             teacher_stop=teacher_stop)
     play_step(bank, tokenizer, _Copier(), teachers, students, ratings, config,
               rng=random.Random(0), np_rng=np.random.default_rng(0))
-    assert len(calls) == 2 and calls[0]["stop"] == teacher_stop and calls[1]["stop"] == stop
+    assert len(calls) == 2 and calls[0].stop == teacher_stop and calls[1].stop == stop
     for key in ("student_stop", "teacher_stop"):
         with pytest.raises(ConfigError, match=f"selfplay.{key}: an empty stop string"):
             config_from_dict({"selfplay": {key: ["\n", ""]}})
@@ -98,11 +100,11 @@ def test_structured_teacher_rows_stop_as_their_segments_say(tiny, monkeypatch):
             return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=(),
                                    segments=(Segment(stop=("?",)),))
 
-    bank, teachers, students, ratings = rated_pair(tiny[0])
+    bank, teachers, students, ratings = rated_pair(tiny[0], tokenizer=tiny[1])
     calls = []
 
-    def fake_rollout(tokenizer, prompts, adapters, **kwargs):
-        calls.append(kwargs)
+    def fake_rollout(prompts, adapters, sampling, **kwargs):
+        calls.append({**kwargs, "stop": sampling.stop})
         return [Completion(a, tuple(p), (5,), " 2 + 2" if len(calls) == 1 else "4", False)
                 for p, a in zip(prompts, adapters)]
 
@@ -110,7 +112,7 @@ def test_structured_teacher_rows_stop_as_their_segments_say(tiny, monkeypatch):
     config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, teacher_stop=("\n",))
     play_step(bank, tiny[1], Structured(), teachers, students, ratings, config,
               rng=random.Random(0), np_rng=np.random.default_rng(0))
-    assert "stop" not in calls[0] and calls[0]["segments"] == (Segment(stop=("?",)),)
+    assert calls[0]["stop"] == () and calls[0]["segments"] == (Segment(stop=("?",)),)
 
 
 def test_repetition_penalty_and_copied_reward():
@@ -154,10 +156,10 @@ def test_doctests_of_the_new_helpers():
 @pytest.mark.parametrize("mode", ["per_proposal", "per_teacher"])
 def test_teacher_prompt_per_teacher_shares_one_prompt_within_each_teacher(tiny, monkeypatch, mode):
     tokenizer = tiny[1]
-    bank, teachers, students, ratings = rated_pair(tiny[0], teachers=2)
+    bank, teachers, students, ratings = rated_pair(tiny[0], teachers=2, tokenizer=tiny[1])
     calls = []
 
-    def fake_rollout(tokenizer, prompts, adapters, **kwargs):
+    def fake_rollout(prompts, adapters, sampling, **kwargs):
         calls.append((prompts, adapters))
         return [Completion(a, tuple(p), (5,), " 2 + 2", False) for p, a in zip(prompts, adapters)]
 

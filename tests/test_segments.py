@@ -9,9 +9,10 @@ import torch.nn.functional as F
 
 from evolora.learner import Sample, completion_logprobs
 from bank_helpers import random_bank
-from evolora.generation.rollout import chat_prompt, generate
+from evolora.generation.engine import PeftEngine
+from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import routed
-from evolora.generation.segments import generate_segments
+from evolora.generation.types import Sampling
 from evolora.tasks.base import Segment
 
 FORCED = "\n```python\n"
@@ -19,7 +20,8 @@ FORCED = "\n```python\n"
 
 def _bank(tiny, b_std=0.5):
     model, tokenizer = tiny
-    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=b_std, seed=3)
+    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=b_std, seed=3,
+                       tokenizer=tokenizer)
     return bank, tokenizer
 
 
@@ -32,15 +34,13 @@ def test_segments_equal_manual_generate_append_continue(tiny):
     prompts, names = _prompts(tokenizer), ["A0", "A1", "A0"]
     segments = (Segment(max_new_tokens=5), Segment(forced=FORCED, max_new_tokens=6))
     torch.manual_seed(0)
-    out = generate_segments(bank.model, tokenizer, prompts, names, segments, max_new_tokens=9, temperature=0.01,
-                            bank=bank)
+    out = bank.rollout(prompts, names, Sampling(max_new_tokens=9, temperature=0.01), segments=segments)
     forced = tokenizer(FORCED, add_special_tokens=False)["input_ids"]
     eos = tokenizer.eos_token_id
     for prompt, name, completion in zip(prompts, names, out):
-        (first,) = generate(bank.model, tokenizer, [prompt], [name], max_new_tokens=5, greedy=True, bank=bank)
+        (first,) = bank.rollout([prompt], [name], Sampling(max_new_tokens=5, greedy=True))
         head = [t for t in first.completion_ids if t != eos]
-        (second,) = generate(bank.model, tokenizer, [prompt + head + forced], [name], max_new_tokens=6,
-                             greedy=True, bank=bank)
+        (second,) = bank.rollout([prompt + head + forced], [name], Sampling(max_new_tokens=6, greedy=True))
         assert completion.completion_ids == tuple(head + forced + list(second.completion_ids))
         assert completion.mask == tuple([True] * len(head) + [False] * len(forced) + [True] * len(second.completion_ids))
         assert FORCED in completion.text and completion.prompt_ids == tuple(prompt)
@@ -53,7 +53,7 @@ def test_masked_logprobs_equal_per_segment_forward_passes(tiny):
     prompts, names = _prompts(tokenizer), ["A0", "A1", "A1"]
     segments = (Segment(max_new_tokens=4), Segment(forced=FORCED, max_new_tokens=5))
     torch.manual_seed(1)
-    out = generate_segments(bank.model, tokenizer, prompts, names, segments, max_new_tokens=8, bank=bank)
+    out = bank.rollout(prompts, names, Sampling(max_new_tokens=8), segments=segments)
     samples = [Sample(c.prompt_ids, c.completion_ids, 0.0, "g", mask=c.mask) for c in out]
     with torch.no_grad(), routed(bank, names):
         logp, mask = completion_logprobs(bank.model, samples)
@@ -76,7 +76,7 @@ def test_stop_strings_cut_rows_and_drop_or_keep_the_stop_token(tiny):
 
     def sample(**stop):  # the same seed draws the same tokens until a row stops
         torch.manual_seed(5)
-        return generate(bank.model, tokenizer, prompts, names, max_new_tokens=16, bank=bank, **stop)
+        return bank.rollout(prompts, names, Sampling(max_new_tokens=16, **stop))
 
     free = sample()
     # stop at the 3rd generated character of each row: every row then stops early
@@ -94,13 +94,13 @@ def test_stop_strings_cut_rows_and_drop_or_keep_the_stop_token(tiny):
 
 
 def _both(bank, tokenizer, prompts, names, segments, seed, batch_size):
-    """generate_segments with bank (one Decoder: prefill once, continue from the cache, cut
-    tokens masked out) and without (one PEFT ``generate`` over the whole context per segment)."""
+    """Segments by the eager engine (one Decoder: prefill once, continue from the cache, cut tokens
+    masked out) and by the PEFT engine (one PEFT ``generate`` over the whole context per segment)."""
     outs = []
-    for router in (bank, None):
+    for engine in (bank.engine, PeftEngine(bank.model, tokenizer, bank)):
         torch.manual_seed(seed)
-        outs.append(generate_segments(bank.model, tokenizer, prompts, names, segments, max_new_tokens=9,
-                                      batch_size=batch_size, bank=router))
+        outs.append(engine.generate(prompts, names, Sampling(max_new_tokens=9), segments=segments,
+                                    batch_size=batch_size))
     return outs
 
 
@@ -111,7 +111,7 @@ def test_decoder_segments_with_cut_stops_equal_generate_per_segment(tiny):
     bank, tokenizer = _bank(tiny)
     prompts, names = _prompts(tokenizer), ["A0", "A1", "A0"]
     torch.manual_seed(2)
-    free = generate(bank.model, tokenizer, prompts, names, max_new_tokens=8, bank=bank)
+    free = bank.rollout(prompts, names, Sampling(max_new_tokens=8))
     stops = tuple(dict.fromkeys(ch for c in free for ch in c.text[1:4]))
     segments = (Segment(stop=stops, max_new_tokens=8, keep_stop=False),
                 Segment(forced=FORCED, stop=stops[::2], max_new_tokens=6, temperature=0.7),

@@ -15,12 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from evolora.generation.types import RoutedBank
+from evolora.generation.types import RoutedBank, Sampling
 
 if TYPE_CHECKING:
     import torch
-
-    from evolora.hf_types import Tokenizer
 
 
 @runtime_checkable
@@ -57,8 +55,9 @@ class Bank(Protocol):
     def update(self, jobs: dict, **settings: Any) -> dict:
         """One RL update per slot: ``jobs`` is {slot: (optimizer, samples)}; returns {slot: result}."""
 
-    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], **options: Any) -> list:
-        """Sample one completion per prompt, prompt i with the adapter in slot ``adapters[i]``."""
+    def rollout(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, **options: Any) -> list:
+        """One completion per prompt, prompt i with the adapter in slot ``adapters[i]``, as ``sampling``
+        (:class:`evolora.generation.types.Sampling`) says, by the bank's engine (which holds the tokenizer)."""
 
     def logprobs(self, names: list[str], samples: list) -> Any:
         """Per-token log-probs of ``samples`` under each named slot."""

@@ -46,8 +46,11 @@ class AdapterBank:
         slots: adapter names, one per population slot (e.g. ``["T0", "T1", "S0", "S1"]``).
         rank, alpha, target_modules: LoRA shape, as in :class:`evolora.config.LoRAConfig`
             (``all-linear`` resolved by :func:`evolora.model.targets.resolve_target_modules`).
+        tokenizer: the base's tokenizer (a pad token is required), given to the engine once; None:
+            a bank that scores and trains but cannot generate.
         engine: ``generation.engine``, the engine that generates the rollouts and scores the
-            samples (:func:`evolora.generation.engine.make_engine`; ``auto``: graph on CUDA, else eager).
+            samples: a registered name or ``package.module:Class``
+            (:func:`evolora.generation.engine.make_engine`; ``auto``: graph on CUDA, else eager).
 
     Attributes:
         engine: the :class:`evolora.generation.engine.Engine` the bank owns; told of every factor
@@ -59,7 +62,8 @@ class AdapterBank:
     """
 
     def __init__(self, base: CausalLM, slots: list[str], *, rank: int, alpha: float,
-                 target_modules: tuple[str, ...] | str = ALL_LINEAR, engine: str = "auto"):
+                 target_modules: tuple[str, ...] | str = ALL_LINEAR, tokenizer: Tokenizer | None = None,
+                 engine: str = "auto"):
         if not slots:
             raise ValueError("an adapter bank needs at least one slot")
         target_modules = resolve_target_modules(base, target_modules)
@@ -83,7 +87,7 @@ class AdapterBank:
         }
         self._good: dict[str, Adapter] = {}  # slot -> its last finite factors (see snapshot)
         self.model.eval()
-        self.engine: Engine = make_engine(engine, self)
+        self.engine: Engine = make_engine(engine, self.model, tokenizer, self)
 
     @property
     def batch_size(self) -> int:
@@ -154,28 +158,27 @@ class AdapterBank:
                 param.requires_grad_(other == slot)
 
     # -- the bank protocol of a run (evolora.distributed.sharded_bank.ShardedBank offers the same over Ray actors) --
-    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (),
+    def rollout(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *, segments: tuple = (),
                 stats: RolloutStats | None = None, batch_size: int | None = None,
-                generator: torch.Generator | None = None, **options) -> list[Completion]:
+                generator: torch.Generator | None = None) -> list[Completion]:
         """One completion per (prompt, adapter) row, by the bank's :attr:`engine`
         (:meth:`evolora.generation.engine.Engine.generate`).
 
         Args:
-            tokenizer: the base's tokenizer; prompts: N token id lists; adapters: N slot names
-                (or ``"__base__"``); segments: a multi-segment rollout's structure (empty: free form).
+            prompts: N token id lists; adapters: N slot names (or ``"__base__"``).
+            sampling: how tokens are chosen and where rows stop (:class:`evolora.generation.types.Sampling`).
+            segments: a multi-segment rollout's structure (empty: free form).
             batch_size: rows per decode batch; None: the engine's default for the device.
             generator: the sampling RNG; one on another device than the model's is replaced by one
                 there with its seed (:func:`evolora.model.device.generator_on`).
-            options: the fields of :class:`evolora.generation.types.Sampling` (``max_new_tokens``,
-                ``greedy``, ``temperature``, ``top_p``, ``stop``, ``keep_stop``).
 
         Returns:
             N :class:`evolora.generation.types.Completion`, in the order of ``prompts``.
         """
         if generator is not None:  # sampling draws on the model's device
             generator = generator_on(generator, model_device(self.model))
-        return self.engine.generate(tokenizer, prompts, adapters, Sampling(**options), segments=tuple(segments),
-                                    batch_size=batch_size, stats=stats, generator=generator)
+        return self.engine.generate(prompts, adapters, sampling, segments=tuple(segments), batch_size=batch_size,
+                                    stats=stats, generator=generator)
 
     def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], lr: float | None = None, **settings) -> dict:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`

@@ -5,6 +5,7 @@
     evolora evolve --resume RUN_DIR [--set run.steps=20]
     evolora evolve CONFIG --set 'run.loggers=[jsonl,tensorboard,wandb]'   # trackers: evolora.loggers
     evolora operators [--kind mutation]
+    evolora engines [--import MODULE]                                    # the rollout engines generation.engine names
     evolora evaluate RUN_DIR [--limit N]
     evolora export RUN_DIR [--member best|ID] [--out DIR] [--merge/--no-merge]   # a member as a HF model or adapter
     evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
@@ -28,7 +29,7 @@ from evolora.cli.display import console, fail, os_failure, result_console, warn
 from evolora.cli.cache import cache_command
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.reports import _study_tables, compare, report
-from evolora.cli.tools import init, operators, sandbox
+from evolora.cli.tools import engines, init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
 from evolora.user_code import UserCodeError
 
@@ -98,6 +99,7 @@ def evolve(
 
 app.command()(init)  # registered after evolve: --help lists commands in this order
 app.command()(operators)
+app.command()(engines)
 app.command("evaluate")(evaluate_command)
 app.command("export")(export_command)
 app.command()(sandbox)

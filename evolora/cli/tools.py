@@ -1,7 +1,7 @@
 """The command line's standalone tools: presets, the operator registry and the verifier sandbox.
 
 Registered on the app by :mod:`evolora.cli` (``evolora init``, ``evolora operators``,
-``evolora sandbox``); none loads a model.
+``evolora engines``, ``evolora sandbox``); none loads a model.
 """
 
 from __future__ import annotations
@@ -68,6 +68,24 @@ def plain_text(docstring: str) -> str:
     import re
 
     return re.sub(r"(?::\w+:)?`{1,2}([^`]+)`{1,2}", r"\1", docstring)
+
+
+def engines(
+    modules: list[str] = typer.Option([], "--import", metavar="MODULE", help=(
+        "Import a module of your own first (e.g. my_engines): its @register_engine engines are listed too.")),
+) -> None:
+    """List every registered rollout engine (generation.engine) with where it runs; a class of your
+    own is also named directly as generation.engine: package.module:Class."""
+    from evolora.generation.registry import AUTO, ENGINES
+
+    _import_user_modules(modules)
+    table = Table(title="evolora engines (generation.engine)")
+    for column in ("name", "where", "description", "class"):
+        table.add_column(column, overflow="fold")
+    table.add_row(AUTO, "any device", "graph where it runs, else eager (the default)", "")
+    for spec in ENGINES.values():
+        table.add_row(spec.name, spec.where, spec.doc, spec.target)
+    Console(width=160).print(table)
 
 
 def _import_user_modules(modules: list[str]) -> None:

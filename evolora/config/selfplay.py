@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from evolora.config.types import Float, Int, _Section
 from evolora.game import POPULATION_ROLES
+from evolora.generation.types import Sampling
 from evolora.matchmaking import Scheme
 
 class MatchmakingConfig(_Section):
@@ -142,8 +143,9 @@ class SelfPlayConfig(_Section):
             raise ValueError("an empty stop string would end every answer at once; give e.g. ['\\n'] or []")
         return value
 
-    def sampling(self, role: str) -> dict[str, float | int]:
-        """The role's rollout settings: {"temperature", "top_p", "max_new_tokens"}.
+    def sampling(self, role: str, stop: tuple = ()) -> Sampling:
+        """The role's rollout settings (its temperature, top-p and token cap; ``stop``: the stop
+        strings or patterns of its free-form rows), the one value that goes to the engine.
 
         Raises:
             ValueError: ``role`` is none of :data:`evolora.game.POPULATION_ROLES`.
@@ -151,6 +153,6 @@ class SelfPlayConfig(_Section):
         if role not in POPULATION_ROLES:
             raise ValueError(f"unknown role {role!r}; use one of {', '.join(POPULATION_ROLES)}")
         own = lambda key: getattr(self, f"{role}_{key}")  # noqa: E731
-        return {"temperature": own("temperature") if own("temperature") is not None else self.temperature,
-                "top_p": own("top_p") if own("top_p") is not None else self.top_p,
-                "max_new_tokens": own("max_new_tokens")}
+        return Sampling(temperature=own("temperature") if own("temperature") is not None else self.temperature,
+                        top_p=own("top_p") if own("top_p") is not None else self.top_p,
+                        max_new_tokens=own("max_new_tokens"), stop=tuple(stop))

@@ -255,9 +255,9 @@ def review_step(bank: Bank, tokenizer: Tokenizer, task: Task, outcome: StepOutco
                for _, g, a in todo]
     slot = {c.id: c.slot for c in critics}
     generator = torch.Generator(device="cpu").manual_seed(int(np_rng.integers(2**62)))  # the bank seeds its device's
-    done = bank.rollout(tokenizer, prompts, [slot[c] for c, _, _ in todo], **config.sampling("critic"),
+    done = bank.rollout(prompts, [slot[c] for c, _, _ in todo], config.sampling("critic", stop=("\n",)),
                         batch_size=config.generation_batch_size, stats=outcome.rollout,
-                        stop=("\n",), generator=generator) if todo else []
+                        generator=generator) if todo else []
     texts = [task.critic_prefix + completion.text for completion in done]
     reviews = [Review(critic, games[g].student, g, a, TRUTH[games[g].grades[a]], task.parse_verdict(text), text)
                for (critic, g, a), text in zip(todo, texts)]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import random
 from collections import Counter
-from functools import partial
+from dataclasses import replace
 
 import torch
 
@@ -27,6 +27,7 @@ from evolora.bank import Bank
 from evolora.critic import TRUTH, balanced_accuracy
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
+from evolora.generation.types import Sampling
 from evolora.tasks.base import Task
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: dict[str, str],
                       judges: dict[str, str], *,
-                      limit: int, n: int, sampling: dict, max_new_tokens: int, critic_max_new_tokens: int,
+                      limit: int, n: int, sampling: Sampling, max_new_tokens: int, critic_max_new_tokens: int,
                       batch_size: int | None, seed: int) -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
@@ -44,7 +45,8 @@ def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: d
             (rollouts and verdict scores through the bank protocol). answerers, judges: {bank slot: id}; the
             base (slot ``"__base__"``, id ``"base"``) is added first to each as the reference.
         limit: held-out problems (``task.held_out(limit, random.Random(seed))``). n: samples per
-            problem and answerer, >= 1. sampling: {"temperature", "top_p"} of the sampled answers.
+            problem and answerer, >= 1. sampling: the sampled answers' (its temperature and top-p;
+            its token cap is ``max_new_tokens``).
         max_new_tokens, critic_max_new_tokens: caps of an answer and of a verdict (after the
             forced :attr:`Task.critic_prefix`). batch_size: rows per ``generate`` call.
         seed: drives the problem draw and the answer sampling (a torch generator of its own).
@@ -61,20 +63,20 @@ def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: d
         return {}
     answerers, judges = {BASE: "base", **answerers}, {BASE: "base", **judges}
     batch_size = batch_size or bank.batch_size  # None (eval.batch_size unset): the engine's, by device
-    rollout = partial(bank.rollout, tokenizer)
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
-    sampled = rollout([prompts[i] for _, i in rows], [s for s, _ in rows], max_new_tokens=max_new_tokens,
-                      batch_size=batch_size, generator=torch.Generator(device="cpu").manual_seed(seed), **sampling)
+    sampled = bank.rollout([prompts[i] for _, i in rows], [s for s, _ in rows],
+                           replace(sampling, max_new_tokens=max_new_tokens, greedy=False, stop=()),
+                           batch_size=batch_size, generator=torch.Generator(device="cpu").manual_seed(seed))
     grades = task.grade_held_out([c.text for c in sampled], [items[i] for _, i in rows])
     greedy_rows = [(slot, i) for slot in answerers for i in range(len(items))]
-    greedy = rollout([prompts[i] for _, i in greedy_rows], [s for s, _ in greedy_rows], max_new_tokens=max_new_tokens,
-                     greedy=True, batch_size=batch_size)
+    greedy = bank.rollout([prompts[i] for _, i in greedy_rows], [s for s, _ in greedy_rows],
+                          Sampling(max_new_tokens=max_new_tokens, greedy=True), batch_size=batch_size)
     greedy_grades = task.grade_held_out([c.text for c in greedy], [items[i] for _, i in greedy_rows])
     judged = [r for r, grade in enumerate(grades) if grade.label in TRUTH]
     pairs = [(items[rows[r][1]].question, sampled[r].text) for r in judged]
     verdicts = _verdicts(bank, tokenizer, task, judges, pairs, max_new_tokens=critic_max_new_tokens,
-                         batch_size=batch_size, rollout=rollout)
+                         batch_size=batch_size)
     scores = verdict_scores(bank, tokenizer, task, judges, pairs, batch_size=batch_size)
     by_row = {judge: dict(zip(judged, verdicts[judge])) for judge in verdicts}
     score_of = {judge: dict(zip(judged, scores[judge])) for judge in scores}
@@ -150,13 +152,14 @@ def _top(group: list[int], scores: dict[int, float]) -> int:
 
 
 def _verdicts(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
-              max_new_tokens: int, batch_size: int, rollout) -> dict[str, list[str | None]]:
+              max_new_tokens: int, batch_size: int) -> dict[str, list[str | None]]:
     """{judge id: its greedy verdict on each (problem, answer), in order}."""
     prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix)
                for problem, answer in reviews]
     rows = [(slot, j) for slot in judges for j in range(len(reviews))]
-    done = rollout([prompts[j] for _, j in rows], [s for s, _ in rows], max_new_tokens=max_new_tokens, greedy=True,
-                   batch_size=batch_size, stop=("\n",)) if rows else []
+    done = bank.rollout([prompts[j] for _, j in rows], [s for s, _ in rows],
+                        Sampling(max_new_tokens=max_new_tokens, greedy=True, stop=("\n",)),
+                        batch_size=batch_size) if rows else []
     out: dict[str, list[str | None]] = {name: [] for name in judges.values()}
     for (slot, _), completion in zip(rows, done):
         out[judges[slot]].append(task.parse_verdict(task.critic_prefix + completion.text))

@@ -25,7 +25,7 @@ from evolora.learner import Sample, UpdateResult
 from evolora.model import load_base
 from evolora.model.device import generator_on, resolve_device
 from evolora.bank.local import AdapterBank
-from evolora.generation.rollout import Completion, RolloutStats
+from evolora.generation.types import Completion, RolloutStats, Sampling
 
 
 DEFERRABLE = ("seed", "snapshot", "set_factors", "new_optimizer")
@@ -70,7 +70,7 @@ class Worker:
         base, self.tokenizer = load_base(model_config["name"], dtype=model_config["dtype"], num_threads=threads,
                                          device=self.device, prepack=model_config.get("prepack", "auto"))
         self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
-                                target_modules=_targets(lora["target_modules"]), engine=engine)
+                                target_modules=_targets(lora["target_modules"]), tokenizer=self.tokenizer, engine=engine)
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
 
     def _check(self) -> None:
@@ -116,7 +116,7 @@ class Worker:
                 raise ValueError(f"{name} cannot ride on another call; deferrable: {DEFERRABLE}")
             getattr(self, name)(*args)
 
-    def rollout(self, prompts: list[list[int]], adapters: list[str], segments: tuple,
+    def rollout(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, segments: tuple,
                 options: dict, before: tuple = ()) -> tuple[list[Completion], int, float]:
         """:meth:`evolora.bank.local.AdapterBank.rollout` on this worker's rows, after the ops
         ``before`` (:meth:`_before`): (completions in row order, tokens generated, seconds).
@@ -127,8 +127,7 @@ class Worker:
         state = unpack(options.pop("generator_state", None))
         if state is not None:  # a CPU generator's exact state; a GPU replica samples from its own, seeded alike
             options["generator"] = generator_on(torch.Generator(device="cpu").set_state(state), self.device)
-        done = self.bank.rollout(self.tokenizer, prompts, adapters, segments=segments, stats=stats,
-                                 **options)
+        done = self.bank.rollout(prompts, adapters, sampling, segments=segments, stats=stats, **options)
         return done, stats.tokens, time.perf_counter() - began
 
     def update(self, samples: dict[str, list[Sample]], settings: dict,

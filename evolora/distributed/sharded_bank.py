@@ -1,7 +1,7 @@
 """The population on a Ray cluster: adapter slots sharded over worker actors, one base replica each.
 
     bank = ShardedBank(config, slots)          # run.workers actors (evolora.distributed.actor.Worker), slot i on worker i mod N
-    bank.rollout(tokenizer, prompts, adapters) # each row on its adapter's worker; results back in row order
+    bank.rollout(prompts, adapters, sampling)  # each row on its adapter's worker; results back in row order
     bank.update(jobs)                          # each worker updates its own slots with its own optimizers
     bank.logprobs(names, samples)              # teacher-forced log-probs, each row on its adapter's worker
     bank.get_factors / set_factors             # factors through the object store (evolution, checkpoints)
@@ -22,8 +22,6 @@ from the last checkpoint and repeats the step. Source: PopuLoRA (arXiv 2605.1672
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -35,10 +33,8 @@ from evolora.distributed.placement import placement
 from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, WorkerLost, wait_for_workers
 from evolora.generation.engine import BATCH_SIZE
 from evolora.generation.routed import BASE
+from evolora.generation.types import Sampling
 from evolora.distributed.actor import pack, unpack
-
-if TYPE_CHECKING:
-    from evolora.hf_types import Tokenizer
 
 PREFETCH_MAX_BYTES = 1 << 19
 """Largest adapter (bytes of its factors) :meth:`ShardedBank.prefetch` fetches ahead. A prefetch
@@ -177,10 +173,10 @@ class ShardedBank:
         return self._wait(phase, began, {w: self._send(w, method, a) for w, a in args.items()})
 
     # -- the bank protocol ------------------------------------------------------------------------
-    def rollout(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], *, segments: tuple = (), stats=None,
-                **options) -> list:
+    def rollout(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *, segments: tuple = (),
+                stats=None, **options) -> list:
         """:meth:`evolora.bank.local.AdapterBank.rollout` with each row on its adapter's worker
-        (``"__base__"`` rows on worker 0); ``tokenizer`` is unused (each worker has the same one).
+        (``"__base__"`` rows on worker 0); each worker's engine holds its own copy of the tokenizer.
         A ``generator`` option travels as its state; each worker then starts from that state. Each worker's
         bank generates with its own engine (``generation.engine``, resolved on the worker's device).
         One Ray call per worker with rows; the step's deferred seed and snapshot ride on it.
@@ -199,7 +195,7 @@ class ShardedBank:
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)
-        out = self._each("rollout", "rollout", {w: ([prompts[i] for i in r], [adapters[i] for i in r],
+        out = self._each("rollout", "rollout", {w: ([prompts[i] for i in r], [adapters[i] for i in r], sampling,
                                                     tuple(segments), options) for w, r in sorted(rows.items())})
         completions: list = [None] * len(prompts)
         for worker, (done, _, _) in out.items():

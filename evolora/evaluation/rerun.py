@@ -88,7 +88,7 @@ def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | N
     lora = config.lora
     slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
     bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
-                       engine=config.generation.engine)
+                       tokenizer=tokenizer, engine=config.generation.engine)
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     return config, task, tokenizer, bank

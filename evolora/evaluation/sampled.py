@@ -26,6 +26,7 @@ import torch
 from evolora.bank import Bank
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
+from evolora.generation.types import Sampling
 from evolora.io import write_json_atomic
 from evolora.tasks.base import HeldOutItem, Task
 
@@ -47,13 +48,13 @@ def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[Hel
     run's evaluation, and a call replays exactly. ``greedy``: argmax answers instead
     (``temperature`` ignored; with ``samples=1`` the counts are the greedy correct flags)."""
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
+    sampling = Sampling(max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature, stop=task.answer_stop)
     counts = {}
     for slot in slots:
         rows = [i for i in range(len(items)) for _ in range(samples)]
         generator = torch.Generator(device="cpu").manual_seed(slot_seed(seed, slot))  # the bank moves it to its device
-        done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slot] * len(rows),
-                            max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
-                            batch_size=batch_size, generator=generator, stop=task.answer_stop)
+        done = bank.rollout([prompts[i] for i in rows], [slot] * len(rows), sampling,
+                            batch_size=batch_size, generator=generator)
         grades = task.grade_held_out([c.text for c in done], [items[i] for i in rows])
         counts[slot] = [0] * len(items)
         for i, grade in zip(rows, grades):

@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from transformers.cache_utils import Cache, DynamicLayer
 
+from evolora.generation.types import Sampling
+
 if TYPE_CHECKING:
     from evolora.hf_types import CausalLM
 
@@ -145,9 +147,10 @@ def top_p_filter(scores: torch.Tensor, tail: float | torch.Tensor) -> torch.Tens
     return scores.masked_fill(drop.scatter(1, index, drop), -float("inf"))
 
 
-def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, *, greedy: bool, temperature: float,
-                  top_p: float, generator: torch.Generator | None) -> torch.Tensor:
-    """The next token of each running row from its last-position logits.
+def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, sampling: Sampling,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """The next token of each running row from its last-position logits, as ``sampling`` says
+    (its ``greedy``, ``temperature`` and ``top_p``).
 
     Shapes: logits (R, V) float of the running rows, ``rows`` (R,) long their index among the
     batch's ``total`` rows; returns (R,) long. Greedy: argmax. Else ``generate``'s sampling:
@@ -157,8 +160,9 @@ def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, *, greed
     device, then moved to the logits'; None: the default generator of the logits' device). Noise is drawn for all ``total`` rows every step, so a row draws the same
     tokens whether or not other rows have ended (and as ``generate`` with ``multinomial``).
     """
-    if greedy:
+    if sampling.greedy:
         return logits.argmax(dim=-1)
+    temperature, top_p = sampling.temperature, sampling.top_p
     scores = logits.float() / temperature if temperature != 1.0 else logits.float()
     if top_p < 1.0:
         scores = top_p_filter(scores, 1 - top_p)
@@ -246,20 +250,22 @@ class Decoder:
         self.stack = contextlib.ExitStack()
         self.stack.enter_context(self.context(self.names))
 
-    def run(self, max_new_tokens: int, choose, *, eos: torch.Tensor, pad_id: int, stopped=None,
-            min_new_tokens: int = 0, compact: bool = True) -> torch.Tensor:
-        """Decode one segment: (B, t) chosen tokens of every row (pads after a row ended), t <= max.
+    def run(self, sampling: Sampling, *, eos: torch.Tensor, pad_id: int, generator: torch.Generator | None = None,
+            stopped=None, min_new_tokens: int = 0, compact: bool = True) -> torch.Tensor:
+        """Decode one segment: (B, t) chosen tokens of every row (pads after a row ended),
+        t <= ``sampling.max_new_tokens``.
 
-        ``choose``, ``stopped``, ``min_new_tokens``: as :func:`decode`; ``compact``: drop ended rows
-        from the batch (only for the last segment: the others go on with :meth:`extend`).
+        ``sampling``, ``generator``, ``stopped``, ``min_new_tokens``: as :func:`decode`; ``compact``:
+        drop ended rows from the batch (only for the last segment: the others go on with :meth:`extend`).
         """
+        max_new_tokens = sampling.max_new_tokens
         out = torch.full((self.total, max_new_tokens), pad_id, dtype=torch.long, device=self.device)
         done = torch.zeros(len(self.rows), dtype=torch.bool, device=self.device)
         self.segment = (self.length, 0)
         for step in range(max_new_tokens):
             if step < min_new_tokens:
                 self.logits[:, eos] = -float("inf")
-            token = choose(self.logits, self.rows, self.total).masked_fill(done, pad_id)  # pads, as in generate
+            token = choose_tokens(self.logits, self.rows, self.total, sampling, generator).masked_fill(done, pad_id)
             out[self.rows, step] = token
             done |= torch.isin(token, eos)
             if stopped is not None:
@@ -307,8 +313,8 @@ class Decoder:
         self.fast.close()
 
 
-def decode(model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *, max_new_tokens: int,
-           eos_ids: set[int], pad_id: int, choose: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
+def decode(model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
+           *, eos_ids: set[int], pad_id: int, generator: torch.Generator | None = None,
            context: Callable[[list[str]], ContextManager] | None = None,
            stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
            min_new_tokens: int = 0) -> torch.Tensor:
@@ -318,9 +324,10 @@ def decode(model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, na
         model: a causal LM (a PEFT model or its base) taking ``cache`` / ``logits_to_keep``.
         input_ids, attention: (B, T_p) long, left padding (attention 0 on pads).
         names: B adapter names, passed to ``context`` (routing) for the running rows.
+        sampling: how tokens are chosen (:func:`choose_tokens`) and ``max_new_tokens``, the cap per row
+            (its ``stop`` is ``stopped``'s business).
         eos_ids: tokens that end a row (kept in the output); pad_id fills ended rows.
-        choose: ((R, V) last-position logits, (R,) row indices, B) -> (R,) next tokens
-            (:func:`choose_tokens`).
+        generator: the sampling RNG (None: the default generator of the model's device).
         context: ``names -> context manager`` entered around every forward of those rows
             (re-entered when the batch shrinks); None: no routing.
         stopped: ``(generated (R, t) long, rows (R,) long, t) -> (R,) bool``: rows that wrote a stop string.
@@ -330,16 +337,11 @@ def decode(model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, na
         (B, t) long generated tokens, t <= ``max_new_tokens`` (the steps run); a row holds
         ``pad_id`` after its EOS or stop.
 
-    Raises:
-        ValueError: ``max_new_tokens < 1``.
     """
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    decoder = Decoder(model, input_ids, attention, names, capacity=input_ids.shape[1] + max_new_tokens,
+    decoder = Decoder(model, input_ids, attention, names, capacity=input_ids.shape[1] + sampling.max_new_tokens,
                       context=context or (lambda _: contextlib.nullcontext()))
     try:
-        return decoder.run(max_new_tokens, choose, eos=torch.tensor(sorted(eos_ids), dtype=torch.long,
-                                                                    device=input_ids.device),
-                           pad_id=pad_id, stopped=stopped, min_new_tokens=min_new_tokens)
+        return decoder.run(sampling, eos=torch.tensor(sorted(eos_ids), dtype=torch.long, device=input_ids.device),
+                           pad_id=pad_id, generator=generator, stopped=stopped, min_new_tokens=min_new_tokens)
     finally:
         decoder.close()

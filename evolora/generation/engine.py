@@ -1,6 +1,8 @@
 """The engine seam: what a bank asks of whatever generates its rollouts.
 
-An :class:`Engine` does three things for the :class:`evolora.bank.local.AdapterBank` that owns it:
+An :class:`Engine` is built once per bank with its model, tokenizer and bank
+(``cls(model, tokenizer, bank)``), owns its decode, and does three things for the
+:class:`evolora.bank.local.AdapterBank` that owns it:
 
 * :meth:`Engine.generate`: one :class:`~evolora.generation.types.Completion` per (prompt, adapter)
   row, with :class:`~evolora.generation.types.Sampling` options, stop strings and
@@ -9,7 +11,8 @@ An :class:`Engine` does three things for the :class:`evolora.bank.local.AdapterB
 * :meth:`Engine.refresh`: called after every write of adapter factors (an RL update, a child,
   a rollback, a load), so an engine that keeps its own copy of the factors re-reads them.
 
-Three engines ship, chosen once by ``generation.engine`` (:func:`make_engine`):
+Three engines ship, chosen once by ``generation.engine`` (:func:`make_engine`; a user's own is
+registered, or named ``package.module:Class``: :mod:`evolora.generation.registry`):
 
 ========  =====================================================================================
 eager     routed LoRA (:mod:`evolora.generation.routed`) in the preallocated-cache decode loop
@@ -29,22 +32,25 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-5 (rollouts, then the update tha
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
+from transformers import StoppingCriteriaList
 
 from evolora.generation.completion import routed_logprobs
+from evolora.generation.decode import decode
 from evolora.generation.registry import check_graph, engine_spec, resolve_engine
 from evolora.generation.rollout import generate as generate_rows
 from evolora.generation.rollout import min_new_tokens
-from evolora.generation.segments import generate_segments
+from evolora.generation.routed import routed
+from evolora.generation.segments import continue_segments, generate_segments
 from evolora.generation.stops import StopOnText
-from evolora.generation.types import Completion, RolloutStats, Sampling, Segment
+from evolora.generation.types import Completion, RolloutStats, RoutedBank, Sampling, Segment
 from evolora.model.device import model_device
 
 if TYPE_CHECKING:
-    from evolora.generation.types import RoutedBank
+    from collections.abc import Callable
+
     from evolora.hf_types import CausalLM, Tokenizer
 
 BATCH_SIZE = {"cpu": 16, "cuda": 256}
@@ -55,14 +61,15 @@ a step costs about the same from 16 to 512 rows, so one batch should hold a whol
 
 @runtime_checkable
 class Engine(Protocol):
-    """What generates a bank's rollouts and scores its samples (see the module docstring)."""
+    """What generates a bank's rollouts and scores its samples (see the module docstring), built
+    once as ``cls(model, tokenizer, bank)``."""
 
     name: str
     """The engine's ``generation.engine`` name (``eager``, ``graph``, ``peft`` or a user's)."""
     batch_size: int
     """Rows per decode batch when a call gives none (:data:`BATCH_SIZE` by device)."""
 
-    def generate(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+    def generate(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
                  segments: tuple[Segment, ...] = (), batch_size: int | None = None,
                  stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
         """N completions in the order of ``prompts`` (token id lists), row i by adapter ``adapters[i]``."""
@@ -75,34 +82,33 @@ class Engine(Protocol):
 
 
 class EagerEngine:
-    """Routed LoRA in the eager decode loop (:func:`evolora.generation.rollout.generate`,
-    :func:`evolora.generation.segments.generate_segments`): the CPU engine and the reference.
+    """Routed LoRA in the eager decode loop (:func:`evolora.generation.decode.decode`, segments
+    continued in one cache: :func:`evolora.generation.segments.continue_segments`): the CPU engine
+    and the reference.
 
     Args:
-        bank: the in-process bank whose model and adapters it decodes.
+        model: the bank's PEFT model (``bank.model``); tokenizer: its tokenizer (a pad token is
+            required; None: the engine scores log-probs but refuses to generate);
+        bank: the in-process bank whose adapters route the rows.
+
+    Raises:
+        ValueError: ``model`` is not ``bank.model``.
     """
 
     name = "eager"
 
-    def __init__(self, bank: RoutedBank):
-        self.bank = bank
-        self.batch_size = BATCH_SIZE.get(model_device(bank.model).type, BATCH_SIZE["cpu"])
+    def __init__(self, model: CausalLM, tokenizer: Tokenizer | None, bank: RoutedBank):
+        if bank.model is not model:
+            raise ValueError("an engine decodes its bank's own model; pass bank.model as the model")
+        self.model, self.tokenizer, self.bank = model, tokenizer, bank
+        self.batch_size = BATCH_SIZE.get(model_device(model).type, BATCH_SIZE["cpu"])
 
-    def _decode(self):
-        """The :data:`evolora.generation.rollout.BatchDecode` of a batch (None: the routed one)."""
-        return None
-
-    def _router(self) -> RoutedBank | None:
-        """The bank that routes the rows (None: PEFT routes them)."""
-        return self.bank
-
-    def generate(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+    def generate(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
                  segments: tuple[Segment, ...] = (), batch_size: int | None = None,
                  stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
         """One completion per (prompt, adapter) row (PopuLoRA arXiv 2605.16727 §2 steps 2-3).
 
         Args:
-            tokenizer: the base's tokenizer (a pad token is required).
             prompts: N prompts as token id lists; adapters: N slot names (or ``"__base__"``).
             sampling: how tokens are chosen and where free-form rows stop.
             segments: the structure of a multi-segment rollout (each with its own stop strings);
@@ -115,22 +121,38 @@ class EagerEngine:
             N :class:`~evolora.generation.types.Completion`, in the order of ``prompts``.
 
         Raises:
-            ValueError: ``prompts`` and ``adapters`` differ in length, or ``segments`` come with
-                ``sampling.greedy`` or ``sampling.stop`` (segments sample and stop on their own).
+            ValueError: the engine has no tokenizer, ``prompts`` and ``adapters`` differ in length, or
+                ``segments`` come with ``sampling.greedy`` or ``sampling.stop`` (segments sample and
+                stop on their own).
         """
-        batch_size = batch_size or self.batch_size
-        model, decode, router = self.bank.model, self._decode(), self._router()
-        if segments:
-            if sampling.greedy or sampling.stop:
-                raise ValueError("segments sample and carry their own stop strings; give neither greedy nor stop")
-            return generate_segments(model, tokenizer, prompts, adapters, tuple(segments),
-                                     max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-                                     top_p=sampling.top_p, batch_size=batch_size, stats=stats, bank=router,
-                                     generator=generator, decode=decode)
-        return generate_rows(model, tokenizer, prompts, adapters, max_new_tokens=sampling.max_new_tokens,
-                             greedy=sampling.greedy, temperature=sampling.temperature, top_p=sampling.top_p,
-                             batch_size=batch_size, stats=stats, bank=router, stop=sampling.stop,
-                             keep_stop=sampling.keep_stop, generator=generator, decode=decode)
+        if self.tokenizer is None:
+            raise ValueError("this bank was built without a tokenizer, so it cannot generate; "
+                             "pass tokenizer= to AdapterBank")
+        options = dict(batch_size=batch_size or self.batch_size, stats=stats, generator=generator)
+        if not segments:
+            return generate_rows(self.model, self.tokenizer, prompts, adapters, sampling, decode=self.decode_batch,
+                                 **options)
+        if sampling.greedy or sampling.stop:
+            raise ValueError("segments sample and carry their own stop strings; give neither greedy nor stop")
+        return self._segments(prompts, adapters, tuple(segments), sampling, **options)
+
+    def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
+        """Multi-segment rows: each batch continues one cache through every segment."""
+        return continue_segments(self.model, self.tokenizer, prompts, adapters, segments, sampling,
+                                 context=lambda names: routed(self.bank, names), **options)
+
+    def decode_batch(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
+                     *, eos_ids: set[int], generator: torch.Generator | None) -> torch.Tensor:
+        """(B, t) new tokens of one left-padded batch (:data:`evolora.generation.rollout.BatchDecode`):
+        routed LoRA through the preallocated-cache decode."""
+        return decode(self.model, input_ids, attention, names, sampling, eos_ids=eos_ids,
+                      pad_id=self.tokenizer.pad_token_id, generator=generator,
+                      context=lambda rows: routed(self.bank, rows), stopped=self._stopped(sampling),
+                      min_new_tokens=min_new_tokens(self.model))
+
+    def _stopped(self, sampling: Sampling):
+        """The stop-string check of a decode (:meth:`evolora.generation.stops.StopOnText.tails`), or None."""
+        return StopOnText(self.tokenizer, sampling.stop, 0).tails if sampling.stop else None
 
     @torch.no_grad()
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
@@ -150,8 +172,22 @@ class PeftEngine(EagerEngine):
 
     name = "peft"
 
-    def _router(self) -> RoutedBank | None:
-        return None
+    def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
+        return generate_segments(self.model, self.tokenizer, prompts, adapters, segments, sampling,
+                                 decode=self.decode_batch, **options)
+
+    def decode_batch(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
+                     *, eos_ids: set[int], generator: torch.Generator | None) -> torch.Tensor:
+        """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
+        width = input_ids.shape[1]
+        kwargs = dict(do_sample=False) if sampling.greedy else dict(
+            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        criteria = StoppingCriteriaList([StopOnText(self.tokenizer, sampling.stop, width)]) if sampling.stop else None
+        output = self.model.generate(
+            stopping_criteria=criteria, input_ids=input_ids, attention_mask=attention,
+            max_new_tokens=sampling.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=sorted(eos_ids), adapter_names=names, **kwargs)
+        return output[:, width:]
 
 
 class GraphEngine(EagerEngine):
@@ -162,10 +198,10 @@ class GraphEngine(EagerEngine):
     Multi-segment rows run one decode per segment over the whole context so far.
 
     Args:
-        bank: the in-process bank; decoder: ``bank -> decoder`` with ``decode(input_ids, attention,
-            names, *, max_new_tokens, eos_ids, pad_id, greedy, temperature, top_p, generator,
-            stopped, min_new_tokens) -> (B, t) long`` (the contract of
-            :func:`evolora.generation.decode.decode`) and ``refresh(slots)``; None: ``GraphDecoder``.
+        model, tokenizer, bank: as :class:`EagerEngine`; decoder: ``bank -> decoder`` with
+            ``decode(input_ids, attention, names, sampling, *, eos_ids, pad_id, generator, stopped,
+            min_new_tokens) -> (B, t) long`` (the contract of :func:`evolora.generation.decode.decode`)
+            and ``refresh(slots)``; None: ``GraphDecoder``.
 
     Raises:
         ValueError: no decoder given and the model is not on a CUDA device or of a type the step
@@ -174,38 +210,37 @@ class GraphEngine(EagerEngine):
 
     name = "graph"
 
-    def __init__(self, bank: RoutedBank, decoder: Callable | None = None):
-        super().__init__(bank)
+    def __init__(self, model: CausalLM, tokenizer: Tokenizer | None, bank: RoutedBank,
+                 decoder: Callable | None = None):
+        super().__init__(model, tokenizer, bank)
         if decoder is None:
-            check_graph(model_device(bank.model), model_type(bank.model))
+            check_graph(model_device(model), model_type(model))
             from evolora.generation.graph import GraphDecoder
 
             decoder = GraphDecoder
         self._factory, self.decoder = decoder, None
 
-    def generate(self, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
+    def generate(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
                  segments: tuple[Segment, ...] = (), batch_size: int | None = None,
                  stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
         """As :meth:`EagerEngine.generate`, in batches of at most the largest graph bucket (512 rows)."""
         from evolora.generation.graph import BUCKETS
 
-        return super().generate(tokenizer, prompts, adapters, sampling, segments=segments, stats=stats,
+        return super().generate(prompts, adapters, sampling, segments=segments, stats=stats,
                                 batch_size=min(batch_size or self.batch_size, max(BUCKETS)), generator=generator)
 
-    def _decode(self):
+    def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
+        return generate_segments(self.model, self.tokenizer, prompts, adapters, segments, sampling,
+                                 decode=self.decode_batch, **options)
+
+    def decode_batch(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
+                     *, eos_ids: set[int], generator: torch.Generator | None) -> torch.Tensor:
+        """(B, t) new tokens of one batch from the graph decoder (built on first use)."""
         if self.decoder is None:
             self.decoder = self._factory(self.bank)
-        return self._decode_batch
-
-    def _decode_batch(self, model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *,
-                      bank: RoutedBank | None, max_new_tokens, eos_ids, stop, generator, greedy, temperature,
-                      top_p) -> torch.Tensor:
-        """(B, t) new tokens of one batch from the graph decoder."""
-        return self.decoder.decode(
-            input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
-            pad_id=tokenizer.pad_token_id, greedy=greedy, temperature=temperature, top_p=top_p,
-            generator=generator, stopped=StopOnText(tokenizer, stop, 0).tails if stop else None,
-            min_new_tokens=min_new_tokens(model))
+        return self.decoder.decode(input_ids, attention, names, sampling, eos_ids=eos_ids,
+                                   pad_id=self.tokenizer.pad_token_id, generator=generator,
+                                   stopped=self._stopped(sampling), min_new_tokens=min_new_tokens(self.model))
 
     def refresh(self, slots: list[str]) -> None:
         """Copy the new factors of ``slots`` into the decoder's fixed buffers (nothing before its first use)."""
@@ -219,11 +254,12 @@ def model_type(model: CausalLM) -> str:
     return base.config.model_type
 
 
-def make_engine(name: str, bank: RoutedBank) -> Engine:
-    """The engine ``name`` (``generation.engine``; ``auto`` resolved on the bank model's device and
-    type) for ``bank``.
+def make_engine(name: str, model: CausalLM, tokenizer: Tokenizer | None, bank: RoutedBank) -> Engine:
+    """The engine ``name`` (``generation.engine``: a registered name or ``package.module:Class``;
+    ``auto`` resolved on the model's device and type) built for ``bank``: ``cls(model, tokenizer, bank)``.
 
     Raises:
-        ValueError: an unknown name, or ``graph`` where it cannot run (:func:`check_graph`).
+        ValueError: an unknown name or a class that does not import, ``graph`` where it cannot run
+            (:func:`evolora.generation.registry.check_graph`), or ``model`` that is not ``bank.model``.
     """
-    return engine_spec(resolve_engine(name, model_device(bank.model), model_type(bank.model))).load()(bank)
+    return engine_spec(resolve_engine(name, model_device(model), model_type(model))).load()(model, tokenizer, bank)

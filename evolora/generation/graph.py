@@ -46,6 +46,7 @@ from evolora.generation.decode import Decoder, choose_tokens
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_cache import StaticBuffers, step
 from evolora.generation.static_step import StaticWeights
+from evolora.generation.types import Sampling
 
 if TYPE_CHECKING:
     from evolora.generation.types import RoutedBank
@@ -162,33 +163,30 @@ class GraphDecoder:
 
     # -- one call ------------------------------------------------------------------------------
     @torch.no_grad()
-    def decode(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *, max_new_tokens: int,
-               eos_ids: set[int], pad_id: int, greedy: bool, temperature: float, top_p: float,
-               generator: torch.Generator | None,
+    def decode(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling, *,
+               eos_ids: set[int], pad_id: int, generator: torch.Generator | None,
                stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
                min_new_tokens: int = 0) -> torch.Tensor:
-        """Generate up to ``max_new_tokens`` per row of one left-padded batch.
+        """Generate up to ``sampling.max_new_tokens`` per row of one left-padded batch.
 
-        Same arguments and return as :func:`evolora.generation.decode.decode` with
-        :func:`choose_tokens`' sampling options: ``input_ids``/``attention`` (B, T_p) long, left
-        padded (more than 512 rows run in chunks of 512: greedy tokens as one batch, sampled ones
-        from per-chunk draws); ``names`` B adapter slots (or ``"__base__"``); ``temperature`` > 0,
-        0 < ``top_p`` <= 1; ``generator`` on the model's device (None: its default generator).
+        Same arguments and return as :func:`evolora.generation.decode.decode`:
+        ``input_ids``/``attention`` (B, T_p) long, left padded (more than 512 rows run in chunks of
+        512: greedy tokens as one batch, sampled ones from per-chunk draws); ``names`` B adapter
+        slots (or ``"__base__"``); ``sampling`` as :func:`choose_tokens` reads it; ``generator`` on
+        the model's device (None: its default generator).
 
         Returns:
-            (B, t) long, t <= ``max_new_tokens`` (up to the step where the last row ended);
+            (B, t) long, t <= ``sampling.max_new_tokens`` (up to the step where the last row ended);
             ``pad_id`` after a row's EOS or stop string.
 
         Raises:
-            ValueError: ``max_new_tokens < 1``, or a generator on another device.
+            ValueError: a generator on another device.
             KeyError: an unknown adapter name.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        max_new_tokens, greedy = sampling.max_new_tokens, sampling.greedy
         total, width = input_ids.shape
         if total > BUCKETS[-1]:  # in chunks of the largest bucket, padded to the longest
-            return self._chunked(input_ids, attention, names, stopped, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
-                                 pad_id=pad_id, greedy=greedy, temperature=temperature, top_p=top_p,
+            return self._chunked(input_ids, attention, names, sampling, stopped, eos_ids=eos_ids, pad_id=pad_id,
                                  generator=generator, min_new_tokens=min_new_tokens)
         size = bucket(total)
         w = self.weights
@@ -202,9 +200,8 @@ class GraphDecoder:
         eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=w.device)
         logits = self._prefill(b, input_ids, attention, names, size)
 
-        self._first(b, logits, eos, min_new_tokens=min_new_tokens, pad_id=pad_id, greedy=greedy,
-                    temperature=temperature, top_p=top_p, generator=generator)
-        use_top_p = not greedy and top_p < 1.0
+        self._first(b, logits, eos, sampling, min_new_tokens=min_new_tokens, pad_id=pad_id, generator=generator)
+        use_top_p = not greedy and sampling.top_p < 1.0
         draws = total if not self.capture else size  # noise rows: see the module docstring
         if not greedy and draws not in b.noise:
             b.noise[draws] = torch.empty(draws, w.vocab, dtype=torch.float32, device=w.device)
@@ -229,25 +226,25 @@ class GraphDecoder:
         length = steps if any(e is None for e in ends) else last + 1
         return b.out[:total, :length].clone()
 
-    def _chunked(self, input_ids, attention, names, stopped, *, pad_id: int, **options) -> torch.Tensor:
+    def _chunked(self, input_ids, attention, names, sampling: Sampling, stopped, *, pad_id: int,
+                 **options) -> torch.Tensor:
         """:meth:`decode` of more rows than the largest bucket, chunk by chunk, padded to the longest."""
         parts, size = [], BUCKETS[-1]
         for start in range(0, input_ids.shape[0], size):
             tail = None if stopped is None else (lambda g, r, t, s=start: stopped(g, r + s, t))
             parts.append(self.decode(input_ids[start:start + size], attention[start:start + size],
-                                     names[start:start + size], stopped=tail, pad_id=pad_id, **options))
+                                     names[start:start + size], sampling, stopped=tail, pad_id=pad_id, **options))
         length = max(p.shape[1] for p in parts)
         return torch.cat([torch.nn.functional.pad(p, (0, length - p.shape[1]), value=pad_id) for p in parts])
 
     @staticmethod
-    def _first(b: StaticBuffers, logits: torch.Tensor, eos: torch.Tensor, *, min_new_tokens: int, pad_id: int,
-               greedy: bool, temperature: float, top_p: float, generator) -> None:
+    def _first(b: StaticBuffers, logits: torch.Tensor, eos: torch.Tensor, sampling: Sampling, *, min_new_tokens: int,
+               pad_id: int, generator) -> None:
         """The first token from the prefill's (B, V) logits, the eager engine's own choice; the step's settings."""
         total = logits.shape[0]
         if min_new_tokens > 0:
             logits[:, eos] = -float("inf")
-        first = choose_tokens(logits, torch.arange(total, device=logits.device), total, greedy=greedy,
-                              temperature=temperature, top_p=top_p, generator=generator)
+        first = choose_tokens(logits, torch.arange(total, device=logits.device), total, sampling, generator)
         b.last[:total] = first
         b.out[:total, 0] = first
         b.done[:total] = torch.isin(first, eos)
@@ -256,8 +253,8 @@ class GraphDecoder:
         b.step.fill_(1)
         b.min_new.fill_(min_new_tokens)
         b.pad.fill_(pad_id)
-        b.temperature.fill_(temperature)
-        b.tail.fill_(1 - top_p)
+        b.temperature.fill_(sampling.temperature)
+        b.tail.fill_(1 - sampling.top_p)
 
     def _prefill(self, b: StaticBuffers, input_ids, attention, names, size: int) -> torch.Tensor:
         """Run the eager prefill; copy its K/V into the buffers; set rows, routes, masks. (B, V) logits."""

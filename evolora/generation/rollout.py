@@ -1,30 +1,23 @@
 """Batched rollouts: one ``generate`` call serves many adapters at once (mixed-adapter batches).
 
-With the adapter bank, rows are routed through their own adapter by :mod:`evolora.generation.routed` and
-decoded by :mod:`evolora.generation.decode` (preallocated KV cache, last-position logits, a batch that
-shrinks as rows end). Without it, PEFT routes each row when ``adapter_names`` is given to
-``transformers``' ``generate`` (one name per row; ``"__base__"`` for the bare base model): the
-reference path the routed one is tested against. Rows are grouped into batches of similar
-prompt length to limit padding.
+Rows are grouped into batches of similar prompt length to limit padding, and each batch is
+decoded by the engine's own batch decode (:data:`BatchDecode`; :mod:`evolora.generation.engine`):
+routed LoRA in the preallocated-cache loop of :mod:`evolora.generation.decode`, the graph decoder,
+or ``transformers``' ``generate`` with PEFT's ``adapter_names``. Also the chat prompts.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
 from jinja2.exceptions import TemplateError
-from transformers import StoppingCriteriaList
 
-from evolora.generation.types import RoutedBank
 from evolora.generation import heap
-from evolora.generation.decode import choose_tokens, decode
-from evolora.generation.routed import routed
-from evolora.generation.stops import StopOnText, end_of_turn_ids, stop_cut
-from evolora.generation.types import Completion, RolloutStats, Stop  # Completion, RolloutStats re-exported: the rollout API
+from evolora.generation.stops import end_of_turn_ids, stop_cut
+from evolora.generation.types import Completion, RolloutStats, Sampling, Stop  # Completion, RolloutStats re-exported: the rollout API
 from evolora.model.device import model_device
 
 if TYPE_CHECKING:
@@ -80,92 +73,50 @@ def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 @torch.no_grad()
-def generate(
-    model: CausalLM,
-    tokenizer: Tokenizer,
-    prompts: list[list[int]],
-    adapters: list[str],
-    *,
-    max_new_tokens: int,
-    greedy: bool = False,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    batch_size: int = 16,
-    stats: RolloutStats | None = None,
-    bank: RoutedBank | None = None,
-    stop: tuple[Stop, ...] = (),
-    keep_stop: bool = True,
-    generator: torch.Generator | None = None,
-    decode: BatchDecode | None = None,
-) -> list[Completion]:
-    """Generate one completion per (prompt, adapter) row, many adapters per batch.
+def generate(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling,
+             *, decode: BatchDecode, batch_size: int = 16, stats: RolloutStats | None = None,
+             generator: torch.Generator | None = None) -> list[Completion]:
+    """Generate one completion per (prompt, adapter) row, many adapters per batch, each batch by
+    an engine's ``decode`` (:meth:`evolora.generation.engine.EagerEngine.decode_batch` and its kin).
 
     Args:
-        model: a PEFT model holding every adapter named in ``adapters``.
+        model: the model ``decode`` runs (its device holds the batches; its EOS ids end rows).
         tokenizer: its tokenizer (a pad token is required).
         prompts: N prompts as token id lists (no padding).
         adapters: N adapter names, one per prompt (``"__base__"`` for the base model).
-        max_new_tokens: cap on generated tokens per row, >= 1.
-        greedy: argmax decoding (held-out evaluation) instead of sampling.
-        temperature, top_p: sampling parameters (ignored when greedy).
+        sampling: how tokens are chosen, the cap per row, and the stop strings or patterns
+            (:data:`~evolora.generation.types.Stop`) that end a row, kept or cut (``keep_stop``).
+        decode: the :data:`BatchDecode` of one left-padded batch.
         batch_size: rows per batch (rows sorted by prompt length, then grouped by adapter in a batch).
         stats: accumulates generated tokens and seconds when given.
-        bank: the :class:`evolora.bank.local.AdapterBank` of ``model``; when given, rows are
-            routed with :func:`evolora.generation.routed.routed` (batched matmuls, ~base speed) and decoded
-            by :func:`evolora.generation.decode.decode` (preallocated KV cache, shrinking batch). None:
-            ``transformers``' ``generate`` with PEFT's mixed-adapter batches (the reference path).
-        stop: stop strings or patterns (:data:`~evolora.generation.types.Stop`); a row ends once its
-            generated text holds or matches one of them.
-        keep_stop: keep the tokens through the stop string (else every token that holds part
-            of it is dropped).
-        generator: the RNG of sampling with ``bank`` (torch's global RNG when None; the
-            ``generate`` path always draws from the global RNG: seed it with ``torch.manual_seed``).
-        decode: a :data:`BatchDecode` that decodes each batch instead (an engine's own decode
-            loop, e.g. :class:`evolora.generation.engine.GraphEngine`'s); None: as ``bank`` says.
+        generator: the sampling RNG handed to ``decode`` (None: torch's global one).
 
     Returns:
         N completions in the order of ``prompts``.
 
     Raises:
-        ValueError: when ``prompts`` and ``adapters`` differ in length, or ``bank`` is given with a
-            ``model`` that is not ``bank.model`` (the two paths must decode the same model).
+        ValueError: when ``prompts`` and ``adapters`` differ in length.
     """
     if len(prompts) != len(adapters):
         raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapter names; give one name per prompt")
-    check_routing(model, bank)
     model.eval()
     eos_ids = end_of_turn_ids(model, tokenizer)
     device = model_device(model)  # every batch, cache and draw of the decode lives there
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     results: list[Completion | None] = [None] * len(prompts)
-    sampling = dict(greedy=greedy, temperature=temperature, top_p=top_p)
     for start in range(0, len(order), batch_size):
         rows = sorted(order[start : start + batch_size], key=lambda i: adapters[i])  # grouped: routed views rows
         began = time.perf_counter()
         input_ids, attention = left_pad([prompts[i] for i in rows], tokenizer.pad_token_id, device)
-        names = [adapters[i] for i in rows]
-        run = decode or (_decode_routed if bank is not None else _decode_peft)
-        new = run(model, tokenizer, input_ids, attention, names, bank=bank, max_new_tokens=max_new_tokens,
-                  eos_ids=eos_ids, stop=stop, generator=generator, **sampling)
+        new = decode(input_ids, attention, [adapters[i] for i in rows], sampling, eos_ids=eos_ids, generator=generator)
         for j, i in enumerate(rows):
-            results[i] = completion_of(tokenizer, prompts[i], adapters[i], new[j].tolist(), eos_ids, stop, keep_stop)
+            results[i] = completion_of(tokenizer, prompts[i], adapters[i], new[j].tolist(), eos_ids, sampling.stop,
+                                       sampling.keep_stop)
         if stats is not None:
             stats.seconds += time.perf_counter() - began
             stats.tokens += sum(len(results[i].completion_ids) for i in rows)
     heap.trim()  # the KV caches just freed (see evolora.generation.heap)
     return results  # type: ignore[return-value]
-
-
-def check_routing(model: CausalLM, bank: RoutedBank) -> None:
-    """Refuse a ``bank`` that does not hold ``model``: with a bank, rows are routed through the bank's
-    adapters, so a different ``model`` would be silently ignored.
-
-    Raises:
-        ValueError: ``bank`` is not None and ``bank.model`` is not ``model``.
-    """
-    if bank is not None and bank.model is not model:
-        raise ValueError("bank= routes rows through the bank's own model, which is not the model given; "
-                         "pass bank.model as the model, or bank=None for the PEFT path")
 
 
 def left_pad(prompts: list[list[int]], pad_id: int,
@@ -182,39 +133,14 @@ def left_pad(prompts: list[list[int]], pad_id: int,
 
 
 BatchDecode = Callable[..., torch.Tensor]
-"""One left-padded batch's new tokens: ``(model, tokenizer, input_ids (B, T_p), attention (B, T_p), names,
-*, bank, max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> (B, t) long``, t <=
-``max_new_tokens``, ``pad_token_id`` after a row's EOS or stop string (:func:`evolora.generation.decode.decode`'s
-contract)."""
+"""One left-padded batch's new tokens, an engine's own decode: ``(input_ids (B, T_p), attention (B, T_p),
+names, sampling, *, eos_ids, generator) -> (B, t) long``, t <= ``sampling.max_new_tokens``,
+``pad_token_id`` after a row's EOS or stop string (:func:`evolora.generation.decode.decode`'s contract)."""
 
 
 def min_new_tokens(model: CausalLM) -> int:
     """The model's ``generation_config.min_new_tokens`` (0 when unset): EOS is masked out before it."""
     return getattr(getattr(model, "generation_config", None), "min_new_tokens", None) or 0
-
-
-def _decode_routed(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: RoutedBank,
-                   max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
-    """(B, t) new tokens of one batch: routed LoRA through the preallocated-cache engine."""
-    return decode(
-        model, input_ids, attention, names, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
-        pad_id=tokenizer.pad_token_id, context=lambda rows: routed(bank, rows),
-        choose=partial(choose_tokens, greedy=greedy, temperature=temperature, top_p=top_p, generator=generator),
-        stopped=StopOnText(tokenizer, stop, 0).tails if stop else None, min_new_tokens=min_new_tokens(model),
-    )
-
-
-def _decode_peft(model: CausalLM, tokenizer: Tokenizer, input_ids, attention, names, *, bank: RoutedBank,
-                 max_new_tokens, eos_ids, stop, generator, greedy, temperature, top_p) -> torch.Tensor:
-    """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
-    width = input_ids.shape[1]
-    kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
-    criteria = StoppingCriteriaList([StopOnText(tokenizer, stop, width)]) if stop else None
-    output = model.generate(
-        stopping_criteria=criteria, input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=sorted(eos_ids), adapter_names=names, **kwargs,
-    )
-    return output[:, width:]
 
 
 def completion_of(tokenizer: Tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from evolora.generation.types import Completion
+from evolora.generation.types import Completion, RoutedBank
 from evolora.user_code import UserCodeError, describe_exception
 
 KEY = "generation.engine"
@@ -45,7 +45,7 @@ def guard_engine(cls: Callable, name: str) -> Callable:
         The factory, with ``cls``'s name, module and docstring.
     """
 
-    def build(model, tokenizer, bank):
+    def build(model, tokenizer, bank: RoutedBank):
         try:
             engine = cls(model, tokenizer, bank)
         except Exception as error:  # the user's code: any exception is its own failure

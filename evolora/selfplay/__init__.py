@@ -196,9 +196,9 @@ def play_step(
     solve_rows = [g for g, game in enumerate(games) if game.valid for _ in range(config.samples_per_problem)]
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(solve_rows)}
     attempts = bank.rollout(
-        tokenizer, [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
-        **config.sampling("student"), batch_size=config.generation_batch_size, stats=stats,
-        stop=(*config.student_stop, *task.answer_stop),
+        [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
+        config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
+        batch_size=config.generation_batch_size, stats=stats,
     ) if solve_rows else []
     seconds["rollout_student"] = time.perf_counter() - began
 
@@ -296,16 +296,14 @@ def _teacher_rollout(bank: Bank, tokenizer: Tokenizer, requests: list[ProposalRe
                      config: SelfPlayConfig,
                      stats: RolloutStats) -> list[Completion]:
     """Every teacher completion, in request order: free-form rows in one batched ``generate``,
-    structured rows (the same ``segments``) through :func:`evolora.generation.segments.generate_segments`
-    (both by ``bank.rollout``)."""
-    sampling = config.sampling("teacher")
+    structured rows (the same ``segments``) in another (both by ``bank.rollout``, the engine's segments)."""
     prompts = [chat_prompt(tokenizer, request.messages, request.prefix) for request in requests]
     out: list[Completion | None] = [None] * len(requests)
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]
-        done = bank.rollout(tokenizer, [prompts[i] for i in rows], [slots[i] for i in rows], segments=segments,
-                            **sampling, batch_size=config.generation_batch_size, stats=stats,
-                            **({} if segments else {"stop": config.teacher_stop}))
+        sampling = config.sampling("teacher", stop=() if segments else config.teacher_stop)
+        done = bank.rollout([prompts[i] for i in rows], [slots[i] for i in rows], sampling, segments=segments,
+                            batch_size=config.generation_batch_size, stats=stats)
         for i, completion in zip(rows, done):
             out[i] = completion
     return out  # type: ignore[return-value]

@@ -42,9 +42,9 @@ def gate_by_agreement(bank: Bank, tokenizer: Tokenizer, task: Task, games: list,
     if not rows:
         return
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(rows)}
-    answers = bank.rollout(tokenizer, [prompts[g] for g in rows], [BASE] * len(rows), **config.sampling("student"),
-                           batch_size=config.generation_batch_size, stats=stats,
-                           stop=(*config.student_stop, *task.answer_stop))
+    answers = bank.rollout([prompts[g] for g in rows], [BASE] * len(rows),
+                           config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
+                           batch_size=config.generation_batch_size, stats=stats)
     correct = {g: 0 for g in prompts}
     for g, answer in zip(rows, answers):
         correct[g] += task.grade(answer.text, games[g].answer).label == "correct"

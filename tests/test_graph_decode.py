@@ -111,7 +111,7 @@ def test_refresh_copies_changed_factors_in_place(setup):
     pad, eos = tokenizer.pad_token_id, {tokenizer.eos_token_id}
     engine = GraphDecoder(bank)
     before = _graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY)
-    stacked = [g.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups if g.a is not None]
+    stacked = [g.lora.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups if g.lora is not None]
     bank.init_factors("A1", torch.Generator().manual_seed(42), b_std=0.5)
     stale = _graph(engine, ids, attention, NAMES, 12, eos, pad, **GREEDY)
     engine.refresh(["A1"])
@@ -119,7 +119,8 @@ def test_refresh_copies_changed_factors_in_place(setup):
     ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
     assert torch.equal(fresh, ref) and not torch.equal(ref, before)
     assert not torch.equal(stale[[1, 3]], ref[[1, 3]])  # the A1 rows: decode steps used the old factors
-    assert stacked == [g.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups if g.a is not None]
+    assert stacked == [g.lora.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups
+                       if g.lora is not None]
     with pytest.raises(KeyError, match="unknown adapter slots"):
         engine.refresh(["nope"])
 

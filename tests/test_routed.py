@@ -232,7 +232,7 @@ def test_a_bank_without_a_tokenizer_scores_but_does_not_generate(bank):
 def test_lora_delta_of_a_bf16_input_keeps_it_and_equals_autograd_through_the_cast():
     """The training delta of a bf16 input: the same value and gradients (x, A, B) as autograd
     through x.to(float32), to ~1e-6, with only x itself (bf16) kept for backward, no fp32 copy."""
-    from evolora.generation.routed import _LoraDelta
+    from evolora.generation.lora_stack import LoraDelta
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(3, 5, 16, generator=g).to(torch.bfloat16).requires_grad_()
@@ -245,7 +245,7 @@ def test_lora_delta_of_a_bf16_input_keeps_it_and_equals_autograd_through_the_cas
     want_grads = torch.autograd.grad(want, (x, a, b), upstream)
     kept = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t) or t, lambda t: t):
-        got = _LoraDelta.apply(x, a, b, mask)
+        got = LoraDelta.apply(x, a, b, mask)
     assert not any(t.dtype == torch.float32 and t.shape == x.shape for t in kept)
     assert any(t is x or t.data_ptr() == x.data_ptr() for t in kept)
     got_grads = torch.autograd.grad(got, (x, a, b), upstream)

@@ -7,7 +7,8 @@ adapters disabled and a forward hook on each adapted linear layer adds the route
     x: (N, T, d_in),  A: (P, r, d_in),  B: (P, d_out, r),  route: (N,) ∈ {−1, 0..P−1}
     y = W x + s · B[route] (A[route] x)          (rows with route −1 get the bare base)
 
-over the P adapters in use, by one of two paths:
+over the P adapters in use, by one of two layouts of the stacked-LoRA layer
+(:mod:`evolora.generation.lora_stack`, where fused kernels plug in):
 
 * ``train=False`` (rollouts, log-probs without gradient): the rows of each adapter are
   gathered into one slab xg: (P, n·T, d_in) (n = rows of the busiest adapter, the others
@@ -37,6 +38,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import torch
+from evolora.generation.lora_stack import GatheredStack, RowPlan, masked_delta_
 from evolora.generation.types import RoutedBank
 from evolora.model.device import model_device
 
@@ -103,7 +105,7 @@ def routed(bank: RoutedBank, names: list[str], *, train: bool = False) -> Iterat
         for layer in bank.layers.values():
             handles.append(layer.base_layer.register_forward_hook(_masked_hook(layer, slots, mask)))
     elif used:  # (all rows on the bare base: no hooks at all)
-        plan = _Plan(route, used, bank.rank, scale)
+        plan = RowPlan(route, used, bank.rank, scale)
         for members in _sibling_groups(bank.layers):
             group = _Group([bank.layers[name] for name in members], slots, plan)
             for j, name in enumerate(members):
@@ -133,155 +135,60 @@ def _sibling_groups(layers: dict) -> list[list[str]]:
 
 
 def _masked_hook(layer, slots: list[str], mask: torch.Tensor):
-    """Training hook: the delta with two dense matmuls over the used adapters' factors.
-
-    A_cat: (P·r, d_in) and B_cat: (d_out, P·r), the factors concatenated with their graph
-    on every call; ``mask``: (N, 1, P·r), s on the r columns of each row's adapter (all zero
-    for a base row), so x·A_catᵀ keeps only the row's own adapter.
-    """
+    """Training hook: the delta of :func:`evolora.generation.lora_stack.masked_delta_` over the used
+    adapters' factors, concatenated with their graph on every call: A_cat (P·r, d_in), B_cat (d_out, P·r);
+    ``mask``: (N, 1, P·r), s on the r columns of each row's adapter (all zero for a base row)."""
 
     def hook(module, inputs, output):
         x = inputs[0]
-        n = x.shape[0]
-        if n != mask.shape[0]:
-            raise RuntimeError(f"routed batch has {n} rows but {mask.shape[0]} adapter names were given")
+        if x.shape[0] != mask.shape[0]:
+            raise RuntimeError(f"routed batch has {x.shape[0]} rows but {mask.shape[0]} adapter names were given")
         a_cat = torch.cat([layer.lora_A[s].weight for s in slots])  # (P·r, d_in)
         b_cat = torch.cat([layer.lora_B[s].weight for s in slots], dim=1)  # (d_out, P·r)
-        pr = a_cat.shape[0]
-        if x.dtype == a_cat.dtype == output.dtype and output.is_contiguous():
-            # Fused and in place: W x is fresh and not saved for backward, so adding into it is safe.
-            hidden = torch.matmul(x.reshape(-1, x.shape[-1]), a_cat.t()).view(n, -1, pr).mul_(mask)
-            output.view(-1, output.shape[-1]).addmm_(hidden.view(-1, pr), b_cat.t())
-            return output
-        delta = _LoraDelta.apply(x.reshape(n, -1, x.shape[-1]), a_cat, b_cat, mask)  # (N, T, d_out)
-        return output + delta.reshape(output.shape).to(output.dtype)
+        return masked_delta_(output, x, a_cat, b_cat, mask)
 
     return hook
-
-
-class _LoraDelta(torch.autograd.Function):
-    """delta = ((x A_catᵀ) ⊙ mask) B_catᵀ in the factors' dtype, for an input x of another dtype
-    (a bf16 base): autograd through ``x.to(float32)`` would keep an fp32 copy of every adapted
-    layer's input for A's gradient (q, k and v each their own: ~21 KB per token and layer of
-    SmolLM2-135M, half a policy update's activations); here x is kept as given (one tensor for
-    q, k, v) and cast again in backward. Same values: the cast is exact and the products are
-    the ones autograd forms.
-
-    Shapes: x (N, T, d_in), a_cat (P·r, d_in), b_cat (d_out, P·r), mask (N, 1, P·r); returns
-    (N, T, d_out) in a_cat's dtype.
-    """
-
-    @staticmethod
-    def forward(ctx, x, a_cat, b_cat, mask):
-        hidden = torch.matmul(x.to(a_cat.dtype), a_cat.t()).mul_(mask)  # (N, T, P·r)
-        ctx.save_for_backward(x, a_cat, b_cat, mask, hidden)
-        return torch.matmul(hidden, b_cat.t())
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, a_cat, b_cat, mask, hidden = ctx.saved_tensors
-        grad = grad.to(b_cat.dtype)
-        flat = grad.reshape(-1, grad.shape[-1])  # (N·T, d_out)
-        grad_b = flat.t() @ hidden.reshape(-1, hidden.shape[-1]) if ctx.needs_input_grad[2] else None
-        grad_hidden = torch.matmul(grad, b_cat).mul_(mask)  # (N, T, P·r)
-        flat_hidden = grad_hidden.reshape(-1, grad_hidden.shape[-1])
-        grad_a = flat_hidden.t() @ x.reshape(-1, x.shape[-1]).to(a_cat.dtype) if ctx.needs_input_grad[1] else None
-        grad_x = torch.matmul(grad_hidden, a_cat).to(x.dtype) if ctx.needs_input_grad[0] else None
-        return grad_x, grad_a, grad_b, None
-
-
-class _Plan:
-    """What every layer of one inference ``routed`` call shares: which rows go to which adapter.
-
-    The rows of used adapter p are ``gather[p·n : (p+1)·n]`` (n = the most rows any used
-    adapter has; a shorter group is padded with copies of its first row, zeroed by ``keep``
-    (P, 1, n, 1), so they add nothing). ``identity``: the rows already come grouped, in equal
-    groups, so x is viewed, not gathered. ``scale`` = alpha / r, folded into the cached B.
-    """
-
-    def __init__(self, route: torch.Tensor, used: list[int], rank: int, scale: float):
-        self.rows = route.shape[0]
-        self.count = len(used)
-        self.rank = rank
-        self.scale = scale
-        members = [torch.nonzero(route == slot).flatten() for slot in used]
-        self.width = max(len(m) for m in members)
-        self.gather = torch.cat([torch.cat([m, m[:1].expand(self.width - len(m))]) for m in members])
-        keep = torch.stack([(torch.arange(self.width, device=route.device) < len(m)).float() for m in members])
-        self.padded = bool((keep == 0).any())
-        self.identity = not self.padded and torch.equal(self.gather, torch.arange(self.rows, device=route.device))
-        self.keep = keep.view(self.count, 1, self.width, 1)
 
 
 class _Group:
     """Inference hooks of sibling layers that share one input: the first computes, the others reuse.
 
-    G siblings, P used adapters, cached (detached) for the whole context on first use:
-    ``a``: (P, G·r, d_in), adapter p's A's of the G siblings stacked, so one batched matmul
-    serves the group and sibling j takes rows [j·r, (j+1)·r) of hᵀ; ``bt[j]``: (P, r, d_out_j),
-    s times sibling j's B's transposed, contiguous (the fast layout for a decoding step).
+    The G siblings' factors of the P used adapters are stacked once, detached, on first use, for the
+    whole context (:class:`evolora.generation.lora_stack.GatheredStack`); its shrink serves the group
+    with one batched matmul and sibling j expands rows [j·r, (j+1)·r) of hᵀ.
     """
 
-    def __init__(self, layers: list, slots: list[str], plan: _Plan):
+    def __init__(self, layers: list, slots: list[str], plan: RowPlan):
         self.layers = layers
         self.slots = slots
         self.plan = plan
-        self.a: torch.Tensor | None = None
-        self.bt: list[torch.Tensor | None] = [None] * len(layers)
+        self.stack: GatheredStack | None = None
         self.shared: tuple | None = None  # (input, hᵀ split per sibling, uses left) for the siblings to come
-
-    @torch.no_grad()
-    def _stack(self) -> None:
-        a = torch.cat([layer.lora_A[s].weight for s in self.slots for layer in self.layers])
-        dtype = LORA_COMPUTE_DTYPE or a.dtype
-        self.a = a.view(len(self.slots), -1, a.shape[-1]).to(dtype)
-        for j, layer in enumerate(self.layers):  # one allocation each, no temporaries
-            bt = torch.stack([layer.lora_B[s].weight.t() for s in self.slots]).mul_(self.plan.scale)
-            self.bt[j] = bt.to(dtype)
 
     def hook(self, j: int):
         plan, siblings = self.plan, len(self.layers)
-        rows, count, width, gather, identity = plan.rows, plan.count, plan.width, plan.gather, plan.identity
 
         def hook(module, inputs, output):
             x = inputs[0]
             n = x.shape[0]
-            if n != rows:
-                raise RuntimeError(f"routed batch has {n} rows but {rows} adapter names were given")
-            if self.a is None:
-                self._stack()
-            d_in, d_out = x.shape[-1], output.shape[-1]
-            tokens = x.numel() // (n * d_in)
+            if n != plan.rows:
+                raise RuntimeError(f"routed batch has {n} rows but {plan.rows} adapter names were given")
+            if self.stack is None:
+                self.stack = GatheredStack([[layer.lora_A[s].weight for layer in self.layers] for s in self.slots],
+                                           [[layer.lora_B[s].weight for layer in self.layers] for s in self.slots],
+                                           plan, LORA_COMPUTE_DTYPE)
+            d_out = output.shape[-1]
+            tokens = x.numel() // (n * x.shape[-1])
             shared = self.shared
             if shared is not None and shared[0] is x:
                 pieces = shared[1]
                 self.shared = (x, pieces, shared[2] - 1) if shared[2] > 1 else None
             else:
-                x3 = x.reshape(n, tokens, d_in).to(self.a.dtype)
-                if not identity:
-                    x3 = x3.index_select(0, gather)
-                h_t = torch.bmm(self.a, x3.reshape(count, -1, d_in).transpose(1, 2))  # (P, G·r, n·T)
-                if plan.padded:
-                    h_t.view(count, -1, width, tokens).mul_(plan.keep.to(h_t.dtype))
-                pieces = h_t.split(plan.rank, dim=1)  # sibling j: (P, r, n·T)
+                pieces = self.stack.shrink(x, tokens)  # sibling j: (P, r, n·T)
                 self.shared = (x, pieces, siblings - 1) if siblings > 1 else None
-            h = pieces[j].transpose(1, 2)  # (P, n·T, r)
             # In place: W x is fresh and not saved for backward (this path has no graph).
             target = output if output.is_contiguous() else output.contiguous()
-            _add_delta(target.view(n, tokens, d_out), h, self.bt[j], plan)
+            self.stack.expand_(target.view(n, tokens, d_out), pieces[j], j)
             return target
 
         return hook
-
-
-def _add_delta(out: torch.Tensor, h: torch.Tensor, bt: torch.Tensor, plan: _Plan) -> None:
-    """out (N, T, d_out) += the routed delta h · bt: h (P, n·T, r), bt (P, r, d_out), in h's dtype,
-    rounded once to out's. Rows come from :class:`_Plan` (a view when grouped, else index_add_)."""
-    count, d_out = plan.count, out.shape[-1]
-    if plan.identity and out.dtype == bt.dtype:
-        out.view(count, -1, d_out).baddbmm_(h, bt)
-    elif plan.identity:
-        out.view(count, -1, d_out).add_(torch.bmm(h, bt))
-    else:
-        delta = torch.bmm(h, bt).view(-1, out.shape[1], d_out)  # (P·n, T, d_out)
-        out.index_add_(0, plan.gather, delta.to(out.dtype))

@@ -13,7 +13,8 @@ over the factors of every bank slot stacked at fixed addresses:
     h = x A ⊙ onehot (per adapter's G·r columns);   y = W x + h B
 
 ``B`` is block-structured (sibling j's factors in its own output columns, zero elsewhere) and
-``alpha / r`` is folded into it. A row meets only its own adapter's columns (a ``"__base__"`` row
+``alpha / r`` is folded into it (:class:`evolora.generation.lora_stack.DenseStack`, the one stacked-LoRA
+layer, where a fused kernel plugs in). A row meets only its own adapter's columns (a ``"__base__"`` row
 has an all-zero onehot: no delta). This dense masked form does P times the LoRA flops of a grouped
 (SGMV) kernel but keeps every shape fixed without a custom kernel; at decode the step's cost is
 reading weights, and the stacked factors are read once per step either way. Like the eager routed
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from evolora.generation.lora_stack import DenseStack
 from evolora.generation.registry import check_graph
 
 if TYPE_CHECKING:
@@ -53,9 +55,9 @@ def _base_linear(module) -> torch.nn.Linear:
 
 
 class _Group:
-    """One sibling group of one layer: fused base weight (d_out, d_in) and bias, the stacked
-    factors ``a`` (d_in, P·G·r) and ``b`` (P·G·r, d_out) (or None when no sibling is adapted),
-    and the output split sizes."""
+    """One sibling group of one layer: fused base weight (d_out, d_in) and bias, the output split
+    sizes, and ``lora``, every slot's factors stacked at fixed addresses
+    (:class:`evolora.generation.lora_stack.DenseStack`; None when no sibling is adapted)."""
 
     def __init__(self, modules: list, names: list[str], bank: RoutedBank, slots: int) -> None:
         linears = [_base_linear(m) for m in modules]
@@ -66,39 +68,34 @@ class _Group:
                                                             device=lin.weight.device)) for b, lin in zip(biases, linears)])
         self.sizes = [lin.out_features for lin in linears]
         self.adapted = [(j, name) for j, name in enumerate(names) if name in bank.layers]
-        self.a = self.b = None
-        self.order: torch.Tensor | None = None  # output columns as gathered from the siblings' (see reorder)
+        self.lora: DenseStack | None = None
         if self.adapted:
-            rank, d_in, d_out = bank.rank, self.weight.shape[1], self.weight.shape[0]
             factor = bank.layers[self.adapted[0][1]].lora_A[bank.slots[0]].weight
-            width = slots * len(self.adapted) * rank
-            self.a = torch.zeros(d_in, width, dtype=factor.dtype, device=factor.device)
-            self.b = torch.zeros(width, d_out, dtype=factor.dtype, device=factor.device)
+            self.lora = DenseStack(slots, len(self.adapted), bank.rank, self.weight.shape[1], self.weight.shape[0],
+                                   dtype=factor.dtype, device=factor.device)
 
     def reorder(self, order: torch.Tensor) -> None:
         """Output column c becomes the siblings' concatenated column ``order[c]`` (a column may repeat),
-        in the base weight, the bias and (at each :meth:`refresh`) the stacked ``b``. Before any refresh."""
-        self.order = order.to(self.weight.device)
-        self.weight, self.bias = self.weight[self.order], None if self.bias is None else self.bias[self.order]
-        if self.b is not None:
-            self.b = self.b.new_zeros(self.b.shape[0], len(order))
+        in the base weight, the bias and (at each :meth:`refresh`) the stacked B. Before any refresh."""
+        order = order.to(self.weight.device)
+        self.weight, self.bias = self.weight[order], None if self.bias is None else self.bias[order]
+        if self.lora is not None:
+            self.lora.reorder(order)
 
     @torch.no_grad()
     def refresh(self, bank: RoutedBank, slot_indices: list[int]) -> None:
-        """Copy the factors of bank slots ``slot_indices`` into ``a`` and ``b`` in place."""
-        if self.a is None:
+        """Copy the factors of bank slots ``slot_indices`` into the stack in place."""
+        if self.lora is None:
             return
         rank, g, scale = bank.rank, len(self.adapted), bank.alpha / bank.rank
         offsets = [sum(self.sizes[:j]) for j in range(len(self.sizes))]
         for p in slot_indices:
             slot = bank.slots[p]
-            rows = slice(p * g * rank, (p + 1) * g * rank)
-            block = self.b.new_zeros(g * rank, sum(self.sizes))  # (G·r, d_out) in the siblings' order
+            block = self.lora.b.new_zeros(g * rank, sum(self.sizes))  # (G·r, d_out) in the siblings' order
             for k, (j, name) in enumerate(self.adapted):
-                layer = bank.layers[name]
-                self.a[:, rows][:, k * rank:(k + 1) * rank].copy_(layer.lora_A[slot].weight.t())
-                block[k * rank:(k + 1) * rank, offsets[j]: offsets[j] + self.sizes[j]] = layer.lora_B[slot].weight.t() * scale
-            self.b[rows].copy_(block if self.order is None else block[:, self.order])
+                block[k * rank:(k + 1) * rank, offsets[j]: offsets[j] + self.sizes[j]] = \
+                    bank.layers[name].lora_B[slot].weight.t() * scale
+            self.lora.write_(p, [bank.layers[name].lora_A[slot].weight for _, name in self.adapted], block)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -204,13 +201,8 @@ def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor, into: torch.T
         y = into.addmm_(x, group.weight.t())
     if into is not None and group.bias is not None:
         y.add_(group.bias)
-    if group.a is not None:
-        h = torch.mm(x.to(group.a.dtype), group.a)  # (R, P·G·r)
-        h.view(x.shape[0], onehot.shape[1], -1).mul_(onehot[:, :, None])
-        if y.dtype == h.dtype:
-            y.addmm_(h, group.b)
-        else:  # a bf16 base: the fp32 delta added in one kernel (rounded once, into y's dtype)
-            y.add_(torch.mm(h, group.b))
+    if group.lora is not None:
+        group.lora.add_(y, x, onehot)  # the masked two-GEMM delta (evolora.generation.lora_stack)
     return y
 
 

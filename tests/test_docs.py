@@ -89,10 +89,10 @@ def test_the_site_loads_nothing_from_outside(site):
 def test_the_config_reference_breaks_keys_only_at_dots():
     built = mkdocs_hooks.break_keys_at_dots('<table>\n<tr>\n<td><code>selfplay.teacher_max_new_tokens</code></td>'
                                             "<td><code>int ≥ 1</code></td></tr></table>")
-    assert built == ('<table class="config-keys">\n<tr>\n<td><code>selfplay.<wbr>teacher_max_new_tokens</code></td>'
-                     "<td><code>int ≥ 1</code></td></tr></table>")
+    assert built == ('<div class="config-keys"><table>\n<tr>\n<td><code>selfplay.<wbr>teacher_max_new_tokens</code></td>'
+                     "<td><code>int ≥ 1</code></td></tr></table></div>")
     css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
-    rule = re.search(r"table\.config-keys td:first-child code[^{]*\{([^}]*)\}", css)
+    rule = re.search(r"\.config-keys table td:first-child code[^{]*\{([^}]*)\}", css)
     assert rule and "word-break: keep-all" in rule[1] and "overflow-wrap: normal" in rule[1]
 
 
@@ -100,7 +100,7 @@ def test_the_config_reference_breaks_keys_only_at_dots():
 def test_no_config_key_wraps_mid_word(site):
     page = (site / "reference" / "config" / "index.html").read_text(encoding="utf-8")
     keys = re.findall(r"<tr>\s*<td><code>([^<]*(?:<wbr>[^<]*)*)</code>", page)
-    assert len(keys) > 150 and page.count('<table class="config-keys">') >= 5
+    assert len(keys) > 150 and page.count('<div class="config-keys"><table>') >= 5
     dotted = [key for key in keys if "." in key.replace("<wbr>", "")]
     assert len(dotted) > 100 and all(key.count("<wbr>") == key.count(".") for key in dotted)
     assert all(re.fullmatch(r"(?:[^.<]*\.<wbr>)*[^.<]*", key) for key in keys)  # a break only after a dot

@@ -42,9 +42,10 @@ KEY_CELL = re.compile(r"(<tr>\s*<td>)<code>([^<]*)</code>")
 
 
 def break_keys_at_dots(page_html: str) -> str:
-    """The configuration reference's tables get the class ``config-keys`` (stylesheets/extra.css:
-    no break inside a word), and each row's key a ``<wbr>`` after every dot, its only break points."""
-    page_html = page_html.replace("<table>", '<table class="config-keys">')
+    """The configuration reference's tables go inside ``<div class="config-keys">`` (stylesheets/extra.css:
+    no break inside a word; a class on the table itself would lose material's table style), and each
+    row's key gets a ``<wbr>`` after every dot, its only break points."""
+    page_html = page_html.replace("<table>", '<div class="config-keys"><table>').replace("</table>", "</table></div>")
     return KEY_CELL.sub(lambda m: m.group(1) + "<code>" + m.group(2).replace(".", ".<wbr>") + "</code>", page_html)
 
 

@@ -61,6 +61,7 @@ def test_the_dense_stack_adds_each_rows_own_delta(case):
     a, b, x, slots, base = case
     out = _dense(a, b).add_(base.clone(), x, slot_onehot(slots, P))
     assert _close(out.double(), base.double() + _reference(x, a, b, slots))
+    assert torch.equal(_dense(a, b).add_(base.clone(), x, slots), out)  # slot ids or their one-hot
 
 
 def test_the_dense_stack_reorders_columns_and_rewrites_in_place(case):

@@ -74,9 +74,13 @@ class DenseStack:
             self.a[:, rows][:, k * self.rank:(k + 1) * self.rank].copy_(a.t())
         self.b[rows].copy_(b_block if self.order is None else b_block[:, self.order])
 
-    def add_(self, out: torch.Tensor, x: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
-        """``out`` (M, D) += the routed delta of ``x`` (M, d_in); rows by ``onehot`` (M, P)
-        (:func:`slot_onehot` of their slots). Returns ``out``."""
+    def add_(self, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``out`` (M, D) += the routed delta of ``x`` (M, d_in). Returns ``out``.
+
+        ``rows``: the rows' slots, (M,) integers (−1: base), or their (M, P) float one-hot
+        (:func:`slot_onehot`), which a step computes once for all its layers (and a captured step
+        keeps at a fixed address)."""
+        onehot = rows if rows.is_floating_point() else slot_onehot(rows, self.a.shape[1] // self.width, self.a.dtype)
         h = torch.mm(x.to(self.a.dtype), self.a)  # (M, P·W)
         h.view(x.shape[0], onehot.shape[1], -1).mul_(onehot[:, :, None])
         if out.dtype == h.dtype:

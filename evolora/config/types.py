@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
 
+from evolora.model.device import DEVICE_PATTERN
+
 
 class ConfigError(ValueError):
     """A config is malformed; the message names the key and what to change."""
@@ -55,8 +57,6 @@ Algorithm = Literal["grpo", "dr_grpo", "reinforce_pp"]
 """``learner.algorithm``: the advantage estimator (:func:`evolora.learner.compute_advantages`)."""
 LRSchedule = Literal["constant", "cosine"]
 """``learner.lr_schedule`` (:func:`evolora.schedule.scheduled_lr`)."""
-DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"
-"""The spellings of ``model.device``: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:mod:`evolora.model.device`)."""
 Device = Annotated[str, StringConstraints(pattern=DEVICE_PATTERN)]
 """``model.device``, checked for its spelling only: whether torch sees that GPU is checked before the model loads."""
 

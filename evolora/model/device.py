@@ -17,7 +17,8 @@ import re
 
 import torch
 
-from evolora.config.types import DEVICE_PATTERN
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"
+"""The spellings of ``model.device``: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (the config checks them with it)."""
 
 
 def resolve_device(device: str) -> str:

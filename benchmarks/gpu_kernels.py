@@ -16,7 +16,10 @@ fifth row bare (slot −1), at batches of 64 and 256 rows:
 2. speed (bf16): each path captured once in a CUDA graph and replayed back to back, CUDA events,
    µs per group call, and GPU kernels per call (``torch.profiler`` of one uncaptured call); asserted: the
    Triton path launches 2 kernels and is not slower than the torch path (summed over the groups);
-3. the stop mask (``"\\n"``): built on the device, its flags of 256 rows' new tokens equal the CPU's,
+3. the fused rotary + k/v cache write (:mod:`~evolora.generation.kernels.rotary_triton`) against its
+   torch reference: fp32 max |Δ| ≤ 1e-6; in bf16 within one rounding step of the fp32 result of
+   the same inputs (the torch path rounds after each operation; printed); one kernel, not slower;
+4. the stop mask (``"\\n"``): built on the device, its flags of 256 rows' new tokens equal the CPU's,
    the device gather timed (≤ :data:`FLAGS_MS` ms per step); on recorded random tokens the host
    check of only flagged rows ends the rows the every-row check ends (timed side by side).
 
@@ -107,7 +110,7 @@ def parity(kernels, groups, rows: int, device, bf16: bool, failures: list) -> No
             x16, base16 = x.bfloat16(), base.bfloat16()
             want16 = torch_path(a, b, widths, slots)(x16, base16.clone()).float()
             got16 = kernels.routed_lora_triton(x16, a, b, slots, widths, base16.clone()).float()
-            step = torch.finfo(torch.bfloat16).eps * want16.abs().clamp(min=1e-30)
+            step = torch.finfo(torch.bfloat16).eps * want16.abs() + 1e-6
             unequal = (got16 != want16).float().mean().item()
             line += f"; bf16 unequal {unequal:.2%}, max |Δ| {(got16 - want16).abs().max().item():.2e}"
             if not ((got16 - want16).abs() <= step).all() or unequal > BF16_UNEQUAL:
@@ -139,6 +142,48 @@ def speed(kernels, groups, rows: int, device, replays: int, failures: list) -> N
           f"(triton/torch {total['triton'] / total['torch']:.2f})", flush=True)
     if total["triton"] > total["torch"]:
         failures.append(f"rows {rows}: Triton {total['triton']:.1f} µs > torch {total['torch']:.1f} µs")
+
+
+ROTARY = {"smollm2-135m": (3, 3, 64), "qwen2.5-0.5b": (2, 7, 64), "tiny": (2, 2, 16)}
+"""Per model: key/value heads, query heads per key/value head, head size."""
+
+
+def rotary(module, model: str, rows: int, device, replays: int, failures: list) -> None:
+    """Part 4: the fused rotary + k/v write against its torch reference (fp32, bf16), timed on CUDA."""
+    from evolora.generation.kernels.rotary_torch import rotary_kv_write_torch
+
+    heads, group, dim = ROTARY[model]
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(rows, heads, group + 2, dim, generator=g).to(device)
+    angles = torch.rand(rows, dim // 2, generator=g).repeat(1, 2).mul(100).to(device)
+    cos, sin, column = angles.cos(), angles.sin(), torch.tensor([5], device=device)
+    kv = torch.zeros(2, rows, heads, 16, dim, device=device)
+    want = rotary_kv_write_torch(y, cos, sin, kv.clone(), column, scale=0.125)
+    error = (module.rotary_kv_write(y, cos, sin, kv.clone(), column, scale=0.125) - want).abs().max().item()
+    line = f"  rotary + k/v write, rows {rows}: fp32 max |Δ| {error:.2e}"
+    if error > 1e-6:
+        failures.append(f"rotary fp32 parity {error:.2e}")
+    if device.type == "cuda":
+        from bench_cuda import count_kernels, replay_us
+
+        y16, cos16, sin16, kv16 = y.bfloat16(), cos.bfloat16(), sin.bfloat16(), kv.bfloat16()
+        truth = rotary_kv_write_torch(y16.float(), cos16.float(), sin16.float(), kv.clone(), column, scale=0.125)
+        fused = module.rotary_kv_write(y16, cos16, sin16, kv16.clone(), column, scale=0.125).float()
+        steps = rotary_kv_write_torch(y16, cos16, sin16, kv16.clone(), column, scale=0.125).float()
+        # one rounding step of the value, and 1e-6 for an fp32 fma against separate products under cancellation
+        within = ((fused - truth).abs() <= torch.finfo(torch.bfloat16).eps * truth.abs() + 1e-6).all().item()
+        line += (f"; bf16 vs fp32 of the same inputs: fused {(fused - truth).abs().max().item():.2e} "
+                 f"(one rounding: {within}), torch {(steps - truth).abs().max().item():.2e}")
+        if not within:
+            failures.append("rotary bf16: more than one rounding step from fp32")
+        q16 = torch.empty(rows, heads, group, dim, dtype=torch.bfloat16, device=device)
+        calls = {"torch": lambda: rotary_kv_write_torch(y16, cos16, sin16, kv16, column, scale=0.125),
+                 "triton": lambda: module.rotary_kv_write(y16, cos16, sin16, kv16, column, scale=0.125, out=q16)}
+        figures = {path: (replay_us(call, replays)[0], count_kernels(call)) for path, call in calls.items()}
+        line += "; " + ", ".join(f"{path} {us:.1f} µs ({n} kernels)" for path, (us, n) in figures.items())
+        if figures["triton"][1] != 1 or figures["triton"][0] > figures["torch"][0]:
+            failures.append(f"rotary: Triton {figures['triton']} against torch {figures['torch']}")
+    print(line, flush=True)
 
 
 def stop_check(device, rows: int, failures: list) -> None:
@@ -182,6 +227,7 @@ def main() -> int:
     import triton
 
     from evolora.generation.kernels import lora_triton as kernels
+    from evolora.generation.kernels import rotary_triton
 
     torch.backends.cuda.matmul.allow_tf32 = False
     driver = torch._C._cuda_getDriverVersion() if device.type == "cuda" else None
@@ -195,6 +241,7 @@ def main() -> int:
             parity(kernels, groups, rows, device, bf16=device.type == "cuda", failures=failures)
             if device.type == "cuda":
                 speed(kernels, groups, rows, device, args.replays, failures)
+            rotary(rotary_triton, model, rows, device, args.replays, failures)
     stop_check(device, 8 if args.quick else 256, failures)
     for failure in failures:
         print(f"FAILED: {failure}")

@@ -87,17 +87,16 @@ def test_dispatch_takes_the_torch_path_for_cpu_tensors():
                                routed_lora_torch(x, a, b, slots, (128, 128), base.clone()), rtol=0, atol=0)
 
 
-@pytest.fixture(scope="module")
-def kernels():
-    """(the lora_triton module, the device its kernels run on): interpreted on the CPU (the interpreter
-    reads ``TRITON_INTERPRET`` when a kernel is decorated and when it runs: set for this module's tests),
-    or CUDA when the module was already compiled for it in this process."""
+def kernels_module(name: str, kernel: str):
+    """Yield (the Triton module ``name``, the device its kernels run on): interpreted on the CPU (the
+    interpreter reads ``TRITON_INTERPRET`` when a kernel is decorated and when it runs: set while the
+    fixture lives), or CUDA when the module was already compiled for it in this process."""
     pytest.importorskip("triton", reason="the Triton kernels' tests need triton (pip install 'evolora[gpu]')")
     previous = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
     try:
-        module = importlib.import_module("evolora.generation.kernels.lora_triton")
-        if type(module._shrink_kernel).__name__ == "InterpretedFunction":
+        module = importlib.import_module(name)
+        if type(getattr(module, kernel)).__name__ == "InterpretedFunction":
             yield module, torch.device("cpu")
         elif torch.cuda.is_available():
             yield module, torch.device("cuda")
@@ -105,6 +104,11 @@ def kernels():
             pytest.skip("the Triton kernels were compiled for a GPU in this process and no GPU is here")
     finally:
         os.environ.pop("TRITON_INTERPRET") if previous is None else os.environ.update(TRITON_INTERPRET=previous)
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    yield from kernels_module("evolora.generation.kernels.lora_triton", "_shrink_kernel")
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -3,11 +3,14 @@
 * :mod:`~evolora.generation.kernels.lora_torch` / :mod:`~evolora.generation.kernels.lora_triton`:
   the routed LoRA delta of one sibling group, in torch (the static step's masked GEMMs) and in two
   Triton kernels (shrink, expand) with the same arguments;
+* :mod:`~evolora.generation.kernels.rotary_torch` / :mod:`~evolora.generation.kernels.rotary_triton`:
+  rotary of a step's q/k heads with the k/v cache write, in torch and in one Triton kernel;
 * :mod:`~evolora.generation.kernels.stop_mask`: which new tokens could end a stop string, so the
   host decodes only those rows.
 
 :func:`routed_lora` picks the Triton kernels on CUDA when ``triton`` is importable (the ``gpu``
-extra), else the torch path. Nothing here is used by the eager engine, the CPU default.
+extra), else the torch path. Nothing here is used by the eager engine, the CPU default, and the
+graph engine does not call these yet.
 """
 
 from __future__ import annotations

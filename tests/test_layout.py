@@ -1,7 +1,9 @@
 """The size budget and the import graph of the library (``evolora/`` and ``operators/``):
 no file over 400 lines, no function over 60 code lines (docstring excluded), and no cycle
 among the imports at any depth: a module's imports inside functions (how it defers a heavy or
-optional dependency) count as edges too, so a deferred import cannot hide a cycle."""
+optional dependency) count as edges too, so a deferred import cannot hide a cycle. The same holds
+one level up: grouped by package (the first two dotted components: ``evolora.bank.local`` is in
+``evolora.bank``), the imports form a DAG, so no package imports one that imports it back."""
 
 from __future__ import annotations
 
@@ -94,6 +96,35 @@ def test_imports_at_any_depth_have_no_cycle():
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
 
 
+def _package(name: str) -> str:
+    """The package-level node of a module: its first two dotted components (``evolora.bank.local``
+    → ``evolora.bank``; a top-level module such as ``evolora.fitness`` is its own node)."""
+    return ".".join(name.split(".")[:2])
+
+
+def _package_edges(modules: dict[str, Path]) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """{(package, imported package): the (module, imported module) edges that make it}, over imports at any depth."""
+    edges: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for name, path in modules.items():
+        for target in _imports(name, path, modules):
+            if _package(name) != _package(target):
+                edges.setdefault((_package(name), _package(target)), set()).add((name, target))
+    return edges
+
+
+def test_packages_import_each_other_without_a_cycle():
+    """0 upward imports: an import that closes a cycle among packages is one (move the shared piece
+    down to the package its users share, or the orchestration up); a protocol imported under
+    ``TYPE_CHECKING`` only counts too."""
+    edges = _package_edges(_modules())
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+    cycle = _find_cycle(graph)
+    assert cycle is None, f"package cycle: {' -> '.join(cycle)}; made by the module imports\n" + "\n".join(
+        f"  {a} -> {b}: " + ", ".join(f"{m} -> {t}" for m, t in sorted(edges[a, b])) for a, b in zip(cycle, cycle[1:]))
+
+
 def test_the_cycle_finder_finds_cycles():
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "d": {"a", "c"}}) is None
@@ -105,6 +136,11 @@ def test_the_checks_see_the_library():
     graph_of_run = _imports("evolora.run", modules["evolora.run"], modules)
     assert "evolora.league" in graph_of_run and "evolora.tasks" in graph_of_run
     assert "evolora.model" in graph_of_run  # imported inside Run.__init__ only: deferred imports are seen
+    assert _package("evolora.bank.local") == "evolora.bank" and _package("evolora.fitness") == "evolora.fitness"
+    edges = _package_edges(modules)
+    assert ("evolora.bank.local", "evolora.learner") in edges["evolora.bank", "evolora.learner"]
+    assert ("evolora.fitness", "evolora.exam") in edges["evolora.fitness", "evolora.exam"]
+    assert ("evolora.bank", "evolora.bank") not in edges  # a package's imports of itself are no edge
 
 
 def test_tests_import_shared_helpers_one_way():

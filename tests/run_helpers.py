@@ -8,7 +8,7 @@ another test module (``tests/test_layout.py`` checks it).
 from __future__ import annotations
 
 TINY_OVERRIDES = {
-    "model": {"name": "tiny-random", "dtype": "float32"},  # the same numerics on hosts with and without bf16
+    "model": {"name": "tiny-random", "dtype": "float32", "num_threads": 1},  # the same numerics on every host and load
     "lora": {"rank": 4, "alpha": 8, "init_b_std": 0.05},
     "population": {"teachers": 2, "students": 2},
     "run": {"steps": 4, "seed": 0},

@@ -4,15 +4,13 @@ skipped without triton). bf16 parity needs a GPU: ``benchmarks/gpu_kernels.py``.
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 import torch
 
 from evolora.generation.kernels import routed_lora
 from evolora.generation.kernels.lora_torch import column_projections, routed_lora_torch, stack_lora
 from evolora.generation.static_step import qkv_order
+from kernel_helpers import kernels_module
 
 SHAPES = [  # (rows M, d_in, slots P, rank r, output widths of the group's projections)
     (7, 200, 3, 8, (48, 24, 24)),  # q/k/v with grouped-query heads: different widths
@@ -85,25 +83,6 @@ def test_dispatch_takes_the_torch_path_for_cpu_tensors():
     a, b = stack_lora(a_f, b_f, 1.0)
     torch.testing.assert_close(routed_lora(x, a, b, slots, (128, 128), base.clone()),
                                routed_lora_torch(x, a, b, slots, (128, 128), base.clone()), rtol=0, atol=0)
-
-
-def kernels_module(name: str, kernel: str):
-    """Yield (the Triton module ``name``, the device its kernels run on): interpreted on the CPU (the
-    interpreter reads ``TRITON_INTERPRET`` when a kernel is decorated and when it runs: set while the
-    fixture lives), or CUDA when the module was already compiled for it in this process."""
-    pytest.importorskip("triton", reason="the Triton kernels' tests need triton (pip install 'evolora[gpu]')")
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        module = importlib.import_module(name)
-        if type(getattr(module, kernel)).__name__ == "InterpretedFunction":
-            yield module, torch.device("cpu")
-        elif torch.cuda.is_available():
-            yield module, torch.device("cuda")
-        else:
-            pytest.skip("the Triton kernels were compiled for a GPU in this process and no GPU is here")
-    finally:
-        os.environ.pop("TRITON_INTERPRET") if previous is None else os.environ.update(TRITON_INTERPRET=previous)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import torch
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from evolora.generation.kernels.rotary_torch import rotary_kv_write_torch
-from test_kernels_lora import kernels_module
+from kernel_helpers import kernels_module
 
 SHAPES = [(3, 2, 3, 16), (5, 3, 1, 64), (2, 1, 6, 8)]  # (rows R, key/value heads, query heads per kv head G, D)
 

@@ -230,7 +230,8 @@ def main() -> int:
     from evolora.generation.kernels import rotary_triton
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    driver = torch._C._cuda_getDriverVersion() if device.type == "cuda" else None
+    get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+    driver = get_driver() if device.type == "cuda" and get_driver is not None else None
     print(f"torch {torch.__version__}, triton {triton.__version__}, CUDA driver {driver}, "
           f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu (interpreted)'}")
     failures: list[str] = []

@@ -236,9 +236,10 @@ def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, 
     """Parts 1-3 for each variant, printed as one table."""
     from evolora.generation.routed import BASE
     from evolora.generation.static_step import StaticWeights
+    from evolora.generation.stops import StopOnText
 
     bank = make_bank(random_shaped(str(device), dtype, shapes, family))
-    stopped = __import__("evolora.generation.stops", fromlist=["StopOnText"]).StopOnText(tokenizer, (args.stop,), 0).tails
+    stopped = StopOnText(tokenizer, (args.stop,), 0).tails
     mixed = [bank.slots[i % len(bank.slots)] for i in range(args.batch)]
     figures = {}
     for variant, names in (("bare", [BASE] * args.batch), ("base rows", [BASE] * args.batch), ("routed", mixed)):

@@ -222,7 +222,13 @@ def main() -> None:
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     family, shapes = SHAPES[args.model]
-    print(f"torch {torch.__version__}, device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
+    from evolora.generation.kernels import triton_available
+
+    triton = __import__("triton").__version__ if triton_available() else "absent"
+    get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+    driver = get_driver() if device.type == "cuda" and get_driver is not None else None
+    print(f"torch {torch.__version__}, triton {triton}, CUDA driver {driver}, "
+          f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
           f", {args.model} shapes, {dtype}, batch {args.batch}, 8 adapters rank 8", flush=True)
     tokenizer, label = tokenizer_for(shapes["vocab_size"])
     if not args.stop_check_only:

@@ -44,10 +44,18 @@ BF16_UNEQUAL = 0.02
 FLAGS_MS = 0.1
 RANK, SLOTS = 8, 8
 GROUPS = {  # model: [(group, d_in, output widths)]
-    "smollm2-135m": [("qkv", 576, (576, 192, 192)), ("o", 576, (576,)), ("gate_up", 576, (1536, 1536)),
-                     ("down", 1536, (576,))],
-    "qwen2.5-0.5b": [("qkv", 896, (896, 128, 128)), ("o", 896, (896,)), ("gate_up", 896, (4864, 4864)),
-                     ("down", 4864, (896,))],
+    "smollm2-135m": [
+        ("qkv", 576, (576, 192, 192)),
+        ("o", 576, (576,)),
+        ("gate_up", 576, (1536, 1536)),
+        ("down", 1536, (576,)),
+    ],
+    "qwen2.5-0.5b": [
+        ("qkv", 896, (896, 128, 128)),
+        ("o", 896, (896,)),
+        ("gate_up", 896, (4864, 4864)),
+        ("down", 4864, (896,)),
+    ],
 }
 QUICK = {"tiny": [("qkv", 64, (64, 32, 32)), ("gate_up", 64, (96, 96)), ("down", 96, (64,))]}
 
@@ -57,7 +65,7 @@ def case(d_in: int, widths: tuple, rows: int, device, seed: int = 0):
     from evolora.generation.kernels.lora_torch import stack_lora
 
     g = torch.Generator().manual_seed(seed)
-    a_f = [[torch.randn(RANK, d_in, generator=g) / d_in ** 0.5 for _ in widths] for _ in range(SLOTS)]
+    a_f = [[torch.randn(RANK, d_in, generator=g) / d_in**0.5 for _ in widths] for _ in range(SLOTS)]
     b_f = [[torch.randn(w, RANK, generator=g) * 0.02 for w in widths] for _ in range(SLOTS)]
     a, b = stack_lora(a_f, b_f, 2.0)
     slots = torch.arange(rows) % SLOTS
@@ -100,8 +108,9 @@ def parity(kernels, groups, rows: int, device, bf16: bool, failures: list) -> No
             head = 64 if widths[1] >= 64 else 16  # the models' head size; 16 for the tiny group
             order = qkv_order(widths[0] // head, widths[1] // head, head, flipped=True).to(device)
             projection = column_projections(widths, device)[order]
-            moved = kernels.routed_lora_triton(x, a, b[:, :, order].contiguous(), slots, projection,
-                                               base[:, order].contiguous())
+            moved = kernels.routed_lora_triton(
+                x, a, b[:, :, order].contiguous(), slots, projection, base[:, order].contiguous()
+            )
             ordered = (moved - want[:, order]).abs().max().item()
             line += f"; static q/k/v column order {ordered:.2e}"
             if ordered > FP32_TOLERANCE:
@@ -127,19 +136,27 @@ def speed(kernels, groups, rows: int, device, replays: int, failures: list) -> N
         a, b, slots, x, base = case(d_in, widths, rows, device)
         x, out = x.bfloat16(), base.bfloat16()
         hidden = torch.empty(rows, a.shape[1], device=device)
-        paths = {"torch": lambda run=torch_path(a, b, widths, slots): run(x, out),
-                 "triton": lambda: kernels.routed_lora_triton(x, a, b, slots, widths, out, hidden=hidden)}
+        paths = {
+            "torch": lambda run=torch_path(a, b, widths, slots): run(x, out),
+            "triton": lambda: kernels.routed_lora_triton(x, a, b, slots, widths, out, hidden=hidden),
+        }
         figures = {}
         for path, call in paths.items():
             us, _ = replay_us(call, replays)
             figures[path] = (us, count_kernels(call))
             total[path] += us
-        print(f"  {name} rows {rows} bf16: torch {figures['torch'][0]:.1f} µs ({figures['torch'][1]} kernels), "
-              f"triton {figures['triton'][0]:.1f} µs ({figures['triton'][1]} kernels)", flush=True)
+        print(
+            f"  {name} rows {rows} bf16: torch {figures['torch'][0]:.1f} µs ({figures['torch'][1]} kernels), "
+            f"triton {figures['triton'][0]:.1f} µs ({figures['triton'][1]} kernels)",
+            flush=True,
+        )
         if figures["triton"][1] != 2:
             failures.append(f"{name}: the Triton path launched {figures['triton'][1]} kernels, not 2")
-    print(f"  every group, rows {rows}: torch {total['torch']:.1f} µs, triton {total['triton']:.1f} µs "
-          f"(triton/torch {total['triton'] / total['torch']:.2f})", flush=True)
+    print(
+        f"  every group, rows {rows}: torch {total['torch']:.1f} µs, triton {total['triton']:.1f} µs "
+        f"(triton/torch {total['triton'] / total['torch']:.2f})",
+        flush=True,
+    )
     if total["triton"] > total["torch"]:
         failures.append(f"rows {rows}: Triton {total['triton']:.1f} µs > torch {total['torch']:.1f} µs")
 
@@ -172,13 +189,17 @@ def rotary(module, model: str, rows: int, device, replays: int, failures: list) 
         steps = rotary_kv_write_torch(y16, cos16, sin16, kv16.clone(), column, scale=0.125).float()
         # one rounding step of the value, and 1e-6 for an fp32 fma against separate products under cancellation
         within = ((fused - truth).abs() <= torch.finfo(torch.bfloat16).eps * truth.abs() + 1e-6).all().item()
-        line += (f"; bf16 vs fp32 of the same inputs: fused {(fused - truth).abs().max().item():.2e} "
-                 f"(one rounding: {within}), torch {(steps - truth).abs().max().item():.2e}")
+        line += (
+            f"; bf16 vs fp32 of the same inputs: fused {(fused - truth).abs().max().item():.2e} "
+            f"(one rounding: {within}), torch {(steps - truth).abs().max().item():.2e}"
+        )
         if not within:
             failures.append("rotary bf16: more than one rounding step from fp32")
         q16 = torch.empty(rows, heads, group, dim, dtype=torch.bfloat16, device=device)
-        calls = {"torch": lambda: rotary_kv_write_torch(y16, cos16, sin16, kv16, column, scale=0.125),
-                 "triton": lambda: module.rotary_kv_write(y16, cos16, sin16, kv16, column, scale=0.125, out=q16)}
+        calls = {
+            "torch": lambda: rotary_kv_write_torch(y16, cos16, sin16, kv16, column, scale=0.125),
+            "triton": lambda: module.rotary_kv_write(y16, cos16, sin16, kv16, column, scale=0.125, out=q16),
+        }
         figures = {path: (replay_us(call, replays)[0], count_kernels(call)) for path, call in calls.items()}
         line += "; " + ", ".join(f"{path} {us:.1f} µs ({n} kernels)" for path, (us, n) in figures.items())
         if figures["triton"][1] != 1 or figures["triton"][0] > figures["torch"][0]:
@@ -208,8 +229,11 @@ def stop_check(device, rows: int, failures: list) -> None:
         if us / 1e3 > FLAGS_MS:
             failures.append(f"stop flags {us / 1e3:.4f} ms > {FLAGS_MS} ms")
     full, flagged, fraction = host_stop_check(tokenizer, "\n", rows, 49152, 3)
-    print(line + f"; host check per 8 steps: every row {full:.2f} ms, flagged rows {flagged:.2f} ms "
-          f"({fraction:.1%} of random tokens flagged), equal ends", flush=True)
+    print(
+        line + f"; host check per 8 steps: every row {full:.2f} ms, flagged rows {flagged:.2f} ms "
+        f"({fraction:.1%} of random tokens flagged), equal ends",
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -232,13 +256,15 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
     driver = get_driver() if device.type == "cuda" and get_driver is not None else None
-    print(f"torch {torch.__version__}, triton {triton.__version__}, CUDA driver {driver}, "
-          f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu (interpreted)'}")
+    print(
+        f"torch {torch.__version__}, triton {triton.__version__}, CUDA driver {driver}, "
+        f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu (interpreted)'}"
+    )
     failures: list[str] = []
     models = QUICK if args.quick else GROUPS
     for model, groups in models.items():
         print(f"{model}: {SLOTS} adapters of rank {RANK}, every fifth row bare")
-        for rows in ((8,) if args.quick else (64, 256)):
+        for rows in (8,) if args.quick else (64, 256):
             parity(kernels, groups, rows, device, bf16=device.type == "cuda", failures=failures)
             if device.type == "cuda":
                 speed(kernels, groups, rows, device, args.replays, failures)

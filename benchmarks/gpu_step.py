@@ -45,12 +45,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-
 from gpu_speed import QWEN_05B, SMOLLM2_135M, Clock, make_bank, random_shaped, rows  # noqa: E402
 
-SHAPES = {"smollm2-135m": ("llama", SMOLLM2_135M), "qwen2.5-0.5b": ("qwen2", QWEN_05B),
-          "tiny": ("llama", dict(SMOLLM2_135M, vocab_size=256, hidden_size=64, intermediate_size=128,
-                                 num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2))}
+SHAPES = {
+    "smollm2-135m": ("llama", SMOLLM2_135M),
+    "qwen2.5-0.5b": ("qwen2", QWEN_05B),
+    "tiny": (
+        "llama",
+        dict(
+            SMOLLM2_135M,
+            vocab_size=256,
+            hidden_size=64,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_hidden_layers=2,
+        ),
+    ),
+}
 PROMPT, WINDOW = 32, 128
 """Cache columns of the replayed step's prompt, and its attention window (columns)."""
 
@@ -65,8 +77,9 @@ def strip_lora(weights) -> None:
                 group.a = group.b = None
 
 
-def replay_ms(w, names: str, batch: int, replays: int, rounds: int,
-              device: torch.device) -> tuple[float, int | None, int]:
+def replay_ms(
+    w, names: str, batch: int, replays: int, rounds: int, device: torch.device
+) -> tuple[float, int | None, int]:
     """(ms per step, GPU kernels of one replay or None, launching ATen operations of one uncaptured step)
     of the captured step, back to back."""
     from graph_ops import Counter, buffers, one_step
@@ -117,8 +130,11 @@ def count_kernels(run) -> int:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and not e.name.startswith(("Memcpy", "Memset")))
+    return sum(
+        1
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))
+    )
 
 
 def engine_figures(bank, bare: bool, names: list[str], tokens: int, device: torch.device, stopped) -> dict:
@@ -133,8 +149,17 @@ def engine_figures(bank, bare: bool, names: list[str], tokens: int, device: torc
     clock = Clock(device)
 
     def call(n, stop=None):
-        return lambda: engine.decode(ids, attention, names, Sampling(max_new_tokens=n, greedy=True), eos_ids={1},
-                                     pad_id=0, generator=None, min_new_tokens=n, stopped=stop)
+        return lambda: engine.decode(
+            ids,
+            attention,
+            names,
+            Sampling(max_new_tokens=n, greedy=True),
+            eos_ids={1},
+            pad_id=0,
+            generator=None,
+            min_new_tokens=n,
+            stopped=stop,
+        )
 
     figures = {}
     call(tokens)()  # captures every step of the call, untimed
@@ -227,15 +252,22 @@ def main() -> None:
     triton = __import__("triton").__version__ if triton_available() else "absent"
     get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
     driver = get_driver() if device.type == "cuda" and get_driver is not None else None
-    print(f"torch {torch.__version__}, triton {triton}, CUDA driver {driver}, "
-          f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
-          f", {args.model} shapes, {dtype}, batch {args.batch}, 8 adapters rank 8", flush=True)
+    print(
+        f"torch {torch.__version__}, triton {triton}, CUDA driver {driver}, "
+        f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
+        f", {args.model} shapes, {dtype}, batch {args.batch}, 8 adapters rank 8",
+        flush=True,
+    )
     tokenizer, label = tokenizer_for(shapes["vocab_size"])
     if not args.stop_check_only:
         decode_figures(args, device, dtype, family, shapes, tokenizer)
-    full, flagged, fraction = host_stop_check(tokenizer, args.stop, args.batch, shapes["vocab_size"], max(3, args.rounds))
-    print(f"host stop check of {args.stop!r} per check (8 steps) of {args.batch} rows ({label} tokenizer, random tokens, "
-          f"{fraction:.1%} flagged): every row {full:.2f} ms, flagged rows {flagged:.2f} ms, equal ends")
+    full, flagged, fraction = host_stop_check(
+        tokenizer, args.stop, args.batch, shapes["vocab_size"], max(3, args.rounds)
+    )
+    print(
+        f"host stop check of {args.stop!r} per check (8 steps) of {args.batch} rows ({label} tokenizer, random tokens, "
+        f"{fraction:.1%} flagged): every row {full:.2f} ms, flagged rows {flagged:.2f} ms, equal ends"
+    )
 
 
 def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, shapes: dict, tokenizer) -> None:
@@ -253,15 +285,25 @@ def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, 
         if variant == "bare":
             strip_lora(w)
         ms, kernels, ops = replay_ms(w, variant, args.batch, args.replays, args.rounds, device)
-        figures[variant] = dict(replay_ms=ms, kernels=kernels, ops=ops,
-                                **engine_figures(bank, variant == "bare", names, args.tokens, device, stopped))
-    print(f"{'variant':<11}{'replay ms':>10}{'kernels':>9}{'ops':>7}{'prefill ms':>12}{'loop ms/step':>14}"
-          f"{'+ stop ' + repr(args.stop):>16}")
+        figures[variant] = dict(
+            replay_ms=ms,
+            kernels=kernels,
+            ops=ops,
+            **engine_figures(bank, variant == "bare", names, args.tokens, device, stopped),
+        )
+    print(
+        f"{'variant':<11}{'replay ms':>10}{'kernels':>9}{'ops':>7}{'prefill ms':>12}{'loop ms/step':>14}"
+        f"{'+ stop ' + repr(args.stop):>16}"
+    )
     for variant, f in figures.items():
-        print(f"{variant:<11}{f['replay_ms']:>10.3f}{f['kernels'] if f['kernels'] is not None else '-':>9}{f['ops']:>7}"
-              f"{f['prefill_ms']:>12.2f}{f['loop_ms']:>14.3f}{f['loop_stop_ms']:>16.3f}")
-    print(f"routed / truly bare (replay time ratio bare/routed): {figures['bare']['replay_ms'] / figures['routed']['replay_ms']:.2f}; "
-          f"base rows / bare: {figures['bare']['replay_ms'] / figures['base rows']['replay_ms']:.2f}")
+        print(
+            f"{variant:<11}{f['replay_ms']:>10.3f}{f['kernels'] if f['kernels'] is not None else '-':>9}{f['ops']:>7}"
+            f"{f['prefill_ms']:>12.2f}{f['loop_ms']:>14.3f}{f['loop_stop_ms']:>16.3f}"
+        )
+    print(
+        f"routed / truly bare (replay time ratio bare/routed): {figures['bare']['replay_ms'] / figures['routed']['replay_ms']:.2f}; "
+        f"base rows / bare: {figures['bare']['replay_ms'] / figures['base rows']['replay_ms']:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_helpers import kernels_module
 
 from evolora.generation.kernels import routed_lora
 from evolora.generation.kernels.lora_torch import column_projections, routed_lora_torch, stack_lora
 from evolora.generation.static_step import qkv_order
-from kernel_helpers import kernels_module
 
 SHAPES = [  # (rows M, d_in, slots P, rank r, output widths of the group's projections)
     (7, 200, 3, 8, (48, 24, 24)),  # q/k/v with grouped-query heads: different widths
@@ -23,7 +23,7 @@ SHAPES = [  # (rows M, d_in, slots P, rank r, output widths of the group's proje
 def _case(rows, d_in, count, rank, widths, seed=0):
     """Unstacked factors as PEFT holds them, their stacked layout, slots with −1, a base output."""
     g = torch.Generator().manual_seed(seed)
-    a_f = [[torch.randn(rank, d_in, generator=g) / d_in ** 0.5 for _ in widths] for _ in range(count)]
+    a_f = [[torch.randn(rank, d_in, generator=g) / d_in**0.5 for _ in widths] for _ in range(count)]
     b_f = [[torch.randn(w, rank, generator=g) * 0.1 for w in widths] for _ in range(count)]
     slots = torch.randint(-1, count, (rows,), generator=g)
     slots[0], slots[-1] = -1, count - 1
@@ -81,8 +81,12 @@ def test_bad_shapes_are_refused_with_the_sizes():
 def test_dispatch_takes_the_torch_path_for_cpu_tensors():
     a_f, b_f, slots, x, base = _case(*SHAPES[1])
     a, b = stack_lora(a_f, b_f, 1.0)
-    torch.testing.assert_close(routed_lora(x, a, b, slots, (128, 128), base.clone()),
-                               routed_lora_torch(x, a, b, slots, (128, 128), base.clone()), rtol=0, atol=0)
+    torch.testing.assert_close(
+        routed_lora(x, a, b, slots, (128, 128), base.clone()),
+        routed_lora_torch(x, a, b, slots, (128, 128), base.clone()),
+        rtol=0,
+        atol=0,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +136,9 @@ def test_triton_takes_the_static_steps_qkv_column_order(kernels):
     projection = column_projections(widths, x.device)[order]
     want = routed_lora_torch(x, a, b, slots, widths, base.clone())[:, order]
     b, projection = b[:, :, order].contiguous().to(device), projection.to(device)
-    got = module.routed_lora_triton(x.to(device), a.to(device), b, slots.to(device), projection,
-                                    base[:, order].contiguous().to(device))
+    got = module.routed_lora_triton(
+        x.to(device), a.to(device), b, slots.to(device), projection, base[:, order].contiguous().to(device)
+    )
     assert (got.cpu() - want).abs().max().item() <= 1e-5
 
 
@@ -155,6 +160,6 @@ def test_triton_rounds_the_delta_once_into_a_half_output(kernels):
     slots, x, base = slots.to(device), x.to(device).half(), base.to(device).half()
     want = routed_lora_torch(x, a, b, slots, (48, 24, 24), base.clone())
     got = module.routed_lora_triton(x, a, b, slots, (48, 24, 24), base.clone())
-    step = torch.finfo(torch.float16).eps * want.float().abs().clamp(min=2 ** -14)
+    step = torch.finfo(torch.float16).eps * want.float().abs().clamp(min=2**-14)
     assert ((got.float() - want.float()).abs() <= step).all()
     assert (got != want).float().mean().item() < 0.05

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_helpers import kernels_module
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from evolora.generation.kernels.rotary_torch import rotary_kv_write_torch
-from kernel_helpers import kernels_module
 
 SHAPES = [(3, 2, 3, 16), (5, 3, 1, 64), (2, 1, 6, 8)]  # (rows R, key/value heads, query heads per kv head G, D)
 
@@ -30,8 +30,12 @@ def test_reference_is_hf_rotary_with_the_cache_write(shape):
     y, cos, sin, kv, column = _case(*shape)
     before = kv.clone()
     q = rotary_kv_write_torch(y, cos, sin, kv, column, scale=0.125)
-    hf_q, hf_k = apply_rotary_pos_emb(y[:, :, 2:].reshape(rows, heads * group, 1, dim), y[:, :, :1].reshape(rows, heads, 1, dim),
-                                      cos[:, None], sin[:, None])
+    hf_q, hf_k = apply_rotary_pos_emb(
+        y[:, :, 2:].reshape(rows, heads * group, 1, dim),
+        y[:, :, :1].reshape(rows, heads, 1, dim),
+        cos[:, None],
+        sin[:, None],
+    )
     assert torch.equal(q, hf_q.view(rows, heads, group, dim) * 0.125)  # 1/8: folded exactly
     assert torch.equal(kv[0, :, :, 7], hf_k[:, :, 0]) and torch.equal(kv[1, :, :, 7], y[:, :, 1])
     kv[:, :, :, 7] = before[:, :, :, 7]

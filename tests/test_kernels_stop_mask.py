@@ -23,8 +23,9 @@ def _word_tokenizer(words):
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
     backend.pre_tokenizer = pre_tokenizers.Split(" ", behavior="isolated")
     backend.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>",
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", clean_up_tokenization_spaces=False
+    )
 
 
 def _byte_tokenizer():
@@ -35,8 +36,12 @@ def _byte_tokenizer():
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<pad>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<pad>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     text = ["Answer: 12 €\n\n#### 12\n", "café au lait, naïve résumé\n", "x = 3 → y = 9 ✓\n\nDone."] * 20
     backend.train_from_iterator(text, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>")
@@ -64,9 +69,13 @@ def test_char_tokenizer_marks_exactly_the_last_character():
 
 def test_multi_character_tokens_are_marked_when_they_can_complete_the_stop():
     tokenizer = _word_tokenizer(WORDS)
-    marked = {tokenizer.convert_ids_to_tokens(i) for i in torch.nonzero(stop_mask(tokenizer, ("\n\n",))).flatten().tolist()}
+    marked = {
+        tokenizer.convert_ids_to_tokens(i) for i in torch.nonzero(stop_mask(tokenizer, ("\n\n",))).flatten().tolist()
+    }
     assert marked == {"\n\n", "\nx", "\n"}  # "b\n" starts a stop but cannot end one
-    marked = {tokenizer.convert_ids_to_tokens(i) for i in torch.nonzero(stop_mask(tokenizer, ("## 4",))).flatten().tolist()}
+    marked = {
+        tokenizer.convert_ids_to_tokens(i) for i in torch.nonzero(stop_mask(tokenizer, ("## 4",))).flatten().tolist()
+    }
     assert marked == {"## 4", "4"}  # "4" after "## "; "#" cannot end it, " " cannot, "##" cannot
 
 
@@ -92,8 +101,9 @@ def _pool(tokenizer, name):
     return tokenizer.convert_tokens_to_ids(WORDS)
 
 
-@pytest.mark.parametrize("name, stops", [("char", ("\n", "ab")), ("words", ("\n\n", "## 4")),
-                                         ("bytes", ("\n\n", "€", "é r", "✓"))])
+@pytest.mark.parametrize(
+    "name, stops", [("char", ("\n", "ab")), ("words", ("\n\n", "## 4")), ("bytes", ("\n\n", "€", "é r", "✓"))]
+)
 def test_flagged_check_ends_rows_where_the_full_check_does(name, stops):
     tokenizer = {"char": tiny_tokenizer, "words": lambda: _word_tokenizer(WORDS), "bytes": _byte_tokenizer}[name]()
     g = torch.Generator().manual_seed(0)

@@ -16,6 +16,7 @@ graph engine does not call these yet.
 from __future__ import annotations
 
 import importlib.util
+
 import torch
 
 from evolora.generation.kernels.lora_torch import Columns, routed_lora_torch
@@ -26,8 +27,16 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def routed_lora(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns,
-                out: torch.Tensor, *, use_triton: bool | None = None) -> torch.Tensor:
+def routed_lora(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    slots: torch.Tensor,
+    columns: Columns,
+    out: torch.Tensor,
+    *,
+    use_triton: bool | None = None,
+) -> torch.Tensor:
     """``out`` (M, D) += the routed LoRA delta of x (M, d_in); returns ``out``.
 
     The layout is :mod:`~evolora.generation.kernels.lora_torch`'s. ``use_triton``: None picks the

@@ -46,8 +46,14 @@ def column_projections(columns: Columns, device: torch.device) -> torch.Tensor:
     return _PROJECTIONS[key]
 
 
-def check_lora_shapes(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor,
-                      columns: Columns, out: torch.Tensor | None = None) -> tuple[int, int]:
+def check_lora_shapes(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    slots: torch.Tensor,
+    columns: Columns,
+    out: torch.Tensor | None = None,
+) -> tuple[int, int]:
     """Validate the layout above; returns (r, G). A projection index tensor's values (in [0, G)) are
     not read (that would wait for the device).
 
@@ -55,13 +61,17 @@ def check_lora_shapes(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: 
         ValueError: a shape, dtype or device that does not fit the layout, with the sizes seen.
     """
     if x.dim() != 2 or a.dim() != 3 or b.dim() != 3 or slots.dim() != 1:
-        raise ValueError(f"expected x (M, d_in), a (P, G·r, d_in), b (P, r, D), slots (M,); got "
-                         f"{tuple(x.shape)}, {tuple(a.shape)}, {tuple(b.shape)}, {tuple(slots.shape)}")
+        raise ValueError(
+            f"expected x (M, d_in), a (P, G·r, d_in), b (P, r, D), slots (M,); got "
+            f"{tuple(x.shape)}, {tuple(a.shape)}, {tuple(b.shape)}, {tuple(slots.shape)}"
+        )
     rank = b.shape[1]
     if isinstance(columns, torch.Tensor):
         if columns.dim() != 1 or columns.shape[0] != b.shape[2] or columns.dtype.is_floating_point:
-            raise ValueError(f"columns must be b's {b.shape[2]} output columns' projection indices (integers), "
-                             f"got {columns.dtype} {tuple(columns.shape)}")
+            raise ValueError(
+                f"columns must be b's {b.shape[2]} output columns' projection indices (integers), "
+                f"got {columns.dtype} {tuple(columns.shape)}"
+            )
         groups = a.shape[1] // max(rank, 1)
     else:
         widths = tuple(int(w) for w in columns)
@@ -71,10 +81,14 @@ def check_lora_shapes(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: 
         if b.shape[2] != sum(widths):
             raise ValueError(f"b has {b.shape[2]} output columns, the widths {widths} sum to {sum(widths)}")
     if a.shape[0] != b.shape[0] or a.shape[1] != groups * rank or a.shape[2] != x.shape[1]:
-        raise ValueError(f"a {tuple(a.shape)} does not fit x {tuple(x.shape)}, b {tuple(b.shape)} and "
-                         f"{groups} projections of rank {rank}: expected ({b.shape[0]}, {groups * rank}, {x.shape[1]})")
+        raise ValueError(
+            f"a {tuple(a.shape)} does not fit x {tuple(x.shape)}, b {tuple(b.shape)} and "
+            f"{groups} projections of rank {rank}: expected ({b.shape[0]}, {groups * rank}, {x.shape[1]})"
+        )
     if slots.shape[0] != x.shape[0] or slots.dtype.is_floating_point:
-        raise ValueError(f"slots must be (M,) integers for the {x.shape[0]} rows of x, got {slots.dtype} {tuple(slots.shape)}")
+        raise ValueError(
+            f"slots must be (M,) integers for the {x.shape[0]} rows of x, got {slots.dtype} {tuple(slots.shape)}"
+        )
     if out is not None and tuple(out.shape) != (x.shape[0], b.shape[2]):
         raise ValueError(f"out is {tuple(out.shape)}, expected ({x.shape[0]}, {b.shape[2]})")
     extra = (() if out is None else (out,)) + ((columns,) if isinstance(columns, torch.Tensor) else ())
@@ -84,8 +98,9 @@ def check_lora_shapes(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: 
     return rank, groups
 
 
-def stack_lora(a_factors: Sequence[Sequence[torch.Tensor]], b_factors: Sequence[Sequence[torch.Tensor]],
-               scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def stack_lora(
+    a_factors: Sequence[Sequence[torch.Tensor]], b_factors: Sequence[Sequence[torch.Tensor]], scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The layout's ``a`` (P, G·r, d_in) and ``b`` (P, r, D) from PEFT's factors.
 
     Args:
@@ -126,8 +141,9 @@ def static_layout(b: torch.Tensor, columns: Columns, groups: int) -> torch.Tenso
     return block.view(count * groups * rank, total)
 
 
-def lora_expand_torch(h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns,
-                      out: torch.Tensor) -> torch.Tensor:
+def lora_expand_torch(
+    h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns, out: torch.Tensor
+) -> torch.Tensor:
     """out (M, D) += each row's delta h · s·Bᵀ of its slot, in h's dtype, rounded once; returns ``out``.
 
     As the static step: the masked h over every slot against a block-structured B
@@ -140,8 +156,9 @@ def lora_expand_torch(h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, col
     return out.add_(torch.mm(masked, block))
 
 
-def routed_lora_torch(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor,
-                      columns: Columns, out: torch.Tensor) -> torch.Tensor:
+def routed_lora_torch(
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns, out: torch.Tensor
+) -> torch.Tensor:
     """``out`` += the routed delta of x (shrink then expand, the layout above); returns ``out``.
 
     Raises:

@@ -43,9 +43,23 @@ _SUM = tl.standard._sum_combine  # what tl.sum reduces with; the interpreter sum
 
 
 @triton.jit
-def _shrink_kernel(x_ptr, a_ptr, slot_ptr, h_ptr, d_in, rank,
-                   stride_xm, stride_xk, stride_ap, stride_ar, stride_ak, stride_hm, stride_hr,
-                   BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+def _shrink_kernel(
+    x_ptr,
+    a_ptr,
+    slot_ptr,
+    h_ptr,
+    d_in,
+    rank,
+    stride_xm,
+    stride_xk,
+    stride_ap,
+    stride_ar,
+    stride_ak,
+    stride_hm,
+    stride_hr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     m = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     slot = tl.load(slot_ptr + m).to(tl.int64)
@@ -59,16 +73,34 @@ def _shrink_kernel(x_ptr, a_ptr, slot_ptr, h_ptr, d_in, rank,
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < limit
         x = tl.load(x_ptr + m * stride_xm + k * stride_xk, mask=k_ok, other=0.0).to(tl.float32)
-        a = tl.load(a_ptr + slot * stride_ap + rows[:, None] * stride_ar + k[None, :] * stride_ak,
-                    mask=r_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
+        a = tl.load(
+            a_ptr + slot * stride_ap + rows[:, None] * stride_ar + k[None, :] * stride_ak,
+            mask=r_ok[:, None] & k_ok[None, :],
+            other=0.0,
+        ).to(tl.float32)
         acc += tl.reduce(a * x[None, :], 1, _SUM)
     tl.store(h_ptr + m * stride_hm + rows * stride_hr, acc.to(h_ptr.dtype.element_ty), mask=r_ok)
 
 
 @triton.jit
-def _expand_kernel(h_ptr, b_ptr, slot_ptr, proj_ptr, out_ptr, total, rank,
-                   stride_hm, stride_hr, stride_bp, stride_br, stride_bn, stride_om, stride_on,
-                   BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+def _expand_kernel(
+    h_ptr,
+    b_ptr,
+    slot_ptr,
+    proj_ptr,
+    out_ptr,
+    total,
+    rank,
+    stride_hm,
+    stride_hr,
+    stride_bp,
+    stride_br,
+    stride_bn,
+    stride_om,
+    stride_on,
+    BLOCK_R: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     m = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + m).to(tl.int64)
     limit = tl.where(slot >= 0, total, 0)  # a bare row is neither read nor written
@@ -82,12 +114,14 @@ def _expand_kernel(h_ptr, b_ptr, slot_ptr, proj_ptr, out_ptr, total, rank,
     b = tl.load(b_ptr + slot * stride_bp + r[:, None] * stride_br + n[None, :] * stride_bn, mask=ok, other=0.0)
     delta = tl.reduce(h.to(tl.float32) * b.to(tl.float32), 0, _SUM)
     out = tl.load(out_ptr + m * stride_om + n * stride_on, mask=n_ok, other=0.0)
-    tl.store(out_ptr + m * stride_om + n * stride_on, (out.to(tl.float32) + delta).to(out_ptr.dtype.element_ty),
-             mask=n_ok)
+    tl.store(
+        out_ptr + m * stride_om + n * stride_on, (out.to(tl.float32) + delta).to(out_ptr.dtype.element_ty), mask=n_ok
+    )
 
 
-def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, rank: int,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+def lora_shrink(
+    x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, rank: int, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """h (M, G·r) in a's dtype, each row's own slot's A's times the row, fp32 accumulation; one launch.
 
     Shapes: x (M, d_in), a (P, G·r, d_in), slots (M,) integer (−1: zeros), ``out`` (M, G·r) to write
@@ -97,13 +131,28 @@ def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, rank: int
     h = torch.empty(x.shape[0], a.shape[1], dtype=a.dtype, device=x.device) if out is None else out
     if x.shape[0]:
         _shrink_kernel[(x.shape[0], groups)](
-            x, a, slots, h, x.shape[1], rank, x.stride(0), x.stride(1), a.stride(0), a.stride(1), a.stride(2),
-            h.stride(0), h.stride(1), BLOCK_R=triton.next_power_of_2(rank), BLOCK_K=SHRINK_BLOCK_K)
+            x,
+            a,
+            slots,
+            h,
+            x.shape[1],
+            rank,
+            x.stride(0),
+            x.stride(1),
+            a.stride(0),
+            a.stride(1),
+            a.stride(2),
+            h.stride(0),
+            h.stride(1),
+            BLOCK_R=triton.next_power_of_2(rank),
+            BLOCK_K=SHRINK_BLOCK_K,
+        )
     return h
 
 
-def lora_expand(h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns,
-                out: torch.Tensor) -> torch.Tensor:
+def lora_expand(
+    h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: Columns, out: torch.Tensor
+) -> torch.Tensor:
     """out (M, D) += h · s·Bᵀ of each row's slot (nothing for −1), summed in fp32 and rounded once
     into out's dtype, in place; one launch for every projection of the group. Returns ``out``.
 
@@ -115,13 +164,35 @@ def lora_expand(h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, columns: 
     if h.shape[0]:
         grid = (h.shape[0], triton.cdiv(total, EXPAND_BLOCK_N))
         _expand_kernel[grid](
-            h, b, slots, projection, out, total, rank, h.stride(0), h.stride(1), b.stride(0), b.stride(1),
-            b.stride(2), out.stride(0), out.stride(1), BLOCK_R=triton.next_power_of_2(rank), BLOCK_N=EXPAND_BLOCK_N)
+            h,
+            b,
+            slots,
+            projection,
+            out,
+            total,
+            rank,
+            h.stride(0),
+            h.stride(1),
+            b.stride(0),
+            b.stride(1),
+            b.stride(2),
+            out.stride(0),
+            out.stride(1),
+            BLOCK_R=triton.next_power_of_2(rank),
+            BLOCK_N=EXPAND_BLOCK_N,
+        )
     return out
 
 
-def routed_lora_triton(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, slots: torch.Tensor,
-                       columns: Columns, out: torch.Tensor, hidden: torch.Tensor | None = None) -> torch.Tensor:
+def routed_lora_triton(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    slots: torch.Tensor,
+    columns: Columns,
+    out: torch.Tensor,
+    hidden: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``out`` += the routed delta of x, in two launches (shrink, expand); returns ``out``.
 
     ``hidden``: an (M, G·r) buffer in a's dtype for h (None: a new one). Same contract as

@@ -20,8 +20,9 @@ from __future__ import annotations
 import torch
 
 
-def check_rotary_shapes(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv: torch.Tensor,
-                        column: torch.Tensor) -> None:
+def check_rotary_shapes(
+    y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv: torch.Tensor, column: torch.Tensor
+) -> None:
     """Validate the layout above.
 
     Raises:
@@ -38,8 +39,9 @@ def check_rotary_shapes(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k
         raise ValueError(f"column must be a (1,) integer tensor, got {column.dtype} {tuple(column.shape)}")
 
 
-def rotary_kv_write_torch(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv: torch.Tensor,
-                          column: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+def rotary_kv_write_torch(
+    y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv: torch.Tensor, column: torch.Tensor, scale: float = 1.0
+) -> torch.Tensor:
     """Rotate the k and q heads of ``y``, write k|v into ``kv`` at ``column``; returns q' (R, H_kv, G, D).
 
     Raises:

@@ -20,9 +20,35 @@ from evolora.generation.kernels.rotary_torch import check_rotary_shapes
 
 
 @triton.jit
-def _rotary_kernel(y_ptr, cos_ptr, sin_ptr, kv_ptr, column_ptr, q_ptr, width, scale,
-                   sy_r, sy_h, sy_g, sy_d, sc_r, sc_d, ss_r, ss_d, skv_s, skv_r, skv_h, skv_c, skv_d,
-                   sq_r, sq_h, sq_g, sq_d, HALF: tl.constexpr, BLOCK_G: tl.constexpr):
+def _rotary_kernel(
+    y_ptr,
+    cos_ptr,
+    sin_ptr,
+    kv_ptr,
+    column_ptr,
+    q_ptr,
+    width,
+    scale,
+    sy_r,
+    sy_h,
+    sy_g,
+    sy_d,
+    sc_r,
+    sc_d,
+    ss_r,
+    ss_d,
+    skv_s,
+    skv_r,
+    skv_h,
+    skv_c,
+    skv_d,
+    sq_r,
+    sq_h,
+    sq_g,
+    sq_d,
+    HALF: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+):
     r = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     d = tl.arange(0, 2 * HALF)
@@ -42,14 +68,27 @@ def _rotary_kernel(y_ptr, cos_ptr, sin_ptr, kv_ptr, column_ptr, q_ptr, width, sc
     out = tl.where((g == 1)[:, None], y.to(tl.float32), rotated)  # v is not rotated
     column = tl.load(column_ptr)
     g64 = g.to(tl.int64)
-    tl.store(kv_ptr + g64[:, None] * skv_s + r * skv_r + h * skv_h + column * skv_c + d[None, :] * skv_d,
-             out.to(kv_ptr.dtype.element_ty), mask=(g < 2)[:, None])
-    tl.store(q_ptr + r * sq_r + h * sq_h + (g64[:, None] - 2) * sq_g + d[None, :] * sq_d,
-             out.to(q_ptr.dtype.element_ty), mask=((g >= 2) & g_ok)[:, None])
+    tl.store(
+        kv_ptr + g64[:, None] * skv_s + r * skv_r + h * skv_h + column * skv_c + d[None, :] * skv_d,
+        out.to(kv_ptr.dtype.element_ty),
+        mask=(g < 2)[:, None],
+    )
+    tl.store(
+        q_ptr + r * sq_r + h * sq_h + (g64[:, None] - 2) * sq_g + d[None, :] * sq_d,
+        out.to(q_ptr.dtype.element_ty),
+        mask=((g >= 2) & g_ok)[:, None],
+    )
 
 
-def rotary_kv_write(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv: torch.Tensor, column: torch.Tensor,
-                    scale: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
+def rotary_kv_write(
+    y: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    kv: torch.Tensor,
+    column: torch.Tensor,
+    scale: float = 1.0,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Rotate k and q of ``y`` (R, H_kv, G + 2, D), write k|v into ``kv`` (2, R, H_kv, C, D) at ``column``
     (1,); returns q' (R, H_kv, G, D) in y's dtype (in ``out`` when given); one launch. D a power of two.
 
@@ -63,7 +102,24 @@ def rotary_kv_write(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv: t
     q = torch.empty(rows, heads, width - 2, dim, dtype=y.dtype, device=y.device) if out is None else out
     if rows:
         _rotary_kernel[(rows, heads)](
-            y, cos, sin, kv, column, q, width, float(scale), *y.stride(), *cos.stride(), *sin.stride(),
-            kv.stride(0), kv.stride(1), kv.stride(2), kv.stride(3), kv.stride(4), *q.stride(),
-            HALF=dim // 2, BLOCK_G=triton.next_power_of_2(width))
+            y,
+            cos,
+            sin,
+            kv,
+            column,
+            q,
+            width,
+            float(scale),
+            *y.stride(),
+            *cos.stride(),
+            *sin.stride(),
+            kv.stride(0),
+            kv.stride(1),
+            kv.stride(2),
+            kv.stride(3),
+            kv.stride(4),
+            *q.stride(),
+            HALF=dim // 2,
+            BLOCK_G=triton.next_power_of_2(width),
+        )
     return q

@@ -48,12 +48,13 @@ def _texts(tokenizer: Tokenizer, ids: list[int]) -> list[list[str]]:
     anchor_ids = tokenizer.encode("a", add_special_tokens=False)[:1]
     anchor = tokenizer.decode(anchor_ids, skip_special_tokens=True)
     after = tokenizer.batch_decode([anchor_ids + [i] for i in ids], skip_special_tokens=True)
-    after = [t[len(anchor):] if t.startswith(anchor) else t for t in after]
+    after = [t[len(anchor) :] if t.startswith(anchor) else t for t in after]
     return [[u, u.lstrip(" "), v, v.lstrip(" ")] for u, v in zip(alone, after)]
 
 
-def stop_mask(tokenizer: Tokenizer, stops: Sequence[Stop], size: int | None = None,
-              device: torch.device | str = "cpu") -> torch.Tensor:
+def stop_mask(
+    tokenizer: Tokenizer, stops: Sequence[Stop], size: int | None = None, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """(V,) bool: True for every token id whose text could end one of ``stops`` (see the module).
 
     Args:
@@ -75,8 +76,14 @@ def stop_mask(tokenizer: Tokenizer, stops: Sequence[Stop], size: int | None = No
     if any(isinstance(s, re.Pattern) for s in stops):
         return torch.ones(size, dtype=torch.bool, device=device)
     known = min(size, len(tokenizer))
-    marked = [any(REPLACEMENT in text or any(could_end(text, s) for s in stops) for text in texts)
-              for texts in _texts(tokenizer, list(range(known)))] if stops else [False] * known
+    marked = (
+        [
+            any(REPLACEMENT in text or any(could_end(text, s) for s in stops) for text in texts)
+            for texts in _texts(tokenizer, list(range(known)))
+        ]
+        if stops
+        else [False] * known
+    )
     mask = torch.ones(size, dtype=torch.bool, device="cpu")  # built on the host, then moved once
     mask[:known] = torch.tensor(marked, dtype=torch.bool, device="cpu")
     return mask.to(device)
@@ -88,8 +95,9 @@ def stop_flags(mask: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return mask[tokens]
 
 
-def flagged_stop_ends(out: torch.Tensor, flags: torch.Tensor, stopped: Callable, checked: int, steps: int,
-                      ends: list) -> list[tuple[int, int]]:
+def flagged_stop_ends(
+    out: torch.Tensor, flags: torch.Tensor, stopped: Callable, checked: int, steps: int, ends: list
+) -> list[tuple[int, int]]:
     """The stop-string part of the graph engine's host check, decoding only flagged rows.
 
     For t in (checked, steps]: the rows still live at t (``ends[i]`` None or ≥ t − 1) whose token

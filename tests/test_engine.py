@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import torch
-
 from bank_helpers import random_bank
+
 from evolora.config import ConfigError, config_from_dict
 from evolora.generation.decode import decode
 from evolora.generation.engine import BATCH_SIZE, EagerEngine, Engine, GraphEngine, PeftEngine, make_engine

@@ -7,12 +7,12 @@ import textwrap
 
 import pytest
 import yaml
+from run_helpers import TINY_OVERRIDES
 from typer.testing import CliRunner
 
 import evolora.generation.registry as registry
 from evolora.config import ConfigError, load_config
 from evolora.generation.engine import EagerEngine
-from run_helpers import TINY_OVERRIDES
 
 MODULE = "user_engines_for_tests"
 

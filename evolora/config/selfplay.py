@@ -13,6 +13,7 @@ from evolora.game import POPULATION_ROLES
 from evolora.generation.types import Sampling
 from evolora.matchmaking import Scheme
 
+
 class MatchmakingConfig(_Section):
     weighting: Literal["variance", "hard", "uniform"] = "variance"
     """PFSP weighting f(p): p(1 − p), (1 − p)^k, or 1 (paper §2 step 1)."""

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 import torch.nn.functional as F
 
-from evolora.generation.types import RoutedBank
 from evolora.generation.logprobs import token_logprobs
 from evolora.generation.routed import routed
+from evolora.generation.types import RoutedBank
 from evolora.model.device import model_device
 from evolora.model.prepack import head_linear
 

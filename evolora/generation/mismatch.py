@@ -20,9 +20,9 @@ from typing import Sequence
 
 import torch
 
-from evolora.generation.types import RoutedBank
 from evolora.generation.completion import completion_logprobs
 from evolora.generation.routed import routed
+from evolora.generation.types import RoutedBank
 
 
 @torch.no_grad()

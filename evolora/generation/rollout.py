@@ -17,7 +17,12 @@ from jinja2.exceptions import TemplateError
 
 from evolora.generation import heap
 from evolora.generation.stops import end_of_turn_ids, stop_cut
-from evolora.generation.types import Completion, RolloutStats, Sampling, Stop  # Completion, RolloutStats re-exported: the rollout API
+from evolora.generation.types import (  # Completion, RolloutStats re-exported: the rollout API
+    Completion,
+    RolloutStats,
+    Sampling,
+    Stop,
+)
 from evolora.model.device import model_device
 
 if TYPE_CHECKING:

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import torch
+
 from evolora.generation.lora_stack import GatheredStack, RowPlan, masked_delta_
 from evolora.generation.types import RoutedBank
 from evolora.model.device import model_device

@@ -26,9 +26,9 @@ import torch
 
 from evolora.generation import heap
 from evolora.generation.decode import Decoder
-from evolora.generation.rollout import BatchDecode, Completion, RolloutStats, completion_of, generate, left_pad, min_new_tokens
+from evolora.generation.rollout import BatchDecode, completion_of, generate, left_pad, min_new_tokens
 from evolora.generation.stops import StopOnText, end_of_turn_ids
-from evolora.generation.types import Sampling, Segment
+from evolora.generation.types import Completion, RolloutStats, Sampling, Segment
 from evolora.model.device import model_device
 
 if TYPE_CHECKING:

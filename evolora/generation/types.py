@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-
 Stop = str | re.Pattern[str]
 """Where a rollout ends besides EOS and the token cap: a string (once the text holds it) or a compiled
 pattern (once the text matches it; :mod:`evolora.generation.stops`)."""

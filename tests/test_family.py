@@ -75,3 +75,11 @@ def test_without_family_the_summary_has_no_family_key(tmp_path, single_thread):
     summary = run.finish()  # arith has no family set: nothing is drawn, nothing recorded
     assert "held_out_family" not in summary and "family" not in run_verdict(summary, [])
     run.close()
+
+
+def test_eval_limit_zero_turns_the_family_off_too(tmp_path, single_thread):
+    config = config_with(task={"name": "gsm", "params": {"proposal": "numbers", "simple_fraction": 1.0}},
+                         eval={"limit": 0, "family": 3}, run={"steps": 1})
+    run = Run(config, tmp_path / "run")
+    assert "held_out_family" not in run.finish()
+    run.close()

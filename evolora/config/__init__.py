@@ -145,7 +145,8 @@ class EvalConfig(_Section):
     family: Int = Field(default=0, ge=0)
     """> 0: also this many items of the teachers' own problem family with numbers no teacher proposed
     (tasks that have one: ``gsm`` with ``proposal: numbers`` or ``seeded``), the same members and the
-    base, reported beside the held-out set (:mod:`evolora.evaluation.family`); 0: none."""
+    base, reported beside the held-out set (:mod:`evolora.evaluation.family`); 0: none. Off with the
+    held-out evaluation (``limit: 0``)."""
     critic_limit: Int = Field(default=16, ge=0)
     """Held-out problems of the critic evaluation (runs with critics only; 0 disables it)."""
     critic_samples: Int = Field(default=4, ge=1)

@@ -38,12 +38,13 @@ def family_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[
         answers_path: every greedy answer, as JSON lines (as the main held-out set's).
 
     Returns:
-        {} when evaluation is off, ``eval_config.family`` is 0 or the task has no family set; else
+        {} when evaluation is off (``enabled`` false or ``limit`` 0), ``eval_config.family`` is 0 or the
+        task has no family set; else
         {"source": what the set measures, "items": n, "excluded": draws skipped as proposed,
         "held_out": {member id or "base": {"correct", "total", "accuracy", "items", "by_group"}}}.
     """
-    if not eval_config.enabled or eval_config.family == 0:
-        return {}
+    if not eval_config.enabled or eval_config.limit == 0 or eval_config.family == 0:
+        return {}  # eval.limit 0 turns the held-out evaluation off, the family set with it
     drawn = task.family_held_out(eval_config.family, FAMILY_SEED, exclude)
     if drawn is None or not drawn[0]:
         return {}

@@ -26,16 +26,22 @@ def update_bank(model, slots: list[str]):
 
     from evolora.bank.local import AdapterBank
 
-    bank = AdapterBank(model, slots, rank=8, alpha=16,
-                       target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+    bank = AdapterBank(
+        model,
+        slots,
+        rank=8,
+        alpha=16,
+        target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+    )
     generator = torch.Generator().manual_seed(0)
     for slot in bank.slots:
         bank.init_factors(slot, generator, b_std=0.001)
     return bank
 
 
-def interleaved_updates(bank, data: dict, switch: Callable[[bool], None], *, repeats: int,
-                        micro_batch: int) -> tuple[dict, dict, dict]:
+def interleaved_updates(
+    bank, data: dict, switch: Callable[[bool], None], *, repeats: int, micro_batch: int
+) -> tuple[dict, dict, dict]:
     """``policy_update_many`` over the same ``data`` ({slot: samples}) with a learner setting off and
     on (``switch(on)`` sets it), interleaved ``repeats`` times, lr 0 so the factors never change.
 
@@ -51,8 +57,10 @@ def interleaved_updates(bank, data: dict, switch: Callable[[bool], None], *, rep
     for _ in range(repeats):
         for on in (False, True):
             switch(on)
-            jobs = {slot: (learner.make_optimizer(bank.parameters(slot), lr=0.0, weight_decay=0.0), data[slot])
-                    for slot in bank.slots}
+            jobs = {
+                slot: (learner.make_optimizer(bank.parameters(slot), lr=0.0, weight_decay=0.0), data[slot])
+                for slot in bank.slots
+            }
             start, start_cpu = time.perf_counter(), time.process_time()
             results = learner.policy_update_many(bank, jobs, micro_batch=micro_batch)
             times[on].append(time.perf_counter() - start)

@@ -16,8 +16,9 @@ import argparse
 import random
 import statistics
 
-import evolora.learner as learner
 from _timing import interleaved_updates, update_bank
+
+import evolora.learner as learner
 from evolora.model import load_base
 
 
@@ -38,12 +39,15 @@ def main() -> None:
 
     def sample(slot: str, i: int) -> learner.Sample:
         prompt = tuple(rng.randrange(vocab) for _ in range(args.prompt_tokens))
-        completion = tuple(rng.randrange(vocab) for _ in range(rng.randint(max(1, args.completion_tokens // 3),
-                                                                           args.completion_tokens)))
+        completion = tuple(
+            rng.randrange(vocab)
+            for _ in range(rng.randint(max(1, args.completion_tokens // 3), args.completion_tokens))
+        )
         return learner.Sample(prompt, completion, float(i % 2), f"{slot}:{i // 8}")
 
     data = {slot: [sample(slot, i) for i in range(args.samples)] for slot in bank.slots}
     padded = args.micro_batch * (args.prompt_tokens + args.completion_tokens)
+
     def checkpointing(on: bool) -> None:
         learner.CHECKPOINT_MIN_TOKENS = 0 if on else 10**12
 

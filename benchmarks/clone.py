@@ -18,16 +18,20 @@ import argparse
 import copy
 
 import torch
+from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 from evolora.integrations.adapters import num_floats, random_adapter
 from evolora.integrations.deap import LoRAIndividual, make_toolbox
 from evolora.operators import clone_adapter
-from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 LAYERS = 30
 SHAPES = {  # module: (d_in, d_out)
-    "self_attn.q_proj": (576, 576), "self_attn.k_proj": (576, 192), "self_attn.v_proj": (576, 192),
-    "self_attn.o_proj": (576, 576), "mlp.gate_proj": (576, 1536), "mlp.up_proj": (576, 1536),
+    "self_attn.q_proj": (576, 576),
+    "self_attn.k_proj": (576, 192),
+    "self_attn.v_proj": (576, 192),
+    "self_attn.o_proj": (576, 576),
+    "mlp.gate_proj": (576, 1536),
+    "mlp.up_proj": (576, 1536),
     "mlp.down_proj": (1536, 576),
 }
 
@@ -55,8 +59,10 @@ def main() -> None:
         ("copy.deepcopy(factors)", median_seconds(lambda: copy.deepcopy(factors), args.repeats)),
         ("operators.clone_adapter(factors)", median_seconds(lambda: clone_adapter(factors), args.repeats)),
     ]
-    print(f"SmolLM2-135M shapes, rank {args.rank}: {len(factors)} modules, {floats / 1e6:.2f} M floats "
-          f"({floats * 4 / 2**20:.1f} MiB fp32); {args.threads} thread(s), median of {args.repeats}")
+    print(
+        f"SmolLM2-135M shapes, rank {args.rank}: {len(factors)} modules, {floats / 1e6:.2f} M floats "
+        f"({floats * 4 / 2**20:.1f} MiB fp32); {args.threads} thread(s), median of {args.repeats}"
+    )
     print(f"{'clone per individual':<36}{'time':>12}{'vs toolbox.clone':>20}")
     base = rows[0][1]
     for name, seconds in rows:

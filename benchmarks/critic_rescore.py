@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
+from evolora.bank.local import AdapterBank
 from evolora.config import load_run_config
 from evolora.critic.evaluation import critic_evaluation
 from evolora.model import load_base
-from evolora.bank.local import AdapterBank
 from evolora.tasks import make_task
 
 
@@ -41,19 +41,34 @@ def rescore(run_dir: Path, model=None, tokenizer=None, task=None) -> dict:
     slot = _slots(run_dir)
     lora = config.lora
     slots = [slot.get(i, i.upper()) for i in students + critics]
-    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
-                       tokenizer=tokenizer, engine=config.generation.engine)
+    bank = AdapterBank(
+        model,
+        slots,
+        rank=lora.rank,
+        alpha=lora.alpha,
+        target_modules=lora.target_modules,
+        tokenizer=tokenizer,
+        engine=config.generation.engine,
+    )
     for member, name in zip(students + critics, slots):
         bank.load_adapter(name, run_dir / "final" / member)
     task = task or make_task(config.task.name, **config.task.params)
     selfplay, evaluation = config.selfplay, config.eval
     sampling = selfplay.sampling("student")
-    result = critic_evaluation(bank, tokenizer, task, {slot.get(i, i.upper()): i for i in students},
-                               {slot.get(i, i.upper()): i for i in critics},
-                               limit=evaluation.critic_limit, n=evaluation.critic_samples, sampling=sampling,
-                               max_new_tokens=evaluation.max_new_tokens,
-                               critic_max_new_tokens=selfplay.critic_max_new_tokens,
-                               batch_size=evaluation.batch_size, seed=config.run.seed)
+    result = critic_evaluation(
+        bank,
+        tokenizer,
+        task,
+        {slot.get(i, i.upper()): i for i in students},
+        {slot.get(i, i.upper()): i for i in critics},
+        limit=evaluation.critic_limit,
+        n=evaluation.critic_samples,
+        sampling=sampling,
+        max_new_tokens=evaluation.max_new_tokens,
+        critic_max_new_tokens=selfplay.critic_max_new_tokens,
+        batch_size=evaluation.batch_size,
+        seed=config.run.seed,
+    )
     task.close()
     return result
 
@@ -80,8 +95,10 @@ def main() -> None:
         for judge, row in evaluation["judges"].items():
             print(f"{run_dir} judge {judge}: balanced accuracy {row['balanced_accuracy']}, AUC {row['auc']}")
         for name, row in evaluation["answerers"].items():
-            print(f"{run_dir} answerer {name}: greedy {row['greedy']:.3f} single {row['single']:.3f} "
-                  f"majority {row['majority']:.3f} best {row['best_of_n']} top {row['best_of_n_score']}")
+            print(
+                f"{run_dir} answerer {name}: greedy {row['greedy']:.3f} single {row['single']:.3f} "
+                f"majority {row['majority']:.3f} best {row['best_of_n']} top {row['best_of_n_score']}"
+            )
         args.out.write_text(json.dumps(results, indent=1))
 
 

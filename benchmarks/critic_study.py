@@ -42,16 +42,23 @@ def _seed_numbers(summary: dict) -> dict:
     best_auc = max((j["auc"] for j in critics.values() if j.get("auc") is not None), default=None)
     students = {name: a for name, a in review["answerers"].items() if name != "base"}
     return {
-        "seed": summary["seed"], "best": best, "best_bacc": critics[best]["balanced_accuracy"],
+        "seed": summary["seed"],
+        "best": best,
+        "best_bacc": critics[best]["balanced_accuracy"],
         "base_bacc": judges["base"]["balanced_accuracy"],
         "bacc_gain": critics[best]["balanced_accuracy"] - judges["base"]["balanced_accuracy"],
         "auc_gain": None if best_auc is None or judges["base"].get("auc") is None else best_auc - judges["base"]["auc"],
         "rerank_gain": sum(a["best_of_n"][best] - a["majority"] for a in students.values()) / len(students),
-        "score_gain": (sum(a["best_of_n_score"][best] - a["majority"] for a in students.values()) / len(students)
-                       if all("best_of_n_score" in a for a in students.values()) else None),
+        "score_gain": (
+            sum(a["best_of_n_score"][best] - a["majority"] for a in students.values()) / len(students)
+            if all("best_of_n_score" in a for a in students.values())
+            else None
+        ),
         "majority": sum(a["majority"] for a in students.values()) / len(students),
         "best_of_n": sum(a["best_of_n"][best] for a in students.values()) / len(students),
-        "reviews": judges["base"]["reviews"], "n": review["n"], "problems": review["problems"],
+        "reviews": judges["base"]["reviews"],
+        "n": review["n"],
+        "problems": review["problems"],
     }
 
 
@@ -63,14 +70,20 @@ def _training(run: Path) -> str:
     third = max(1, len(per) // 3)
 
     def mean(part) -> str:
-        values = [c["balanced_accuracy"] for _, critics in part for c in critics.values()
-                  if c["balanced_accuracy"] is not None]
+        values = [
+            c["balanced_accuracy"]
+            for _, critics in part
+            for c in critics.values()
+            if c["balanced_accuracy"] is not None
+        ]
         return f"{sum(values) / len(values):.3f} (n {len(values)})" if values else "-"
 
     said = [c["said_correct"] for _, critics in per for c in critics.values()]
     constant = sum(1 for x in said if x >= 0.95 or x <= 0.05)
-    return (f"{run}: training balanced accuracy per critic, first {third} steps {mean(per[:third])}, last {third} "
-            f"{mean(per[-third:])}; near-constant critic-steps {constant} of {len(said)}")
+    return (
+        f"{run}: training balanced accuracy per critic, first {third} steps {mean(per[:third])}, last {third} "
+        f"{mean(per[-third:])}; near-constant critic-steps {constant} of {len(said)}"
+    )
 
 
 def main() -> None:
@@ -78,19 +91,28 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="finished run directories with critics")
     args = parser.parse_args()
     rows = [_seed_numbers(json.loads((run / "final" / "summary.json").read_text())) for run in args.runs]
-    print("| seed | best critic | its balanced acc | base as critic | gain (pts) | AUC gain | best-of-n / majority "
-          "(student mean) | reviews |")
+    print(
+        "| seed | best critic | its balanced acc | base as critic | gain (pts) | AUC gain | best-of-n / majority "
+        "(student mean) | reviews |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         auc = "-" if r["auc_gain"] is None else f"{100 * r['auc_gain']:+.1f}"
-        print(f"| {r['seed']} | {r['best']} | {100 * r['best_bacc']:.1f} % | {100 * r['base_bacc']:.1f} % | "
-              f"{100 * r['bacc_gain']:+.1f} | {auc} | {100 * r['best_of_n']:.1f} / {100 * r['majority']:.1f} % | "
-              f"{r['reviews']} ({r['problems']} problems x {r['n']}) |")
-    for key, label in (("bacc_gain", "best critic - base, balanced accuracy"), ("auc_gain", "highest critic AUC - base AUC"),
-                       ("rerank_gain", "best-of-n by the best critic - majority-of-n"),
-                       ("score_gain", "highest-scored of n by the best critic - majority-of-n")):
-        print(f"{label} (points, mean [95 % t-interval over {len(rows)} seeds]): "
-              f"{_fmt(t_interval([r[key] for r in rows]))}")
+        print(
+            f"| {r['seed']} | {r['best']} | {100 * r['best_bacc']:.1f} % | {100 * r['base_bacc']:.1f} % | "
+            f"{100 * r['bacc_gain']:+.1f} | {auc} | {100 * r['best_of_n']:.1f} / {100 * r['majority']:.1f} % | "
+            f"{r['reviews']} ({r['problems']} problems x {r['n']}) |"
+        )
+    for key, label in (
+        ("bacc_gain", "best critic - base, balanced accuracy"),
+        ("auc_gain", "highest critic AUC - base AUC"),
+        ("rerank_gain", "best-of-n by the best critic - majority-of-n"),
+        ("score_gain", "highest-scored of n by the best critic - majority-of-n"),
+    ):
+        print(
+            f"{label} (points, mean [95 % t-interval over {len(rows)} seeds]): "
+            f"{_fmt(t_interval([r[key] for r in rows]))}"
+        )
     for run in args.runs:
         if (run / "metrics.jsonl").is_file():
             print(_training(run))

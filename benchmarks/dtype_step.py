@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 import torch
+from population_overhead import build_run  # benchmarks/population_overhead.py (scripts run from benchmarks/)
 
 from evolora.model.dtype import BF16_CPU_FLAGS, cpu_flags
-from population_overhead import build_run  # benchmarks/population_overhead.py (scripts run from benchmarks/)
 
 PHASES = ("rollout_teacher", "rollout_student", "train", "total")
 
@@ -52,24 +52,39 @@ def main() -> None:
     extra = {"generation_batch": 16, "micro_batch": 4, "rank": 8, "kl_coef": 0.01}
     records: dict[str, list[dict]] = {"float32": [], "bfloat16": []}
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {dtype: build_run(argparse.Namespace(**vars(args), **extra, dtype=dtype), args.teachers,
-                                 args.students, args.proposals, f"{tmp}/{dtype}") for dtype in records}
+        runs = {
+            dtype: build_run(
+                argparse.Namespace(**vars(args), **extra, dtype=dtype),
+                args.teachers,
+                args.students,
+                args.proposals,
+                f"{tmp}/{dtype}",
+            )
+            for dtype in records
+        }
         for step in range(args.steps + 1):  # step 0 warms up
             for dtype, run in runs.items():
                 record, _ = run.run_step()
                 print(f"step {step} {dtype}: {record['seconds']['total']:.2f}s", file=sys.stderr, flush=True)
                 if step > 0:
                     records[dtype].append(record)
-    print(f"\n{args.model}, {args.teachers}T+{args.students}S, {args.tokens} tokens per row, {args.threads} threads, "
-          f"median of {args.steps} steps; {cpu_line()}")
+    print(
+        f"\n{args.model}, {args.teachers}T+{args.students}S, {args.tokens} tokens per row, {args.threads} threads, "
+        f"median of {args.steps} steps; {cpu_line()}"
+    )
     print(f"{'dtype':<10}" + "".join(f"{p:>17}" for p in PHASES))
-    medians = {dtype: {p: statistics.median(r["seconds"].get(p, 0.0) for r in recs) for p in PHASES}
-               for dtype, recs in records.items()}
+    medians = {
+        dtype: {p: statistics.median(r["seconds"].get(p, 0.0) for r in recs) for p in PHASES}
+        for dtype, recs in records.items()
+    }
     for dtype, parts in medians.items():
         print(f"{dtype:<10}" + "".join(f"{parts[p]:>17.2f}" for p in PHASES))
     ratios = [b["seconds"]["total"] / f["seconds"]["total"] for b, f in zip(records["bfloat16"], records["float32"])]
-    print(f"ratio bf16/fp32 step time: {statistics.median(ratios):.2f} (per step: "
-          + ", ".join(f"{r:.2f}" for r in ratios) + ")")
+    print(
+        f"ratio bf16/fp32 step time: {statistics.median(ratios):.2f} (per step: "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + ")"
+    )
 
 
 if __name__ == "__main__":

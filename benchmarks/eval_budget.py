@@ -32,8 +32,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=48, help="gsm test problems (one row each)")
     parser.add_argument("--max-new-tokens", type=int, default=192)
     parser.add_argument("--batch", type=int, default=48, help="rows per batch at most (eval.batch_size)")
-    parser.add_argument("--budgets", type=int, nargs="+", default=[6144, 16384],
-                        help="decoder positions per batch, smallest first")
+    parser.add_argument(
+        "--budgets", type=int, nargs="+", default=[6144, 16384], help="decoder positions per batch, smallest first"
+    )
     args = parser.parse_args()
     model, tokenizer = load_base(args.model, dtype=args.dtype, num_threads=args.threads)
     task = make_task("gsm")
@@ -43,12 +44,16 @@ def main() -> None:
     for budget in args.budgets:
         evaluation.EVAL_POSITIONS_PER_ROW = budget / bank.batch_size  # evaluate() reads it per call
         began, wall = time.process_time(), time.perf_counter()
-        result = evaluation.evaluate(bank, tokenizer, task, items, [BASE], max_new_tokens=args.max_new_tokens,
-                                     batch_size=args.batch)[BASE]
+        result = evaluation.evaluate(
+            bank, tokenizer, task, items, [BASE], max_new_tokens=args.max_new_tokens, batch_size=args.batch
+        )[BASE]
         cpu[budget], texts[budget] = time.process_time() - began, result.texts
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"budget {budget}: CPU {cpu[budget]:.1f} s, wall {time.perf_counter() - wall:.1f} s, "
-              f"correct {result.correct}/{result.total}, peak RSS so far {rss:.0f} MB", flush=True)
+        print(
+            f"budget {budget}: CPU {cpu[budget]:.1f} s, wall {time.perf_counter() - wall:.1f} s, "
+            f"correct {result.correct}/{result.total}, peak RSS so far {rss:.0f} MB",
+            flush=True,
+        )
     first, last = args.budgets[0], args.budgets[-1]
     same = sum(a == b for a, b in zip(texts[first], texts[last]))
     print(f"same answers at {first} and {last} positions: {same} of {len(items)}")

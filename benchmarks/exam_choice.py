@@ -41,12 +41,17 @@ def main() -> None:
     all_events = [e for seed in args.seeds.split(",") for e in events(args.study / f"{args.arm}-s{seed}")]
     table = {}
     for signal in SIGNALS:
-        pairs = [({m: entry.get(signal) for m, entry in event.items()},
-                  {m: entry["held_out"] for m, entry in event.items()}) for event in all_events]
+        pairs = [
+            ({m: entry.get(signal) for m, entry in event.items()}, {m: entry["held_out"] for m, entry in event.items()})
+            for event in all_events
+        ]
         table[signal] = pooled_rank_correlation(pairs)
     rho = {s: table[s]["rho"] for s in SIGNALS}
-    choice = "logprob" if rho["logprob"] is not None and (rho["accuracy"] is None or rho["logprob"] > rho["accuracy"]) \
+    choice = (
+        "logprob"
+        if rho["logprob"] is not None and (rho["accuracy"] is None or rho["logprob"] > rho["accuracy"])
         else "accuracy"
+    )
     print(json.dumps({"events": len(all_events), "pooled": table, "choice": choice}, indent=1))
     if args.write is not None and not args.write.exists():
         args.write.parent.mkdir(parents=True, exist_ok=True)

@@ -40,12 +40,23 @@ def measure(run_dir: Path, size: int) -> dict:
     members = [i for i in summary["individuals"] if i["role"] in MEMBER_ROLES and i.get("held_out")]
     config, task, tokenizer, bank = load_members(run_dir, [i["id"] for i in members], num_threads=1)
     began = time.perf_counter()
-    dev = dev_accuracy(bank, tokenizer, task, {i["id"]: i["id"] for i in members}, task.dev_set(size),
-                       max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size)
+    dev = dev_accuracy(
+        bank,
+        tokenizer,
+        task,
+        {i["id"]: i["id"] for i in members},
+        task.dev_set(size),
+        max_new_tokens=config.eval.max_new_tokens,
+        batch_size=config.eval.batch_size,
+    )
     task.close()
-    return {"dev": dev, "rating": {i["id"]: i["conservative"] for i in members},
-            "held_out": {i["id"]: i["held_out"]["accuracy"] for i in members},
-            "seconds": round(time.perf_counter() - began, 1), "size": size}
+    return {
+        "dev": dev,
+        "rating": {i["id"]: i["conservative"] for i in members},
+        "held_out": {i["id"]: i["held_out"]["accuracy"] for i in members},
+        "seconds": round(time.perf_counter() - began, 1),
+        "size": size,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -62,11 +73,13 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         result["runs"][key] = measure(run_dir, args.size)
         write_json_atomic(args.out, result)  # each run kept as soon as it is measured
-        print(f"{run_dir.name}: dev {result['runs'][key]['dev']} held-out {result['runs'][key]['held_out']}",
-              flush=True)
+        print(
+            f"{run_dir.name}: dev {result['runs'][key]['dev']} held-out {result['runs'][key]['held_out']}", flush=True
+        )
     runs = list(result["runs"].values())
-    result["pooled"] = {signal: pooled_rank_correlation([(r[signal], r["held_out"]) for r in runs])
-                        for signal in ("rating", "dev")}
+    result["pooled"] = {
+        signal: pooled_rank_correlation([(r[signal], r["held_out"]) for r in runs]) for signal in ("rating", "dev")
+    }
     write_json_atomic(args.out, result)
     print(json.dumps(result["pooled"], indent=1))
     return result

@@ -46,7 +46,11 @@ GSM_STEP_SECONDS = 5.0
 LOGP_TOLERANCE = 1e-3
 """Largest |log p_cpu − log p_device| (nats, per token) accepted in fp32 without TF32."""
 
-QUESTIONS = ("What is 12 times 7?", "Name a prime number larger than 20.", "Tom has 3 apples and buys 5 more. How many?")
+QUESTIONS = (
+    "What is 12 times 7?",
+    "Name a prime number larger than 20.",
+    "Tom has 3 apples and buys 5 more. How many?",
+)
 ROWS = ("a", "b", "__base__", "b", "a", "__base__")
 
 
@@ -66,8 +70,10 @@ def parity(name: str, devices: tuple[str, str], *, tokens: int = 32, seed: int =
         generator = torch.Generator(device="cpu").manual_seed(seed)  # the same factors on both devices
         for slot in bank.slots:
             bank.init_factors(slot, generator, b_std=0.02)
-        prompts = [chat_prompt(tokenizer, [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}])
-                   for i in range(len(ROWS))]
+        prompts = [
+            chat_prompt(tokenizer, [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}])
+            for i in range(len(ROWS))
+        ]
         done = bank.rollout(prompts, list(ROWS), Sampling(max_new_tokens=tokens, greedy=True))
         samples = [Sample(c.prompt_ids, c.completion_ids, 0.0, "g") for c in done]
         results[device] = ([c.completion_ids for c in done], bank.logprobs(list(ROWS), samples).to("cpu"))
@@ -75,8 +81,10 @@ def parity(name: str, devices: tuple[str, str], *, tokens: int = 32, seed: int =
     (ids_a, logp_a), (ids_b, logp_b) = results[devices[0]], results[devices[1]]
     for row, (a, b) in enumerate(zip(ids_a, ids_b)):
         first = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), None)
-        assert a == b, (f"{name}: greedy tokens differ between {devices[0]} and {devices[1]} on row {row} "
-                        f"({ROWS[row]}) at token {first}: {a[:first + 1]} vs {b[:first + 1]}")
+        assert a == b, (
+            f"{name}: greedy tokens differ between {devices[0]} and {devices[1]} on row {row} "
+            f"({ROWS[row]}) at token {first}: {a[: first + 1]} vs {b[: first + 1]}"
+        )
     diff = float((logp_a - logp_b).abs().max())
     assert diff <= LOGP_TOLERANCE, f"{name}: log-probs differ by {diff:.2e} nats > {LOGP_TOLERANCE:g}"
     return {"rows": len(ids_a), "tokens": sum(map(len, ids_a)), "max_logp_diff": diff}
@@ -91,8 +99,10 @@ def engine_override(engine: str | None, device: str) -> list[str]:
     try:
         load_config(GSM, [f"model.device={device}", f"generation.engine={engine}"])
     except Exception as error:  # noqa: BLE001 - an unknown key or value: run on the default engine
-        print(f"  generation.engine={engine} not accepted ({' '.join(str(error).split())[:160]}); the gsm step runs on the "
-              f"default engine")
+        print(
+            f"  generation.engine={engine} not accepted ({' '.join(str(error).split())[:160]}); the gsm step runs on the "
+            f"default engine"
+        )
         return []
     return [f"generation.engine={engine}"]
 
@@ -129,8 +139,17 @@ def gsm_step(name: str, device: str, out: Path, overrides: list[str] = ()) -> di
     from evolora.config import load_config
     from evolora.run import Run
 
-    config = load_config(GSM, [f"model.name={name}", f"model.device={device}", "model.dtype=float32",
-                                            "run.steps=1", "eval.enabled=false", *overrides])
+    config = load_config(
+        GSM,
+        [
+            f"model.name={name}",
+            f"model.device={device}",
+            "model.dtype=float32",
+            "run.steps=1",
+            "eval.enabled=false",
+            *overrides,
+        ],
+    )
     run = Run(config, out)
     record, _ = run.run_step()
     where = torch.device(device)
@@ -146,11 +165,19 @@ def gsm_step(name: str, device: str, out: Path, overrides: list[str] = ()) -> di
     for slot, adapter in factors.items():
         live = run.bank.get_factors(slot)
         assert all(torch.equal(adapter[m][0], live[m][0].to("cpu")) for m in adapter), f"{slot}: checkpoint differs"
-    assert all(t.device.type == "cpu" for state in optimizers.values() for s in state["state"].values()
-               for t in s.values() if isinstance(t, torch.Tensor))
+    assert all(
+        t.device.type == "cpu"
+        for state in optimizers.values()
+        for s in state["state"].values()
+        for t in s.values()
+        if isinstance(t, torch.Tensor)
+    )
     run.close()
-    return {"tokens": record["tokens"], "tokens_per_second": record["tokens_per_second"],
-            "seconds": record["seconds"]["total"]}
+    return {
+        "tokens": record["tokens"],
+        "tokens_per_second": record["tokens_per_second"],
+        "seconds": record["seconds"]["total"],
+    }
 
 
 def estimate_gb(name: str) -> float | None:
@@ -177,33 +204,50 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the checks CPU against CPU)")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="the model of the gsm step")
-    parser.add_argument("--parity", nargs="+", default=["tiny-random", "smollm2-135m-instruct"],
-                        help="the models of the parity check")
-    parser.add_argument("--speed", choices=("auto", "on", "off"), default="auto",
-                        help="the graph engine's speed part (auto: on CUDA only)")
-    parser.add_argument("--no-qwen", action="store_true",
-                        help="leave the Qwen2.5-0.5B-shaped model out of the speed part")
-    parser.add_argument("--random-smollm", action="store_true",
-                        help="the speed part on a random-weight model of SmolLM2-135M's shapes (no GGUF needed)")
-    parser.add_argument("--engine", default="auto",
-                        help="generation.engine of the gsm step (auto: graph on CUDA, eager on the CPU)")
+    parser.add_argument(
+        "--parity", nargs="+", default=["tiny-random", "smollm2-135m-instruct"], help="the models of the parity check"
+    )
+    parser.add_argument(
+        "--speed",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the graph engine's speed part (auto: on CUDA only)",
+    )
+    parser.add_argument(
+        "--no-qwen", action="store_true", help="leave the Qwen2.5-0.5B-shaped model out of the speed part"
+    )
+    parser.add_argument(
+        "--random-smollm",
+        action="store_true",
+        help="the speed part on a random-weight model of SmolLM2-135M's shapes (no GGUF needed)",
+    )
+    parser.add_argument(
+        "--engine", default="auto", help="generation.engine of the gsm step (auto: graph on CUDA, eager on the CPU)"
+    )
     parser.add_argument("--skip-gsm", action="store_true", help="leave out the gsm step")
-    parser.add_argument("--quick", action="store_true", help="tiny models and sizes everywhere (with --device cpu: "
-                                                             "the smoke test of every part)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny models and sizes everywhere (with --device cpu: the smoke test of every part)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.model, args.parity = "tiny-random", ["tiny-random"]
         args.speed = "on" if args.speed == "auto" else args.speed
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print("gpu_check: torch sees no CUDA device here; nothing was checked. Run it on a machine with an "
-              "NVIDIA GPU, or pass --device cpu --model tiny-random to exercise the checks on the CPU")
+        print(
+            "gpu_check: torch sees no CUDA device here; nothing was checked. Run it on a machine with an "
+            "NVIDIA GPU, or pass --device cpu --model tiny-random to exercise the checks on the CPU"
+        )
         return 0
     from evolora.model import ModelNotFoundError, check_model_available
 
     torch.backends.cuda.matmul.allow_tf32 = False  # true fp32 on the GPU, as on the CPU
     torch.backends.cudnn.allow_tf32 = False
     cuda = args.device.startswith("cuda")
-    print(f"gpu_check on {torch.cuda.get_device_name(torch.device(args.device)) if cuda else 'cpu'}, torch {torch.__version__}")
+    print(
+        f"gpu_check on {torch.cuda.get_device_name(torch.device(args.device)) if cuda else 'cpu'}, torch {torch.__version__}"
+    )
     models = []
     for name in args.parity:
         try:
@@ -214,16 +258,23 @@ def main() -> int:
     try:
         for name in models:
             result = parity(name, ("cpu", args.device))
-            print(f"  parity {name}: {result['rows']} greedy rows, {result['tokens']} tokens equal on cpu and "
-                  f"{args.device}; max |Δ log p| {result['max_logp_diff']:.2e} nats (<= {LOGP_TOLERANCE:g})")
+            print(
+                f"  parity {name}: {result['rows']} greedy rows, {result['tokens']} tokens equal on cpu and "
+                f"{args.device}; max |Δ log p| {result['max_logp_diff']:.2e} nats (<= {LOGP_TOLERANCE:g})"
+            )
         if cuda:
             torch.cuda.reset_peak_memory_stats(args.device)
         failed: list[str] = []
         if args.speed == "on" or (args.speed == "auto" and cuda):
             from gpu_speed import run_speed
 
-            failed = run_speed(args.device, quick=args.quick, smollm="smollm2-135m-instruct" in models,
-                               qwen=not args.no_qwen, smollm_random=args.random_smollm)
+            failed = run_speed(
+                args.device,
+                quick=args.quick,
+                smollm="smollm2-135m-instruct" in models,
+                qwen=not args.no_qwen,
+                smollm_random=args.random_smollm,
+            )
         if args.skip_gsm:
             if failed:
                 raise AssertionError("targets missed: " + "; ".join(failed))
@@ -235,11 +286,13 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as root:
             step = gsm_step(args.model, args.device, Path(root) / "run", overrides)
         used = busy()
-        print(f"  tasks/gsm.yaml step on {args.device} ({args.model}): "
-              f"{overrides[0] if overrides else 'the default engine'}, {step['tokens']} tokens, {step['tokens_per_second']:.0f} tok/s, step {step['seconds']:.1f} s (with "
-              f"loading {time.perf_counter() - began:.1f} s)"
-              + (f", GPU utilisation {used:.0f} %" if used is not None else "")
-              + "; tensors on the device; checkpoint read back on the CPU")
+        print(
+            f"  tasks/gsm.yaml step on {args.device} ({args.model}): "
+            f"{overrides[0] if overrides else 'the default engine'}, {step['tokens']} tokens, {step['tokens_per_second']:.0f} tok/s, step {step['seconds']:.1f} s (with "
+            f"loading {time.perf_counter() - began:.1f} s)"
+            + (f", GPU utilisation {used:.0f} %" if used is not None else "")
+            + "; tensors on the device; checkpoint read back on the CPU"
+        )
         if cuda and overrides and args.model == "smollm2-135m-instruct" and step["seconds"] > GSM_STEP_SECONDS:
             failed.append(f"gsm step {step['seconds']:.1f} s > {GSM_STEP_SECONDS} s")
         if failed:
@@ -250,8 +303,10 @@ def main() -> int:
     if cuda:
         peak = torch.cuda.max_memory_allocated(args.device) / 1e9
         estimate = estimate_gb(args.model)
-        print(f"  peak GPU memory of the gsm step: {peak:.2f} GB allocated"
-              + (f" (estimate from the model's shapes: {estimate:.2f} GB)" if estimate else ""))
+        print(
+            f"  peak GPU memory of the gsm step: {peak:.2f} GB allocated"
+            + (f" (estimate from the model's shapes: {estimate:.2f} GB)" if estimate else "")
+        )
     print("gpu_check passed")
     return 0
 

@@ -39,18 +39,45 @@ TARGETS = {
     "memory_growth_mb": 16.0,  # allocated GPU memory after 100 rollout batches minus before (buckets warm)
 }
 
-QWEN_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6,
-                rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
+QWEN_05B = dict(
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    max_position_embeddings=32768,
+    rope_theta=1e6,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+    hidden_act="silu",
+)
 """Qwen2.5-0.5B-Instruct's config.json shapes (494 M parameters)."""
 
-SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                    num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
-                    rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu")
+SMOLLM2_135M = dict(
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    vocab_size=49152,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+    hidden_act="silu",
+)
 """SmolLM2-135M-Instruct's config.json shapes (135 M parameters), for random-weight speed runs."""
 
-QWEN_TINY = dict(QWEN_05B, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=256)
+QWEN_TINY = dict(
+    QWEN_05B,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=256,
+)
 
 
 class Clock:
@@ -77,7 +104,9 @@ def random_shaped(device: str, dtype: torch.dtype, shapes: dict, family: str = "
     built from a config: no file is read. Seeded (0), frozen, in eval mode."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    config_class, model_class = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[family]
+    config_class, model_class = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[
+        family
+    ]
     config = config_class(**shapes, torch_dtype=dtype)
     config.eos_token_id, config.pad_token_id = 1, 0
     with torch.device(device):
@@ -119,8 +148,16 @@ def speed(bank, label: str, device: torch.device, *, batches, tokens: int, width
         mixed = [bank.slots[i % len(bank.slots)] for i in range(batch)]
 
         def run(names, n):
-            return lambda: engine.decode(ids, attention, names, Sampling(max_new_tokens=n, greedy=True), eos_ids={1},
-                                         pad_id=0, generator=None, min_new_tokens=n)
+            return lambda: engine.decode(
+                ids,
+                attention,
+                names,
+                Sampling(max_new_tokens=n, greedy=True),
+                eos_ids={1},
+                pad_id=0,
+                generator=None,
+                min_new_tokens=n,
+            )
 
         figures = {"batch": batch}
         for kind, names in (("bare", [BASE] * batch), ("routed", mixed)):
@@ -130,20 +167,32 @@ def speed(bank, label: str, device: torch.device, *, batches, tokens: int, width
             figures[f"{kind}_ms"] = (full - half) / (tokens - tokens // 2) * 1e3
             figures[f"{kind}_tok_s"] = batch * tokens / full
         if hf:
+
             def generate():
                 with routed(bank, [BASE] * batch):
-                    bank.model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=tokens,
-                                        min_new_tokens=tokens, do_sample=False, pad_token_id=0, eos_token_id=1)
+                    bank.model.generate(
+                        input_ids=ids,
+                        attention_mask=attention,
+                        max_new_tokens=tokens,
+                        min_new_tokens=tokens,
+                        do_sample=False,
+                        pad_token_id=0,
+                        eos_token_id=1,
+                    )
 
             generate()
             figures["hf_tok_s"] = batch * tokens / clock(generate)
         results.append(figures)
-        line = (f"  {label} batch {batch}: step {figures['bare_ms']:.2f} ms bare, {figures['routed_ms']:.2f} ms routed "
-                f"(8 adapters); {figures['bare_tok_s']:.0f} / {figures['routed_tok_s']:.0f} tok/s "
-                f"(routed/bare {figures['routed_tok_s'] / figures['bare_tok_s']:.2f})")
+        line = (
+            f"  {label} batch {batch}: step {figures['bare_ms']:.2f} ms bare, {figures['routed_ms']:.2f} ms routed "
+            f"(8 adapters); {figures['bare_tok_s']:.0f} / {figures['routed_tok_s']:.0f} tok/s "
+            f"(routed/bare {figures['routed_tok_s'] / figures['bare_tok_s']:.2f})"
+        )
         if hf:
-            line += (f"; HF generate {figures['hf_tok_s']:.0f} tok/s, graph/HF "
-                     f"{figures['bare_tok_s'] / figures['hf_tok_s']:.1f}x")
+            line += (
+                f"; HF generate {figures['hf_tok_s']:.0f} tok/s, graph/HF "
+                f"{figures['bare_tok_s'] / figures['hf_tok_s']:.1f}x"
+            )
         print(line, flush=True)
     return results
 
@@ -163,15 +212,26 @@ def parity(bank, device: torch.device, *, batch: int, tokens: int, width: int) -
         generator = torch.Generator(device=device).manual_seed(7)
         sampling = Sampling(max_new_tokens=tokens, **options)
         with torch.no_grad():
-            eager = decode(bank.model, ids, attention, names, sampling, eos_ids={1}, pad_id=0, generator=generator,
-                           context=lambda r: routed(bank, r))
+            eager = decode(
+                bank.model,
+                ids,
+                attention,
+                names,
+                sampling,
+                eos_ids={1},
+                pad_id=0,
+                generator=generator,
+                context=lambda r: routed(bank, r),
+            )
         generator = torch.Generator(device=device).manual_seed(7)
         graph = engine.decode(ids, attention, names, sampling, eos_ids={1}, pad_id=0, generator=generator)
         same = eager.shape == graph.shape and torch.equal(eager, graph)
         if not same:
             diff = (eager[:, : graph.shape[1]] != graph[:, : eager.shape[1]]).nonzero()
-            raise AssertionError(f"graph and eager tokens differ on {device} ({options}); first at (row, step) "
-                                 f"{diff[0].tolist() if len(diff) else 'length'}")
+            raise AssertionError(
+                f"graph and eager tokens differ on {device} ({options}); first at (row, step) "
+                f"{diff[0].tolist() if len(diff) else 'length'}"
+            )
         compared += eager.numel()
     return compared
 
@@ -187,8 +247,15 @@ def memory_growth(bank, device: torch.device, *, batches: int = 100, tokens: int
     def rollout(batch: int, seed: int) -> None:
         ids, attention = rows(vocab, batch, width, device)
         names = [bank.slots[i % len(bank.slots)] for i in range(batch)]
-        engine.decode(ids, attention, names, Sampling(max_new_tokens=tokens, temperature=1.0, top_p=0.95), eos_ids={1},
-                      pad_id=0, generator=torch.Generator(device=device).manual_seed(seed))
+        engine.decode(
+            ids,
+            attention,
+            names,
+            Sampling(max_new_tokens=tokens, temperature=1.0, top_p=0.95),
+            eos_ids={1},
+            pad_id=0,
+            generator=torch.Generator(device=device).manual_seed(seed),
+        )
 
     for batch in (64, 32, 16, 8):
         rollout(batch, batch)
@@ -204,7 +271,9 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True, smollm_random: bool = False) -> list[str]:
+def run_speed(
+    device_name: str, *, quick: bool, smollm: bool, qwen: bool = True, smollm_random: bool = False
+) -> list[str]:
     """Every measurement above (the Qwen2.5-0.5B-shaped model only with ``qwen``; with
     ``smollm_random`` a random-weight model of SmolLM2-135M's shapes stands in for the embedded
     one, so no file is needed); returns the failed checks: parity anywhere, the targets on CUDA
@@ -221,17 +290,27 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True,
     if smollm_random and not quick:
         models.append(("SmolLM2-135M", lambda d: random_shaped(device_name, d, SMOLLM2_135M, "llama")))
     elif smollm and not quick:
-        models.append(("SmolLM2-135M", lambda d: load_base("smollm2-135m-instruct", dtype=_name(d), device=device_name)[0]))
+        models.append(
+            ("SmolLM2-135M", lambda d: load_base("smollm2-135m-instruct", dtype=_name(d), device=device_name)[0])
+        )
     if quick:
         models.append(("tiny-random", lambda d: load_base("tiny-random", dtype=_name(d), device=device_name)[0]))
     if qwen:
-        models.append(("Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes", lambda d: random_shaped(device_name, d, QWEN_TINY if quick else QWEN_05B)))
+        models.append(
+            (
+                "Qwen2 tiny" if quick else "Qwen2.5-0.5B shapes",
+                lambda d: random_shaped(device_name, d, QWEN_TINY if quick else QWEN_05B),
+            )
+        )
     for label, build in models:
         bank = make_bank(build(torch.float32))
         try:
             compared = parity(bank, device, batch=16 if not quick else 4, tokens=24 if not quick else 6, width=width)
-            print(f"  {label} parity on {device}, fp32: graph and eager tokens equal (greedy and sampled, "
-                  f"{compared} tokens, 8 adapters and bare rows)", flush=True)
+            print(
+                f"  {label} parity on {device}, fp32: graph and eager tokens equal (greedy and sampled, "
+                f"{compared} tokens, 8 adapters and bare rows)",
+                flush=True,
+            )
         except AssertionError as error:  # reported with the targets, after every figure is printed
             print(f"  {label} parity FAILED: {error}", flush=True)
             failed.append(f"{label} parity")
@@ -240,11 +319,15 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True,
         results = speed(bank, label, device, batches=batches, tokens=tokens, width=width, hf=True)
         if cuda and label == "SmolLM2-135M":
             by = {r["batch"]: r for r in results}
-            checks = [(by[64]["bare_ms"] <= TARGETS["step_ms_64"], f"step at batch 64 {by[64]['bare_ms']:.2f} ms"),
-                      (by[256]["bare_ms"] <= TARGETS["step_ms_256"], f"step at batch 256 {by[256]['bare_ms']:.2f} ms"),
-                      (by[128]["bare_tok_s"] / by[128]["hf_tok_s"] >= TARGETS["graph_over_hf_128"], "graph/HF at 128")]
-            checks += [(r["routed_tok_s"] / r["bare_tok_s"] >= TARGETS["routed_over_bare"], f"routed/bare at {r['batch']}")
-                       for r in results]
+            checks = [
+                (by[64]["bare_ms"] <= TARGETS["step_ms_64"], f"step at batch 64 {by[64]['bare_ms']:.2f} ms"),
+                (by[256]["bare_ms"] <= TARGETS["step_ms_256"], f"step at batch 256 {by[256]['bare_ms']:.2f} ms"),
+                (by[128]["bare_tok_s"] / by[128]["hf_tok_s"] >= TARGETS["graph_over_hf_128"], "graph/HF at 128"),
+            ]
+            checks += [
+                (r["routed_tok_s"] / r["bare_tok_s"] >= TARGETS["routed_over_bare"], f"routed/bare at {r['batch']}")
+                for r in results
+            ]
             failed += [what for ok, what in checks if not ok]
         if cuda and label == "Qwen2.5-0.5B shapes":
             rate = next(r for r in results if r["batch"] == 256)["routed_tok_s"]
@@ -252,8 +335,7 @@ def run_speed(device_name: str, *, quick: bool, smollm: bool, qwen: bool = True,
                 failed.append(f"Qwen2.5-0.5B shapes at batch 256: {rate:.0f} tok/s")
         if cuda and label == "SmolLM2-135M":
             growth = memory_growth(bank, device)
-            print(f"  GPU memory over 100 rollout batches (8-64 rows, sampled): {growth:+.1f} MB",
-                  flush=True)
+            print(f"  GPU memory over 100 rollout batches (8-64 rows, sampled): {growth:+.1f} MB", flush=True)
             if growth > TARGETS["memory_growth_mb"]:
                 failed.append(f"memory grew {growth:.1f} MB")
         del bank

@@ -21,16 +21,16 @@ import statistics
 import time
 
 import torch
+from rollout_limit import read_bandwidth, weight_bytes  # benchmarks/ (scripts run from there)
 
 from evolora.generation.decode import decode
 from evolora.generation.graph import GraphDecoder
-from evolora.generation.static_step import _linear
 from evolora.generation.rollout import chat_prompt, left_pad
 from evolora.generation.routed import routed
+from evolora.generation.static_step import _linear
 from evolora.generation.types import Sampling
 from evolora.model import load_base
 from evolora.population import AdapterBank
-from rollout_limit import read_bandwidth, weight_bytes  # benchmarks/ (scripts run from there)
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -70,8 +70,11 @@ def main() -> None:
 
     engine = GraphDecoder(bank)
     calls = {"eager engine": eager, "graph step, uncaptured": graph_of(engine)}
-    x = {g.weight.shape[1]: torch.randn(args.batch, g.weight.shape[1]) for _, _, groups in engine.weights.layers
-         for g in groups}
+    x = {
+        g.weight.shape[1]: torch.randn(args.batch, g.weight.shape[1])
+        for _, _, groups in engine.weights.layers
+        for g in groups
+    }
 
     def matmuls():  # the base GEMMs of one decode step per token, nothing else: what bounds the step
         for _ in range(args.tokens):
@@ -87,8 +90,10 @@ def main() -> None:
         compiled = graph_of(GraphDecoder(bank, compile=True))
         began = time.perf_counter()
         same = torch.equal(compiled(), reference)
-        print(f"torch.compile of the step (every window and bucket of one call): {time.perf_counter() - began:.1f} s; "
-              f"tokens equal to eager: {same}")
+        print(
+            f"torch.compile of the step (every window and bucket of one call): {time.perf_counter() - began:.1f} s; "
+            f"tokens equal to eager: {same}"
+        )
         calls["graph step, torch.compile"] = compiled
     bandwidth = [read_bandwidth()]
     seconds: dict[str, list[float]] = {name: [] for name in calls}
@@ -101,10 +106,11 @@ def main() -> None:
     weights = weight_bytes(model)
     limit = max(bandwidth) * 1e9 / weights * args.batch
     tokens = args.batch * args.tokens
-    print(f"\n{args.model} fp32, batch {args.batch} over {args.adapters} adapters, {args.tokens} new tokens, "
-          f"{args.threads} threads, prompt {ids.shape[1]} tokens, median of {args.repeats} interleaved rounds")
-    print(f"read bandwidth {max(bandwidth):.1f} GB/s, base weights {weights / 1e9:.3f} GB, "
-          f"limit {limit:.1f} tok/s")
+    print(
+        f"\n{args.model} fp32, batch {args.batch} over {args.adapters} adapters, {args.tokens} new tokens, "
+        f"{args.threads} threads, prompt {ids.shape[1]} tokens, median of {args.repeats} interleaved rounds"
+    )
+    print(f"read bandwidth {max(bandwidth):.1f} GB/s, base weights {weights / 1e9:.3f} GB, limit {limit:.1f} tok/s")
     print(f"{'path':<30}{'seconds':>9}{'tok/s':>9}{'of limit':>10}{'vs eager':>10}")
     base = seconds["eager engine"]
     for name, times in seconds.items():
@@ -112,8 +118,10 @@ def main() -> None:
         ratio = statistics.median(b / t for b, t in zip(base, times))
         print(f"{name:<30}{statistics.median(times):>9.2f}{rate:>9.1f}{rate / limit:>10.2f}{ratio:>10.2f}")
     best = min((n for n in seconds if "GEMMs" not in n), key=lambda n: statistics.median(seconds[n]))
-    print(f"ratio graph/eager tok/s: {statistics.median(b / t for b, t in zip(base, seconds['graph step, uncaptured'])):.2f}x; "
-          f"best {best!r} at {tokens / statistics.median(seconds[best]) / limit:.2f} of the limit")
+    print(
+        f"ratio graph/eager tok/s: {statistics.median(b / t for b, t in zip(base, seconds['graph step, uncaptured'])):.2f}x; "
+        f"best {best!r} at {tokens / statistics.median(seconds[best]) / limit:.2f} of the limit"
+    )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import statistics
 import time
 
 import torch
+from gpu_speed import MODULES, SMOLLM2_135M  # benchmarks/: this script's folder
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
@@ -36,16 +37,43 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from evolora.generation.static_cache import StaticBuffers, sample
 from evolora.generation.static_step import SIBLINGS, StaticWeights, _Group, _linear, _project, decode_step
 from evolora.population import AdapterBank
-from gpu_speed import MODULES, SMOLLM2_135M  # benchmarks/: this script's folder
 
-SHAPES = {"smollm2-135m": SMOLLM2_135M,
-          "tiny-random": dict(SMOLLM2_135M, vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                              num_key_value_heads=2)}
+SHAPES = {
+    "smollm2-135m": SMOLLM2_135M,
+    "tiny-random": dict(
+        SMOLLM2_135M,
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
+}
 """Model shapes by ``--model`` name (random weights, no download)."""
 
-ALIASES = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "slice", "select", "split",
-           "split_with_sizes", "unsqueeze", "squeeze", "alias", "detach", "as_strided", "unbind", "flatten",
-           "_reshape_alias", "lift_fresh", "unflatten"}
+ALIASES = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "slice",
+    "select",
+    "split",
+    "split_with_sizes",
+    "unsqueeze",
+    "squeeze",
+    "alias",
+    "detach",
+    "as_strided",
+    "unbind",
+    "flatten",
+    "_reshape_alias",
+    "lift_fresh",
+    "unflatten",
+}
 """ATen operations that only make a new view of a tensor (no kernel)."""
 
 
@@ -106,8 +134,15 @@ class Counter(TorchDispatchMode):
         return sum(n for name, n in self.ops.items() if name not in ALIASES)
 
 
-def build(layers: int, dtype: torch.dtype, device: str, adapters: int, rank: int,
-          shapes: dict = SMOLLM2_135M, swapped_copy: bool | None = None) -> StaticWeights:
+def build(
+    layers: int,
+    dtype: torch.dtype,
+    device: str,
+    adapters: int,
+    rank: int,
+    shapes: dict = SMOLLM2_135M,
+    swapped_copy: bool | None = None,
+) -> StaticWeights:
     """A random-weight model of ``shapes`` with ``layers`` layers and a bank of ``adapters`` slots
     (``swapped_copy``: :class:`StaticWeights`' q/k/v layout; None: the device's)."""
     torch.manual_seed(0)
@@ -143,8 +178,9 @@ def one_step(fn, w: StaticWeights, b: StaticBuffers, rows: int, window: int) -> 
     """The engine's greedy step (``static_cache.step``) with ``fn`` as its decode step; returns its logits."""
     if fn is reference_step:
         w = w.natural if hasattr(w, "natural") else w
-    logits = fn(w, b.last[:rows], b.position[:rows], b.column, b.kv[:, :, :rows], b.valid[:rows], b.onehot[:rows],
-                window)
+    logits = fn(
+        w, b.last[:rows], b.position[:rows], b.column, b.kv[:, :, :rows], b.valid[:rows], b.onehot[:rows], window
+    )
     token = sample(b, logits, rows, greedy=True, top_p=False, total=0, generator=None)
     token = torch.where(b.done[:rows], b.pad, token)
     b.out.index_put_((b.rows[:rows], b.step.expand(rows)), token)
@@ -159,8 +195,9 @@ def one_step(fn, w: StaticWeights, b: StaticBuffers, rows: int, window: int) -> 
 STEPS = {"before": reference_step, "after": decode_step}
 
 
-def count(dtype: torch.dtype, device: str, rows: int, adapters: int, rank: int, layers: int,
-          shapes: dict = SMOLLM2_135M) -> dict:
+def count(
+    dtype: torch.dtype, device: str, rows: int, adapters: int, rank: int, layers: int, shapes: dict = SMOLLM2_135M
+) -> dict:
     """{path: (all ops per step, launched per step, launched per layer, op histogram)} at ``layers`` layers,
     the q/k/v GEMM in CUDA's layout (with the halves-swapped copy)."""
     result = {}
@@ -215,14 +252,17 @@ def main() -> None:
         parser.error("--layers must be >= 3 and --batch >= 1")
     torch.set_num_threads(args.threads)
     shapes = SHAPES[args.model]
-    print(f"{args.model} shapes ({args.layers} layers), {args.adapters} adapters rank {args.rank} on every linear layer, "
-          f"batch {args.batch}, window 128, device {args.device}")
+    print(
+        f"{args.model} shapes ({args.layers} layers), {args.adapters} adapters rank {args.rank} on every linear layer, "
+        f"batch {args.batch}, window 128, device {args.device}"
+    )
     print("operations per step, the q/k/v layout as on CUDA (the halves-swapped copy from the GEMM):")
     print(f"{'dtype':<10}{'path':<8}{'ops/step':>10}{'launching/step':>16}{'launching/layer':>17}")
     per_layer = {}
     for name in ("float32", "bfloat16"):
         for path, (total, launched, per_layer[name, path], _) in count(
-                getattr(torch, name), args.device, args.batch, args.adapters, args.rank, args.layers, shapes).items():
+            getattr(torch, name), args.device, args.batch, args.adapters, args.rank, args.layers, shapes
+        ).items():
             print(f"{name:<10}{path:<8}{total:>10}{launched:>16}{per_layer[name, path]:>17.1f}")
 
     dtype = getattr(torch, args.dtype)
@@ -233,8 +273,10 @@ def main() -> None:
     states = {path: buffers(w, args.batch, 64, 128) for path in STEPS}
     with torch.no_grad():
         logits = {path: one_step(fn, w, states[path], args.batch, 128).float() for path, fn in STEPS.items()}
-    print(f"largest |logit difference| after vs before ({args.dtype}): "
-          f"{(logits['after'] - logits['before']).abs().max().item():.3g}")
+    print(
+        f"largest |logit difference| after vs before ({args.dtype}): "
+        f"{(logits['after'] - logits['before']).abs().max().item():.3g}"
+    )
     seconds: dict[str, list[float]] = {path: [] for path in STEPS}
     for _ in range(args.repeats):
         for path, fn in STEPS.items():
@@ -249,12 +291,18 @@ def main() -> None:
             seconds[path].append(time.perf_counter() - began)
     rate = {path: args.batch * args.steps / statistics.median(times) for path, times in seconds.items()}
     ratio = statistics.median(b / a for b, a in zip(seconds["before"], seconds["after"]))
-    print(f"uncaptured step (q/k/v layout {'with' if w.flipped else 'without'} the swapped copy), {args.dtype}, "
-          f"{args.threads} thread(s), median of {args.repeats} interleaved rounds of "
-          f"{args.steps} steps: before {rate['before']:.1f} tok/s, after {rate['after']:.1f} tok/s, "
-          f"after/before {ratio:.2f}x")
-    print("ratio after/before launching operations per layer: "
-          + ", ".join(f"{name} {per_layer[name, 'after'] / per_layer[name, 'before']:.2f}" for name in ("float32", "bfloat16")))
+    print(
+        f"uncaptured step (q/k/v layout {'with' if w.flipped else 'without'} the swapped copy), {args.dtype}, "
+        f"{args.threads} thread(s), median of {args.repeats} interleaved rounds of "
+        f"{args.steps} steps: before {rate['before']:.1f} tok/s, after {rate['after']:.1f} tok/s, "
+        f"after/before {ratio:.2f}x"
+    )
+    print(
+        "ratio after/before launching operations per layer: "
+        + ", ".join(
+            f"{name} {per_layer[name, 'after'] / per_layer[name, 'before']:.2f}" for name in ("float32", "bfloat16")
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -27,26 +27,33 @@ def score(rows: list[dict], keep: list[bool]) -> dict:
     kept = [r for r, k in zip(rows, keep) if k]
     true = sum(r["consistent"] for r in kept)
     consistent = sum(r["consistent"] for r in rows)
-    return {"valid": len(kept), "precision": true / len(kept) if kept else None,
-            "recall": true / consistent if consistent else None}
+    return {
+        "valid": len(kept),
+        "precision": true / len(kept) if kept else None,
+        "recall": true / consistent if consistent else None,
+    }
 
 
 def rule_table(rows: list[dict]) -> dict[str, dict]:
     """{gate name: score} for no rule, each rule alone and all rules (the default)."""
     table = {"sandbox only": score(rows, [True] * len(rows))}
     for rule in RULES:
-        table[rule] = score(rows, [not grounding_reasons(r["problem"], r["program"], r["answer"], (rule,)) for r in rows])
-    table["all rules (default)"] = score(rows, [not grounding_reasons(r["problem"], r["program"], r["answer"]) for r in rows])
+        table[rule] = score(
+            rows, [not grounding_reasons(r["problem"], r["program"], r["answer"], (rule,)) for r in rows]
+        )
+    table["all rules (default)"] = score(
+        rows, [not grounding_reasons(r["problem"], r["program"], r["answer"]) for r in rows]
+    )
     return table
 
 
 def agreement(rows: list[dict], samples: int, config_path: str) -> list[float | None]:
     """The base model's agreement fraction for each rule-passing row (None for the others)."""
-    from evolora.config import load_config
-    from evolora.model import load_base
     from evolora.bank.local import AdapterBank
+    from evolora.config import load_config
     from evolora.generation.rollout import chat_prompt
     from evolora.generation.routed import BASE
+    from evolora.model import load_base
     from evolora.tasks import make_task
 
     config = load_config(config_path)
@@ -55,11 +62,15 @@ def agreement(rows: list[dict], samples: int, config_path: str) -> list[float | 
     bank = AdapterBank(model, ["S0"], rank=2, alpha=4, tokenizer=tokenizer)
     passing = [i for i, r in enumerate(rows) if not grounding_reasons(r["problem"], r["program"], r["answer"])]
     prompts = [chat_prompt(tokenizer, task.solve_prompt(rows[i]["problem"])) for i in passing for _ in range(samples)]
-    out = bank.rollout(prompts, [BASE] * len(prompts), config.selfplay.sampling("student"),
-                       batch_size=config.selfplay.generation_batch_size)
+    out = bank.rollout(
+        prompts,
+        [BASE] * len(prompts),
+        config.selfplay.sampling("student"),
+        batch_size=config.selfplay.generation_batch_size,
+    )
     fractions: list[float | None] = [None] * len(rows)
     for k, i in enumerate(passing):
-        answers = out[k * samples:(k + 1) * samples]
+        answers = out[k * samples : (k + 1) * samples]
         fractions[i] = sum(task.grade(a.text, rows[i]["answer"]).label == "correct" for a in answers) / samples
     task.close()
     return fractions
@@ -89,7 +100,9 @@ def main() -> None:
                 print(f"  {f:.3f} {'consistent  ' if row['consistent'] else 'inconsistent'} {row['problem'][:70]!r}")
         for tau in args.thresholds:
             s = score(rows, [f is not None and f >= tau for f in fractions])
-            print(f"  rules + agreement >= {tau:g}: valid {s['valid']}, precision {s['precision']}, recall {s['recall']}")
+            print(
+                f"  rules + agreement >= {tau:g}: valid {s['valid']}, precision {s['precision']}, recall {s['recall']}"
+            )
 
 
 if __name__ == "__main__":

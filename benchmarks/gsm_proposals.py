@@ -17,10 +17,10 @@ from collections import Counter
 
 import torch
 
-from evolora.config import load_config
-from evolora.model import load_base
 from evolora.bank.local import AdapterBank
+from evolora.config import load_config
 from evolora.generation.routed import BASE
+from evolora.model import load_base
 from evolora.selfplay import _teacher_rollout, proposal_request
 from evolora.tasks import make_task
 
@@ -32,14 +32,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True)
     parser.add_argument("--set", nargs="*", default=[], help="config overrides, e.g. selfplay.teacher_temperature=0.7")
-    parser.add_argument("--sandbox-only", action="store_true",
-                        help="verify without the grounding rules (each line still lists the rules it breaks)")
+    parser.add_argument(
+        "--sandbox-only",
+        action="store_true",
+        help="verify without the grounding rules (each line still lists the rules it breaks)",
+    )
     args = parser.parse_args()
     config = load_config(args.config, args.set)
     task = make_task(config.task.name, **{**config.task.params, **({"grounding": False} if args.sandbox_only else {})})
     model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=config.model.num_threads)
-    bank = AdapterBank(model, ["S0"], rank=config.lora.rank, alpha=config.lora.alpha, target_modules=config.lora.target_modules,
-                       tokenizer=tokenizer)
+    bank = AdapterBank(
+        model,
+        ["S0"],
+        rank=config.lora.rank,
+        alpha=config.lora.alpha,
+        target_modules=config.lora.target_modules,
+        tokenizer=tokenizer,
+    )
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     requests = [proposal_request(task, rng) for _ in range(args.proposals)]
@@ -54,11 +63,24 @@ def main() -> None:
             if proposal is None:
                 continue
             reasons = grounding_reasons(proposal.problem, proposal.program, verdict.answer) if verdict.valid else []
-            f.write(json.dumps({"problem": proposal.problem, "program": proposal.program, "reason": verdict.reason,
-                                "valid": verdict.valid, "answer": verdict.answer, "grounding": reasons}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "problem": proposal.problem,
+                        "program": proposal.program,
+                        "reason": verdict.reason,
+                        "valid": verdict.valid,
+                        "answer": verdict.answer,
+                        "grounding": reasons,
+                    }
+                )
+                + "\n"
+            )
     valid = sum(v.valid for v in verdicts)
-    print(f"{args.proposals} proposals in {time.perf_counter() - began:.0f} s: {sum(p is not None for p in parsed)} "
-          f"parse, {valid} valid -> {args.out}")
+    print(
+        f"{args.proposals} proposals in {time.perf_counter() - began:.0f} s: {sum(p is not None for p in parsed)} "
+        f"parse, {valid} valid -> {args.out}"
+    )
     print("reasons:", dict(Counter(v.reason for v in verdicts).most_common()))
     task.close()
 

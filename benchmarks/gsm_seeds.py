@@ -34,13 +34,21 @@ def main() -> None:
             continue
         seed = seed_from_program(row["question"], program, _final_answer(row["answer"]))
         if seed is not None:
-            seeds.append({"problem": seed.problem, "function": seed.function,
-                          "values": [int(v) if v == int(v) else v for v in seed.values]})
+            seeds.append(
+                {
+                    "problem": seed.problem,
+                    "function": seed.function,
+                    "values": [int(v) if v == int(v) else v for v in seed.values],
+                }
+            )
         if len(seeds) == args.count:
             break
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"source": "GSM8K train (Cobbe et al. 2021, arXiv 2110.14168), MIT license: GSM8K_LICENSE",
-                   "seeds": seeds}, f, indent=0)
+        json.dump(
+            {"source": "GSM8K train (Cobbe et al. 2021, arXiv 2110.14168), MIT license: GSM8K_LICENSE", "seeds": seeds},
+            f,
+            indent=0,
+        )
     print(f"{len(seeds)} seeds of {len(rows)} train problems -> {args.out}")
 
 

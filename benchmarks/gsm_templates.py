@@ -19,8 +19,9 @@ from pathlib import Path
 
 def template_table(runs: list[Path], steps: int) -> dict[str, dict[str, int]]:
     """{template line: {"proposals", "valid", "attempts", "correct", "learnable"}} over the runs' first ``steps`` steps."""
-    table: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(
-        ("proposals", "valid", "attempts", "correct", "learnable"), 0))
+    table: dict[str, dict[str, int]] = defaultdict(
+        lambda: dict.fromkeys(("proposals", "valid", "attempts", "correct", "learnable"), 0)
+    )
     for run in runs:
         for line in (run / "matches.jsonl").read_text().splitlines():
             match = json.loads(line)
@@ -45,12 +46,18 @@ def main() -> None:
     table = template_table(args.runs, args.steps)
     rate = lambda row: row["correct"] / row["attempts"] if row["attempts"] else 0.0  # noqa: E731
     for template, row in sorted(table.items(), key=lambda item: -rate(item[1])):
-        print(f"{row['proposals']:4d} proposals {row['valid']:4d} valid {row['correct']:4d}/{row['attempts']:<4d} "
-              f"solved ({rate(row):.2f}) {row['learnable']:3d} learnable  {template[:100]}")
-    totals = {key: sum(row[key] for row in table.values()) for key in ("proposals", "valid", "attempts", "correct",
-                                                                        "learnable")}
-    print(f"all {len(table)} templates: {totals['proposals']} proposals, {totals['valid']} valid, "
-          f"{totals['correct']}/{totals['attempts']} attempts solved, {totals['learnable']} learnable")
+        print(
+            f"{row['proposals']:4d} proposals {row['valid']:4d} valid {row['correct']:4d}/{row['attempts']:<4d} "
+            f"solved ({rate(row):.2f}) {row['learnable']:3d} learnable  {template[:100]}"
+        )
+    totals = {
+        key: sum(row[key] for row in table.values())
+        for key in ("proposals", "valid", "attempts", "correct", "learnable")
+    }
+    print(
+        f"all {len(table)} templates: {totals['proposals']} proposals, {totals['valid']} valid, "
+        f"{totals['correct']}/{totals['attempts']} attempts solved, {totals['learnable']} learnable"
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,14 @@ def disagreement(runs: list[dict[str, np.ndarray]]) -> dict:
             gap.append(abs(int(run[a].sum()) - int(run[b].sum())))
     if not differ:
         return {"pairs": 0}
-    return {"pairs": len(differ), "differ_mean": float(np.mean(differ)), "differ_min": min(differ),
-            "differ_max": max(differ), "gap_mean": float(np.mean(gap)), "gap_max": max(gap)}
+    return {
+        "pairs": len(differ),
+        "differ_mean": float(np.mean(differ)),
+        "differ_min": min(differ),
+        "differ_max": max(differ),
+        "gap_mean": float(np.mean(gap)),
+        "gap_max": max(gap),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -61,8 +67,9 @@ def main(argv: list[str] | None = None) -> dict:
         runs = [member_items(args.study / f"{arm}-s{seed}") for seed in parse_seeds(args.seeds)]
         entry = {"runs": len(runs), **disagreement(runs)}
         for size in (int(s) for s in args.sizes.split(",")):
-            entry[f"split_{size}"] = split_half_agreement(runs, size=size, splits=args.splits,
-                                                          generator=np.random.default_rng(SEED))
+            entry[f"split_{size}"] = split_half_agreement(
+                runs, size=size, splits=args.splits, generator=np.random.default_rng(SEED)
+            )
         result[arm] = entry
         print(arm, json.dumps(entry, indent=1), flush=True)
     return result

@@ -36,14 +36,18 @@ def run_numbers(run_dir: Path, last: int = 5) -> dict:
     learnable = lambda games: (sum(0 < (g["solve_rate"] or 0) < 1 for g in games) / len(games)) if games else None  # noqa: E731
     numbers = report_numbers(run, None)
     return {
-        "run": str(run_dir), "steps": final_step, "minutes": sum(m["seconds"]["total"] for m in metrics) / 60,
+        "run": str(run_dir),
+        "steps": final_step,
+        "minutes": sum(m["seconds"]["total"] for m in metrics) / 60,
         "validity_last": statistics.mean(m["validity_rate"] for m in tail),
         "learnable": learnable([g for _, g in valid]),
         "learnable_last": learnable([g for s, g in valid if s > final_step - last]),
         "distinct": len({normalise_problem(g["problem"]) for _, g in valid}),
         "coverage": numbers["coverage"],
         "entropy": (None if numbers["entropy_start"] is None else (numbers["entropy_start"], numbers["entropy_end"])),
-        "base": numbers["base"], "best": numbers["best"], "mean": numbers["mean"],
+        "base": numbers["base"],
+        "best": numbers["best"],
+        "mean": numbers["mean"],
         "diversity": (run.summary or {}).get("diversity"),
     }
 
@@ -57,13 +61,20 @@ def member_lines(run_dir: Path) -> list[str]:
         return []
     born = {i["id"]: f"{i['operator']}@{i['born_step']}" for i in summary.get("individuals", [])}
     names = sorted(held_out, key=lambda name: (name != "base", name))
-    lines = ["  held-out by member: " + ", ".join(
-        f"{name} {held_out[name]['correct']}/{held_out[name]['total']}" + (f" ({born[name]})" if name in born else "")
-        for name in names)]
+    lines = [
+        "  held-out by member: "
+        + ", ".join(
+            f"{name} {held_out[name]['correct']}/{held_out[name]['total']}"
+            + (f" ({born[name]})" if name in born else "")
+            for name in names
+        )
+    ]
     groups = list(dict.fromkeys(g for name in names for g in held_out[name].get("by_group", {})))
     for group in groups:
         counts = {name: held_out[name].get("by_group", {}).get(group) for name in names}
-        lines.append(f"  {group}: " + ", ".join(f"{name} {c['correct']}/{c['total']}" for name, c in counts.items() if c))
+        lines.append(
+            f"  {group}: " + ", ".join(f"{name} {c['correct']}/{c['total']}" for name, c in counts.items() if c)
+        )
     return lines
 
 
@@ -76,19 +87,23 @@ def main() -> None:
     fmt = lambda v: "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
     for row in rows:
         entropy = "-" if row["entropy"] is None else f"{row['entropy'][0]:.2f} -> {row['entropy'][1]:.2f}"
-        print(f"{row['run']}: steps {row['steps']}, {row['minutes']:.1f} min of steps, validity last {args.last} "
-              f"{fmt(row['validity_last'])}, learnable {fmt(row['learnable'])} (last {args.last}: "
-              f"{fmt(row['learnable_last'])}), distinct {row['distinct']}, coverage {row['coverage']}, "
-              f"entropy {entropy}, held-out base {fmt(row['base'])} best {fmt(row['best'])} mean {fmt(row['mean'])}, "
-              f"ΔW diversity {row['diversity'] or '-'}")
+        print(
+            f"{row['run']}: steps {row['steps']}, {row['minutes']:.1f} min of steps, validity last {args.last} "
+            f"{fmt(row['validity_last'])}, learnable {fmt(row['learnable'])} (last {args.last}: "
+            f"{fmt(row['learnable_last'])}), distinct {row['distinct']}, coverage {row['coverage']}, "
+            f"entropy {entropy}, held-out base {fmt(row['base'])} best {fmt(row['best'])} mean {fmt(row['mean'])}, "
+            f"ΔW diversity {row['diversity'] or '-'}"
+        )
         for line in member_lines(Path(row["run"])):
             print(line)
     scored = [r for r in rows if r["base"] is not None and r["best"] is not None]
     if scored:
         mean = lambda key: statistics.mean(r[key] for r in scored)  # noqa: E731
-        print(f"mean over {len(scored)} runs: base {mean('base'):.3f}, best {mean('best'):.3f}, member mean "
-              f"{mean('mean'):.3f}; best - base {mean('best') - mean('base'):+.3f}, mean - base "
-              f"{mean('mean') - mean('base'):+.3f}")
+        print(
+            f"mean over {len(scored)} runs: base {mean('base'):.3f}, best {mean('best'):.3f}, member mean "
+            f"{mean('mean'):.3f}; best - base {mean('best') - mean('base'):+.3f}, mean - base "
+            f"{mean('mean') - mean('base'):+.3f}"
+        )
         if mean("base") > 0:
             print(f"ratio best/base {mean('best') / mean('base'):.2f}, mean/base {mean('mean') / mean('base'):.2f}")
 

@@ -19,13 +19,13 @@ import argparse
 import torch
 
 import evolora.generation.decode as decode
+from evolora.bank.local import AdapterBank
 from evolora.generation.decode import choose_tokens
 from evolora.generation.mismatch import path_gap, path_logprobs, summarize
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.types import Sampling
 from evolora.learner import Sample
 from evolora.model import load_base
-from evolora.bank.local import AdapterBank
 
 
 class Recorder:
@@ -54,8 +54,13 @@ def sampled(bank, tokenizer, names, tokens, seed):
     recorder = Recorder()
     decode.choose_tokens = recorder
     try:
-        done = bank.rollout([prompt] * len(names), names, Sampling(max_new_tokens=tokens), batch_size=len(names),
-                            generator=torch.Generator().manual_seed(seed))
+        done = bank.rollout(
+            [prompt] * len(names),
+            names,
+            Sampling(max_new_tokens=tokens),
+            batch_size=len(names),
+            generator=torch.Generator().manual_seed(seed),
+        )
     finally:
         decode.choose_tokens = choose_tokens
     rows = recorder.per_row(len(names))
@@ -91,14 +96,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     names = [f"A{i % args.adapters}" for i in range(args.batch)]
     reference = None
-    print(f"{args.model}, {args.adapters} adapters (B std {args.b_std}), batch {args.batch}, "
-          f"{args.tokens} tokens; |gap| per token in nats: mean / p99 / max")
+    print(
+        f"{args.model}, {args.adapters} adapters (B std {args.b_std}), batch {args.batch}, "
+        f"{args.tokens} tokens; |gap| per token in nats: mean / p99 / max"
+    )
     for dtype in ("float32", "bfloat16"):
         bank, tokenizer = build(args.model, dtype, args.adapters, args.b_std)
         samples, rows, sampler = sampled(bank, tokenizer, names, args.tokens, seed=1)
         update, mask = path_logprobs(bank, rows, samples, train=True)
-        gaps = {"sampler - update": torch.cat([(s - u[m]).abs() for s, u, m in zip(sampler, update, mask)]),
-                "inference - update": path_gap(bank, rows, samples)}
+        gaps = {
+            "sampler - update": torch.cat([(s - u[m]).abs() for s, u, m in zip(sampler, update, mask)]),
+            "inference - update": path_gap(bank, rows, samples),
+        }
         if reference is None:
             reference = (samples, rows, update[mask])
         else:
@@ -106,8 +115,10 @@ def main() -> None:
             gaps[f"{dtype} - float32 (update)"] = (theirs[_] - reference[2]).abs()
         for name, gap in gaps.items():  # the ratio lines
             s = summarize(gap)
-            print(f"{dtype:<9} {name:<30} {s['mean']:.2e} / {s['p99']:.2e} / {s['max']:.2e}"
-                  f"   ratio within [{1 / s['ratio_max']:.4f}, {s['ratio_max']:.4f}]")
+            print(
+                f"{dtype:<9} {name:<30} {s['mean']:.2e} / {s['p99']:.2e} / {s['max']:.2e}"
+                f"   ratio within [{1 / s['ratio_max']:.4f}, {s['ratio_max']:.4f}]"
+            )
 
 
 if __name__ == "__main__":

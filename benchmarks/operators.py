@@ -18,23 +18,32 @@ import statistics
 import time
 
 import torch
+from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 from evolora.operators import REGISTRY, Adapter
-from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 LAYERS = 30
 SHAPES = {  # module: (d_in, d_out)
-    "self_attn.q_proj": (576, 576), "self_attn.k_proj": (576, 192), "self_attn.v_proj": (576, 192),
-    "self_attn.o_proj": (576, 576), "mlp.gate_proj": (576, 1536), "mlp.up_proj": (576, 1536),
+    "self_attn.q_proj": (576, 576),
+    "self_attn.k_proj": (576, 192),
+    "self_attn.v_proj": (576, 192),
+    "self_attn.o_proj": (576, 576),
+    "mlp.gate_proj": (576, 1536),
+    "mlp.up_proj": (576, 1536),
     "mlp.down_proj": (1536, 576),
 }
 
 
 def smollm2_adapter(seed: int, rank: int) -> Adapter:
     g = torch.Generator().manual_seed(seed)
-    return {f"model.layers.{i}.{m}": (torch.randn(rank, d_in, generator=g) / d_in ** 0.5,
-                                      0.01 * torch.randn(d_out, rank, generator=g))
-            for i in range(LAYERS) for m, (d_in, d_out) in SHAPES.items()}
+    return {
+        f"model.layers.{i}.{m}": (
+            torch.randn(rank, d_in, generator=g) / d_in**0.5,
+            0.01 * torch.randn(d_out, rank, generator=g),
+        )
+        for i in range(LAYERS)
+        for m, (d_in, d_out) in SHAPES.items()
+    }
 
 
 VARIANTS = {"dare[space=factors]": ("dare", {"space": "factors"})}  # non-default settings worth timing
@@ -45,13 +54,24 @@ def operator_table(parents: list[Adapter], repeats: int) -> list[tuple[str, str,
     crossovers = {name: (name, {}) for name in REGISTRY.names("crossover")} | VARIANTS
     for label, (name, params) in crossovers.items():
         fn = REGISTRY.get("crossover", name).fn
-        rows.append(("crossover", label, median_seconds(lambda: fn(parents, [0.2, 0.7], **params,
-                                                                   generator=torch.Generator().manual_seed(0)),
-                                                        repeats)))
+        rows.append(
+            (
+                "crossover",
+                label,
+                median_seconds(
+                    lambda: fn(parents, [0.2, 0.7], **params, generator=torch.Generator().manual_seed(0)), repeats
+                ),
+            )
+        )
     for name in REGISTRY.names("mutation"):
         fn = REGISTRY.get("mutation", name).fn
-        rows.append(("mutation", name, median_seconds(lambda: fn(parents[0], generator=torch.Generator().manual_seed(0)),
-                                                      repeats)))
+        rows.append(
+            (
+                "mutation",
+                name,
+                median_seconds(lambda: fn(parents[0], generator=torch.Generator().manual_seed(0)), repeats),
+            )
+        )
     return rows
 
 
@@ -72,8 +92,16 @@ def peft_merge(parents: list[Adapter], weights: list[float], rank: int, repeats:
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=LAYERS, num_attention_heads=9,
-                         num_key_value_heads=3, vocab_size=256, max_position_embeddings=256, tie_word_embeddings=True)
+    config = LlamaConfig(
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        vocab_size=256,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(0)  # benchmark-only: model init uses the global RNG
     model = LlamaForCausalLM(config)
     lora = dict(r=rank, lora_alpha=rank, target_modules=[m.split(".")[-1] for m in SHAPES], lora_dropout=0.0)
@@ -110,8 +138,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     parents = [smollm2_adapter(1, args.rank), smollm2_adapter(2, args.rank)]
-    print(f"# SmolLM2-135M shapes, rank {args.rank}, {len(parents[0])} modules, {args.threads} CPU threads, "
-          f"torch {torch.__version__}")
+    print(
+        f"# SmolLM2-135M shapes, rank {args.rank}, {len(parents[0])} modules, {args.threads} CPU threads, "
+        f"torch {torch.__version__}"
+    )
     if not args.skip_operators:
         print(f"{'kind':<10} {'operator':<20} {'s/child':>9}  target <0.1 s")
         for kind, name, seconds in operator_table(parents, args.repeats):
@@ -119,8 +149,10 @@ def main() -> None:
     if args.skip_peft:
         return
     weights = [0.5, 0.5]
-    ours_s = median_seconds(lambda: REGISTRY.get("crossover", "svd_merge").fn(parents, [0.0, 0.0],
-                                                                          generator=torch.Generator()), args.repeats)
+    ours_s = median_seconds(
+        lambda: REGISTRY.get("crossover", "svd_merge").fn(parents, [0.0, 0.0], generator=torch.Generator()),
+        args.repeats,
+    )
     child = REGISTRY.get("crossover", "svd_merge").fn(parents, [0.0, 0.0], generator=torch.Generator())
     ours_err = merge_error({n: b @ a for n, (a, b) in child.items()}, parents, weights, args.rank)
     peft_s, peft_delta = peft_merge(parents, weights, args.rank, max(1, min(args.repeats, 3)))

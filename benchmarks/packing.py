@@ -20,15 +20,48 @@ import argparse
 import random
 import statistics
 
+from _timing import interleaved_updates, update_bank
+
 import evolora.generation.completion as scoring
 import evolora.learner as learner
-from _timing import interleaved_updates, update_bank
-from evolora.model import load_base
 from evolora.generation.rollout import chat_prompt
+from evolora.model import load_base
 from evolora.tasks.gsm import GSMTask
 
-TEACHER_COMPLETIONS = (66, 52, 22, 70, 109, 37, 54, 80, 68, 35, 108, 50, 36, 41, 58, 47, 61, 28, 35, 62, 67, 58, 55,
-                       82, 116, 63, 71, 109, 56, 30, 23, 109)
+TEACHER_COMPLETIONS = (
+    66,
+    52,
+    22,
+    70,
+    109,
+    37,
+    54,
+    80,
+    68,
+    35,
+    108,
+    50,
+    36,
+    41,
+    58,
+    47,
+    61,
+    28,
+    35,
+    62,
+    67,
+    58,
+    55,
+    82,
+    116,
+    63,
+    71,
+    109,
+    56,
+    30,
+    23,
+    109,
+)
 """Sampled teacher tokens (problem + program + printed expression) of steps 1-4 of a default gsm
 run (``runs/gsm7-a``, seed 0); the forced fence and ``print(`` add 7 tokens to each."""
 
@@ -65,8 +98,11 @@ def _data(args, tokenizer) -> dict[str, list[learner.Sample]]:
         for g in range(args.groups):
             prompt = tuple(chat_prompt(tokenizer, task.solve_prompt(rng.choice(task.examples)["problem"])))
             for i in range(4):
-                length = (args.student_tokens if rng.random() < 0.75
-                          else rng.randint(min(40, args.student_tokens), args.student_tokens))
+                length = (
+                    args.student_tokens
+                    if rng.random() < 0.75
+                    else rng.randint(min(40, args.student_tokens), args.student_tokens)
+                )
                 data[slot].append(learner.Sample(prompt, tokens(length), float(i % 2), f"{slot}:{g}"))
     return data
 
@@ -88,13 +124,21 @@ def main() -> None:
     data = _data(args, tokenizer)
     for pack in (False, True):
         learner.PACK_TOKENS = pack
-        print(f"packing {'on ' if pack else 'off'}: micro-batches (rows x decoder tokens, * checkpointed): "
-              + _plan(bank, data, args.micro_batch))
-    times, cpu, norms = interleaved_updates(bank, data, lambda on: setattr(learner, "PACK_TOKENS", on),
-                                            repeats=args.repeats, micro_batch=args.micro_batch)
+        print(
+            f"packing {'on ' if pack else 'off'}: micro-batches (rows x decoder tokens, * checkpointed): "
+            + _plan(bank, data, args.micro_batch)
+        )
+    times, cpu, norms = interleaved_updates(
+        bank, data, lambda on: setattr(learner, "PACK_TOKENS", on), repeats=args.repeats, micro_batch=args.micro_batch
+    )
     for pack in (True, False):
-        print(f"packing {'on ' if pack else 'off'}: wall " + " ".join(f"{t:.2f}" for t in times[pack])
-              + " s, process CPU " + " ".join(f"{t:.2f}" for t in cpu[pack]) + " s")
+        print(
+            f"packing {'on ' if pack else 'off'}: wall "
+            + " ".join(f"{t:.2f}" for t in times[pack])
+            + " s, process CPU "
+            + " ".join(f"{t:.2f}" for t in cpu[pack])
+            + " s"
+        )
     gap = max(abs(norms[True][s] / norms[False][s] - 1) for s in norms[True] if norms[False][s] > 0)
     print(f"largest relative gradient-norm difference on/off {gap:.1e}")
     print(f"ratio packed/rows update CPU time: {statistics.median(cpu[True]) / statistics.median(cpu[False]):.3f}x")

@@ -57,8 +57,14 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="held-out problems (default: the run's eval.limit)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override the run's config (repeatable), e.g. eval.max_new_tokens=48")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override the run's config (repeatable), e.g. eval.max_new_tokens=48",
+    )
     args = parser.parse_args()
     if args.samples < 1 or args.temperature <= 0:
         raise SystemExit("--samples must be >= 1 and --temperature > 0")
@@ -67,8 +73,9 @@ def main() -> None:
     from evolora.evaluation.rerun import load_members
 
     try:
-        config, task, tokenizer, bank = load_members(args.run, members, num_threads=args.threads,
-                                                     overrides=args.overrides)
+        config, task, tokenizer, bank = load_members(
+            args.run, members, num_threads=args.threads, overrides=args.overrides
+        )
     except FileNotFoundError as error:
         raise SystemExit(f"{error}; name members saved in final/") from None
     except ConfigError as error:
@@ -76,24 +83,40 @@ def main() -> None:
     items = task.held_out(args.limit or config.eval.limit, random.Random(config.run.seed))
     names = [*members, "__base__"]
     began = time.perf_counter()
-    counts = _correct(task, tokenizer, bank, items, names, samples=args.samples, temperature=args.temperature,
-                      tokens=config.eval.max_new_tokens, seed=args.seed)
+    counts = _correct(
+        task,
+        tokenizer,
+        bank,
+        items,
+        names,
+        samples=args.samples,
+        temperature=args.temperature,
+        tokens=config.eval.max_new_tokens,
+        seed=args.seed,
+    )
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.samples]
-    print(f"{len(items)} held-out problems, n = {args.samples} samples at T = {args.temperature}, "
-          f"{config.eval.max_new_tokens} tokens ({time.perf_counter() - began:.0f} s)")
+    print(
+        f"{len(items)} held-out problems, n = {args.samples} samples at T = {args.temperature}, "
+        f"{config.eval.max_new_tokens} tokens ({time.perf_counter() - began:.0f} s)"
+    )
     print("name      greedy  sampled  " + "  ".join(f"pass@{k:<3d}" for k in ks))
     for name in names:
         greedy, sampled = counts[name]
         row = [sum(pass_at_k(args.samples, c, k) for c in sampled) / len(items) for k in ks]
-        print(f"{'base' if name == '__base__' else name:8s}  {sum(greedy) / len(items):6.3f}  "
-              f"{sum(sampled) / (len(items) * args.samples):7.3f}  " + "  ".join(f"{v:8.3f}" for v in row))
+        print(
+            f"{'base' if name == '__base__' else name:8s}  {sum(greedy) / len(items):6.3f}  "
+            f"{sum(sampled) / (len(items) * args.samples):7.3f}  " + "  ".join(f"{v:8.3f}" for v in row)
+        )
     if config.task.name == "arith":
         cells = _arith_cell
         print("per cell (greedy / solved at least once):")
         for cell in dict.fromkeys(cells(item) for item in items):
             idx = [i for i, item in enumerate(items) if cells(item) == cell]
-            parts = [f"{'base' if n == '__base__' else n} {sum(counts[n][0][i] for i in idx)}/"
-                     f"{sum(counts[n][1][i] > 0 for i in idx)}" for n in names]
+            parts = [
+                f"{'base' if n == '__base__' else n} {sum(counts[n][0][i] for i in idx)}/"
+                f"{sum(counts[n][1][i] > 0 for i in idx)}"
+                for n in names
+            ]
             print(f"  {cell}: " + ", ".join(parts) + f" of {len(idx)}")
     task.close()
 

@@ -50,19 +50,25 @@ from evolora.tasks.toy import ToyTask
 def build_run(args, teachers: int, students: int, proposals: int, out_dir: str) -> Run:
     model, tokenizer = load_base(args.model, dtype=args.dtype)
     model.generation_config.min_new_tokens = args.tokens  # every row generates exactly --tokens
-    config = config_from_dict({
-        "model": {"name": args.model, "dtype": args.dtype},
-        "lora": {"rank": args.rank, "alpha": 2 * args.rank},
-        "population": {"teachers": teachers, "students": students},
-        "run": {"seed": 0},
-        "selfplay": {"proposals_per_teacher": proposals, "samples_per_problem": args.samples,
-                     "teacher_max_new_tokens": args.tokens, "student_max_new_tokens": args.tokens,
-                     "generation_batch_size": args.generation_batch},
-        "learner": {"lr": 1e-5, "kl_coef": args.kl_coef, "micro_batch": args.micro_batch},
-        # the single pair never evolves (nothing to select from); the population evolves every step
-        "evolution": {"every": 1} if min(teachers, students) > 1 else {"every": 10**9, "gamma": 0.0},
-        "eval": {"enabled": False},
-    })
+    config = config_from_dict(
+        {
+            "model": {"name": args.model, "dtype": args.dtype},
+            "lora": {"rank": args.rank, "alpha": 2 * args.rank},
+            "population": {"teachers": teachers, "students": students},
+            "run": {"seed": 0},
+            "selfplay": {
+                "proposals_per_teacher": proposals,
+                "samples_per_problem": args.samples,
+                "teacher_max_new_tokens": args.tokens,
+                "student_max_new_tokens": args.tokens,
+                "generation_batch_size": args.generation_batch,
+            },
+            "learner": {"lr": 1e-5, "kl_coef": args.kl_coef, "micro_batch": args.micro_batch},
+            # the single pair never evolves (nothing to select from); the population evolves every step
+            "evolution": {"every": 1} if min(teachers, students) > 1 else {"every": 10**9, "gamma": 0.0},
+            "eval": {"enabled": False},
+        }
+    )
     return Run(config, out_dir, model=model, tokenizer=tokenizer, task=ToyTask())
 
 
@@ -94,32 +100,48 @@ def main() -> None:
         for step in range(args.steps + 1):  # step 0 is a warm-up, alternating setups
             for name, run in runs.items():
                 record, _ = run.run_step()
-                print(f"step {step} {name}: " + ", ".join(f"{k} {v:.2f}s" for k, v in record["seconds"].items()),
-                      file=sys.stderr, flush=True)
+                print(
+                    f"step {step} {name}: " + ", ".join(f"{k} {v:.2f}s" for k, v in record["seconds"].items()),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if step > 0:
                     records[name].append(record)
 
-    print(f"\nSelf-play step: {args.model} ({args.dtype}), {args.threads} threads, {args.tokens} tokens per row, "
-          f"n = {args.samples}, median of {args.steps} steps")
+    print(
+        f"\nSelf-play step: {args.model} ({args.dtype}), {args.threads} threads, {args.tokens} tokens per row, "
+        f"n = {args.samples}, median of {args.steps} steps"
+    )
     header = ["setup", "adapters", "samples", "valid", "rollout", "verify", "train", "evolve", "total", "s/sample"]
     print(f"{header[0]:<12}" + "".join(f"{h:>10}" for h in header[1:]))
     per_sample: dict[str, float] = {}
     per_sample_no_evolve: dict[str, float] = {}
     for name, recs in records.items():
         samples = [sum(r["trained_samples"].values()) for r in recs]
-        parts = {key: statistics.median(r["seconds"].get(key, 0.0) for r in recs)
-                 for key in ("rollout_teacher", "rollout_student", "verify", "train", "evolve", "total")}
+        parts = {
+            key: statistics.median(r["seconds"].get(key, 0.0) for r in recs)
+            for key in ("rollout_teacher", "rollout_student", "verify", "train", "evolve", "total")
+        }
         evolve_share = parts["evolve"] * (1 - 1 / args.evolve_every)  # run_step evolved every step
         totals = [r["seconds"]["total"] - r["seconds"]["evolve"] * (1 - 1 / args.evolve_every) for r in recs]
         count = statistics.median(samples)
         per_sample[name] = statistics.median(t / s for t, s in zip(totals, samples))
         per_sample_no_evolve[name] = statistics.median(
-            (r["seconds"]["total"] - r["seconds"]["evolve"]) / s for r, s in zip(recs, samples))
+            (r["seconds"]["total"] - r["seconds"]["evolve"]) / s for r, s in zip(recs, samples)
+        )
         adapters = len(runs[name].population.members)
         valid = statistics.median(r["validity_rate"] for r in recs)
-        row = [adapters, f"{count:.0f}", f"{valid:.2f}", f"{parts['rollout_teacher'] + parts['rollout_student']:.2f}",
-               f"{parts['verify']:.3f}", f"{parts['train']:.2f}", f"{parts['evolve'] / args.evolve_every:.3f}",
-               f"{parts['total'] - evolve_share:.2f}", f"{per_sample[name]:.4f}"]
+        row = [
+            adapters,
+            f"{count:.0f}",
+            f"{valid:.2f}",
+            f"{parts['rollout_teacher'] + parts['rollout_student']:.2f}",
+            f"{parts['verify']:.3f}",
+            f"{parts['train']:.2f}",
+            f"{parts['evolve'] / args.evolve_every:.3f}",
+            f"{parts['total'] - evolve_share:.2f}",
+            f"{per_sample[name]:.4f}",
+        ]
         print(f"{name:<12}" + "".join(f"{str(v):>10}" for v in row))
     ratio = per_sample["population"] / per_sample["single"]
     ratio_no_evolve = per_sample_no_evolve["population"] / per_sample_no_evolve["single"]

@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ray  # noqa: E402
+from ray_scaling import make_config, sharded_bank  # noqa: E402
 
 import evolora.distributed.sharded_bank as workers_module  # noqa: E402
 from evolora.run import Run  # noqa: E402
 from evolora.tasks.toy import ToyTask  # noqa: E402
-from ray_scaling import make_config, sharded_bank  # noqa: E402
 
 CALLS: list[dict] = []
 
@@ -41,8 +41,14 @@ class TimedBank(workers_module.ShardedBank):
         waiting = time.perf_counter()
         out = super()._wait(phase, began, refs)
         busy = max((value[-1] for value in out.values()), default=0.0) if phase else 0.0
-        CALLS.append({"phase": phase or "other", "submit": (waiting - began) * 1e3,
-                      "wait": (time.perf_counter() - waiting) * 1e3, "busy": busy * 1e3})
+        CALLS.append(
+            {
+                "phase": phase or "other",
+                "submit": (waiting - began) * 1e3,
+                "wait": (time.perf_counter() - waiting) * 1e3,
+                "busy": busy * 1e3,
+            }
+        )
         return out
 
 
@@ -71,9 +77,13 @@ def main() -> None:
     ray.shutdown()
     total = sum(r["seconds"]["total"] for r in records)
     overhead = sum(r["seconds"]["driver_overhead"] for r in records)
-    print(f"{args.workers} workers, {args.steps} steps: {total * 1e3 / args.steps:.1f} ms a step, driver overhead "
-          f"{overhead * 1e3 / args.steps:.1f} ms ({overhead / total:.1%})")
-    print("| waited call | calls / step | submit ms | wait ms | slowest worker ms | overhead ms / call | overhead ms / step |")
+    print(
+        f"{args.workers} workers, {args.steps} steps: {total * 1e3 / args.steps:.1f} ms a step, driver overhead "
+        f"{overhead * 1e3 / args.steps:.1f} ms ({overhead / total:.1%})"
+    )
+    print(
+        "| waited call | calls / step | submit ms | wait ms | slowest worker ms | overhead ms / call | overhead ms / step |"
+    )
     print("|---|---|---|---|---|---|---|")
     by_phase = defaultdict(list)
     for call in calls:
@@ -81,8 +91,10 @@ def main() -> None:
     for phase, group in by_phase.items():
         mean = {k: statistics.mean(c[k] for c in group) for k in ("submit", "wait", "busy")}
         per_call = mean["submit"] + mean["wait"] - mean["busy"]
-        print(f"| {phase} | {len(group) / args.steps:.1f} | {mean['submit']:.2f} | {mean['wait']:.2f} | "
-              f"{mean['busy']:.2f} | {per_call:.2f} | {per_call * len(group) / args.steps:.2f} |")
+        print(
+            f"| {phase} | {len(group) / args.steps:.1f} | {mean['submit']:.2f} | {mean['wait']:.2f} | "
+            f"{mean['busy']:.2f} | {per_call:.2f} | {per_call * len(group) / args.steps:.2f} |"
+        )
     print("Ray timeline (ms a step, events a step):")
     spent, count = defaultdict(float), defaultdict(int)
     for event in events:

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ray  # noqa: E402
 import torch  # noqa: E402
 
-from evolora.distributed import sharded_bank as workers_module  # noqa: E402
 from evolora.config import config_from_dict  # noqa: E402
+from evolora.distributed import sharded_bank as workers_module  # noqa: E402
 from evolora.run import Run  # noqa: E402
 from evolora.tasks.toy import ToyTask  # noqa: E402
 
@@ -49,13 +49,23 @@ SLOTS = 8  # 4 teachers + 4 students, no hall of fame
 
 
 def make_config(model: str, *, backend: str, workers: int, tokens: int, threads: int, steps: int):
-    return config_from_dict({
-        "model": {"name": model, "num_threads": threads}, "lora": {"rank": 4, "alpha": 8, "init_b_std": 0.05},
-        "population": {"teachers": 4, "students": 4}, "task": {"name": "toy", "params": {"max_problem_chars": 40}},
-        "run": {"steps": steps, "seed": 0, "backend": backend, "workers": workers},
-        "selfplay": {"proposals_per_teacher": 2, "samples_per_problem": 4, "teacher_max_new_tokens": tokens,
-                     "student_max_new_tokens": tokens},
-        "learner": {"lr": 1e-2}, "evolution": {"every": 2, "gamma": 0.25, "crossover_rate": 0.5}})
+    return config_from_dict(
+        {
+            "model": {"name": model, "num_threads": threads},
+            "lora": {"rank": 4, "alpha": 8, "init_b_std": 0.05},
+            "population": {"teachers": 4, "students": 4},
+            "task": {"name": "toy", "params": {"max_problem_chars": 40}},
+            "run": {"steps": steps, "seed": 0, "backend": backend, "workers": workers},
+            "selfplay": {
+                "proposals_per_teacher": 2,
+                "samples_per_problem": 4,
+                "teacher_max_new_tokens": tokens,
+                "student_max_new_tokens": tokens,
+            },
+            "learner": {"lr": 1e-2},
+            "evolution": {"every": 2, "gamma": 0.25, "crossover_rate": 0.5},
+        }
+    )
 
 
 class CountingBank(workers_module.ShardedBank):
@@ -116,8 +126,9 @@ def measure_ray(args, workers: int) -> dict:
     """Mean step seconds and driver overhead (their ratio: Σ overhead / Σ step), the median of the
     per-step ratios, median per-worker phase seconds and the round trips per step of ``args.steps``
     steps after the first, and a bare round trip."""
-    config = make_config(args.model, backend="ray", workers=workers, tokens=args.tokens, threads=args.threads,
-                         steps=args.steps + 1)
+    config = make_config(
+        args.model, backend="ray", workers=workers, tokens=args.tokens, threads=args.threads, steps=args.steps + 1
+    )
     with sharded_bank(TripCountingBank), tempfile.TemporaryDirectory() as out:
         run = Run(config, out, task=ToyTask(max_problem_chars=40))
         run.run_step()  # the first step warms the workers up
@@ -128,11 +139,19 @@ def measure_ray(args, workers: int) -> dict:
         run.close()
     totals = [r["seconds"]["total"] for r in records]
     overheads = [r["seconds"]["driver_overhead"] for r in records]
-    busy = {w: {p: statistics.median(r["workers"][w][p] for r in records) for p in ("rollout", "update")}
-            for w in records[0]["workers"]}
-    return {"total": statistics.mean(totals), "overhead": statistics.mean(overheads),
-            "fraction": sum(overheads) / sum(totals), "median_fraction": statistics.median(
-                o / t for o, t in zip(overheads, totals)), "workers": busy, "trips": trips, "bare": bare}
+    busy = {
+        w: {p: statistics.median(r["workers"][w][p] for r in records) for p in ("rollout", "update")}
+        for w in records[0]["workers"]
+    }
+    return {
+        "total": statistics.mean(totals),
+        "overhead": statistics.mean(overheads),
+        "fraction": sum(overheads) / sum(totals),
+        "median_fraction": statistics.median(o / t for o, t in zip(overheads, totals)),
+        "workers": busy,
+        "trips": trips,
+        "bare": bare,
+    }
 
 
 def measure_bytes(args) -> tuple[dict, int]:
@@ -154,8 +173,14 @@ def measure_bytes(args) -> tuple[dict, int]:
 
 def phase_seconds(args) -> dict[str, float]:
     """Median per-phase seconds of an in-process 4T+4S step of ``--phase-model`` (steps after the first)."""
-    config = make_config(args.phase_model, backend="local", workers=1, tokens=args.tokens, threads=args.threads,
-                         steps=args.phase_steps + 1)
+    config = make_config(
+        args.phase_model,
+        backend="local",
+        workers=1,
+        tokens=args.tokens,
+        threads=args.threads,
+        steps=args.phase_steps + 1,
+    )
     with tempfile.TemporaryDirectory() as out:
         run = Run(config, out, task=ToyTask(max_problem_chars=40))
         records = [run.run_step()[0] for _ in range(args.phase_steps + 1)][1:]
@@ -191,15 +216,21 @@ def main() -> None:
     moved, checkpoint = measure_bytes(args)
     steps = 2
     ray.shutdown()
-    print(f"measured: {args.model}, 4T+4S, {args.tokens} new tokens, Ray num_cpus={args.num_cpus}, "
-          f"{args.steps} steps after the first (half of them evolve); means, overhead / step = sum over sum")
-    print("| workers | step s | driver overhead s | overhead / step | median step's ratio | round trips / step "
-          "| bare round trip ms | per worker (medians): rollout s, update s |")
+    print(
+        f"measured: {args.model}, 4T+4S, {args.tokens} new tokens, Ray num_cpus={args.num_cpus}, "
+        f"{args.steps} steps after the first (half of them evolve); means, overhead / step = sum over sum"
+    )
+    print(
+        "| workers | step s | driver overhead s | overhead / step | median step's ratio | round trips / step "
+        "| bare round trip ms | per worker (medians): rollout s, update s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for n, m in measured.items():
         busy = "; ".join(f"{w} {v['rollout']:.3f}, {v['update']:.3f}" for w, v in m["workers"].items())
-        print(f"| {n} | {m['total']:.3f} | {m['overhead']:.4f} | {m['fraction']:.1%} | {m['median_fraction']:.1%} "
-              f"| {m['trips']:.1f} | {m['bare'] * 1e3:.2f} | {busy} |")
+        print(
+            f"| {n} | {m['total']:.3f} | {m['overhead']:.4f} | {m['fraction']:.1%} | {m['median_fraction']:.1%} "
+            f"| {m['trips']:.1f} | {m['bare'] * 1e3:.2f} | {busy} |"
+        )
     print(f"\nbytes per step across the process boundary (2 workers, mean of {steps} steps, one of them evolving):")
     for key in sorted(k for k, v in moved.items() if v / steps >= 50):
         print(f"  {key:32s} {moved[key] / steps / 1024:9.1f} KiB")
@@ -211,8 +242,10 @@ def main() -> None:
     slope = sum((n - mean_n) * (o - mean_o) for n, o in points) / spread if spread else 0.0
     fit = (mean_o - slope * mean_n, slope)
     phases = phase_seconds(args)
-    print(f"\nmodelled: {args.phase_model}, in-process 4T+4S step phases (s): "
-          + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
+    print(
+        f"\nmodelled: {args.phase_model}, in-process 4T+4S step phases (s): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in phases.items())
+    )
     print(f"driver overhead fit: {fit[0]:.3f} + {fit[1]:.4f} * N s")
     print("| workers | modelled step s | speedup | parallel efficiency |")
     print("|---|---|---|---|")

@@ -38,10 +38,10 @@ import warnings
 
 import torch
 
-from evolora.learner import Sample, make_optimizer, policy_update_many
-from evolora.model import load_base
 from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import chat_prompt
+from evolora.learner import Sample, make_optimizer, policy_update_many
+from evolora.model import load_base
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -59,8 +59,7 @@ def time_trl(args) -> dict[str, list[float]]:
 
     model, tokenizer = load_base(args.model)
     steps = args.steps + 1
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}]}
-                                 for q in questions(args.prompts * steps)])
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}]} for q in questions(args.prompts * steps)])
 
     def reward(completions, **kwargs):  # varies within each group, so every row carries gradient
         return [float(i % 2) for i in range(len(completions))]
@@ -76,17 +75,46 @@ def time_trl(args) -> dict[str, list[float]]:
 
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=args.prompts * args.group, num_generations=args.group,
-            max_completion_length=args.tokens, generation_kwargs={"min_new_tokens": args.tokens},
-            temperature=1.0, learning_rate=1e-5, lr_scheduler_type="constant", beta=0.0, epsilon=0.2,
-            max_grad_norm=1.0, num_iterations=1, gradient_checkpointing=False, use_cpu=True, bf16=False,
-            max_steps=steps, logging_steps=10**6, save_strategy="no", report_to="none", disable_tqdm=True,
-            seed=0, dataloader_num_workers=0,
+            output_dir=out,
+            per_device_train_batch_size=args.prompts * args.group,
+            num_generations=args.group,
+            max_completion_length=args.tokens,
+            generation_kwargs={"min_new_tokens": args.tokens},
+            temperature=1.0,
+            learning_rate=1e-5,
+            lr_scheduler_type="constant",
+            beta=0.0,
+            epsilon=0.2,
+            max_grad_norm=1.0,
+            num_iterations=1,
+            gradient_checkpointing=False,
+            use_cpu=True,
+            bf16=False,
+            max_steps=steps,
+            logging_steps=10**6,
+            save_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            seed=0,
+            dataloader_num_workers=0,
         )
-        lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, target_modules=list(MODULES), lora_dropout=0.0,
-                          bias="none", task_type="CAUSAL_LM")
-        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
-                              processing_class=tokenizer, peft_config=lora, callbacks=[StepTimer()])
+        lora = LoraConfig(
+            r=args.rank,
+            lora_alpha=2 * args.rank,
+            target_modules=list(MODULES),
+            lora_dropout=0.0,
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=lora,
+            callbacks=[StepTimer()],
+        )
         inner = trainer._generate_and_score_completions
 
         def timed_generation(*a, **k):
@@ -114,14 +142,15 @@ def time_evolora(args) -> list[float]:
     steps = args.steps + 1
     for step, batch in enumerate(range(0, args.prompts * steps, args.prompts)):
         samples = []
-        for q in questions(args.prompts * steps)[batch: batch + args.prompts]:
+        for q in questions(args.prompts * steps)[batch : batch + args.prompts]:
             prompt = tuple(chat_prompt(tokenizer, [{"role": "user", "content": q}]))
             for i in range(args.group):
                 completion = tuple(torch.randint(3, vocab, (args.tokens,), generator=generator).tolist())
                 samples.append(Sample(prompt, completion, float(i % 2), q))
         began = time.perf_counter()
-        policy_update_many(bank, {"A0": (optimizer, samples)}, micro_batch=args.prompts * args.group,
-                           clip_eps=0.2, max_grad_norm=1.0)
+        policy_update_many(
+            bank, {"A0": (optimizer, samples)}, micro_batch=args.prompts * args.group, clip_eps=0.2, max_grad_norm=1.0
+        )
         times.append(time.perf_counter() - began)
     return times[1:]
 
@@ -150,8 +179,10 @@ def main() -> None:
         "TRL update (step - generate)": statistics.median(trl_update),
         "evolora policy_update_many": statistics.median(ours),
     }
-    print(f"\nRL step: {args.model}, 1 adapter (rank {args.rank}), {args.prompts} prompts x group {args.group}, "
-          f"{args.tokens} completion tokens, {args.threads} threads, median of {args.steps} steps")
+    print(
+        f"\nRL step: {args.model}, 1 adapter (rank {args.rank}), {args.prompts} prompts x group {args.group}, "
+        f"{args.tokens} completion tokens, {args.threads} threads, median of {args.steps} steps"
+    )
     print(f"{'path':<32}{'s/step':>9}{'s/sample':>10}")
     for name, seconds in table.items():
         print(f"{name:<32}{seconds:>9.2f}{seconds / rows:>10.3f}")

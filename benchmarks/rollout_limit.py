@@ -30,16 +30,16 @@ import time
 from pathlib import Path
 
 import torch
+from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
-from evolora.model import load_base
 from evolora.bank.local import AdapterBank
 from evolora.generation.engine import PeftEngine
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE, routed
 from evolora.generation.types import Sampling
+from evolora.model import load_base
 from evolora.selfplay import proposal_request
 from evolora.tasks import make_task
-from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,23 +77,43 @@ def hf_generate(bank, tokenizer, prompts, names, tokens, hooks: bool):
     attention = (torch.arange(width) >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
     context = routed(bank, names) if hooks else bank.model.disable_adapter()
     with torch.no_grad(), context:
-        bank.model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=tokens, do_sample=False,
-                            pad_token_id=tokenizer.pad_token_id)
+        bank.model.generate(
+            input_ids=ids,
+            attention_mask=attention,
+            max_new_tokens=tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+        )
 
 
 def gsm_run(quick: bool) -> dict:
     """Peak RSS (MB) and mean step seconds of a 2-step default gsm run in a fresh process."""
     overrides = ["run.steps=2"]
     if quick:
-        overrides += ["model.name=tiny-random", "task.params.problem_tokens=4", "task.params.program_tokens=4",
-                      "selfplay.student_max_new_tokens=4", "selfplay.proposals_per_teacher=1"]
+        overrides += [
+            "model.name=tiny-random",
+            "task.params.problem_tokens=4",
+            "task.params.program_tokens=4",
+            "selfplay.student_max_new_tokens=4",
+            "selfplay.proposals_per_teacher=1",
+        ]
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-c", "from evolora.cli import app; app()", "evolve",
-                   str(ROOT / "tasks" / "gsm.yaml"), "--no-eval", "--out", f"{out}/run"] + [arg for o in overrides for arg in ("--set", o)]
+        command = [
+            sys.executable,
+            "-c",
+            "from evolora.cli import app; app()",
+            "evolve",
+            str(ROOT / "tasks" / "gsm.yaml"),
+            "--no-eval",
+            "--out",
+            f"{out}/run",
+        ] + [arg for o in overrides for arg in ("--set", o)]
         subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
         records = [json.loads(line) for line in Path(out, "run", "metrics.jsonl").read_text().splitlines()]
-    return {"peak_rss_mb": max(r["peak_rss_mb"] for r in records),
-            "step_seconds": statistics.mean(r["seconds"]["total"] for r in records)}
+    return {
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in records),
+        "step_seconds": statistics.mean(r["seconds"]["total"] for r in records),
+    }
 
 
 class StepClock:
@@ -129,13 +149,17 @@ def measure(args) -> None:
 
     def ours(names, routed_rows=True):
         engine = bank.engine if routed_rows else peft
-        return lambda: engine.generate(prompts, names, Sampling(max_new_tokens=args.tokens, greedy=True),
-                                       batch_size=args.batch)
+        return lambda: engine.generate(
+            prompts, names, Sampling(max_new_tokens=args.tokens, greedy=True), batch_size=args.batch
+        )
 
-    calls = {"HF generate, bare base": lambda: hf_generate(bank, tokenizer, prompts, None, args.tokens, False),
-             f"HF generate + routed hooks, {most} ad.": lambda: hf_generate(bank, tokenizer, prompts, spread[most],
-                                                                          args.tokens, True),
-             "evolora, bare base": ours([BASE] * args.batch)}
+    calls = {
+        "HF generate, bare base": lambda: hf_generate(bank, tokenizer, prompts, None, args.tokens, False),
+        f"HF generate + routed hooks, {most} ad.": lambda: hf_generate(
+            bank, tokenizer, prompts, spread[most], args.tokens, True
+        ),
+        "evolora, bare base": ours([BASE] * args.batch),
+    }
     calls.update({f"evolora routed, {p} adapters": ours(spread[p]) for p in args.adapters})
     calls[f"PEFT adapter_names, {most} ad."] = ours(spread[most], False)
     bandwidth = [read_bandwidth()]
@@ -159,18 +183,26 @@ def report(args, weights, timings, bandwidth, prompts) -> None:
     limit = bandwidth * 1e9 / weights * args.batch
     step = {name: statistics.median(s for _, _, steps in runs for s in steps) for name, runs in timings.items()}
     base = step["evolora, bare base"]
-    print(f"\nRollouts: {args.model} fp32, batch {args.batch}, prompts {min(map(len, prompts))}-"
-          f"{max(map(len, prompts))} tokens, {args.tokens} new tokens, {args.threads} threads, "
-          f"{args.repeats} interleaved rounds (totals: best round; decode: median step)")
-    print(f"read bandwidth {bandwidth:.1f} GB/s, base weights {weights / 1e9:.3f} GB, "
-          f"limit {limit:.0f} tokens/s ({1e3 * args.batch / limit:.1f} ms per decode step)")
-    print(f"{'path':<36}{'total s':>8}{'prefill s':>10}{'tok/s':>8}{'step ms':>8}{'decode tok/s':>13}"
-          f"{'of limit':>9}{'vs base':>8}")
+    print(
+        f"\nRollouts: {args.model} fp32, batch {args.batch}, prompts {min(map(len, prompts))}-"
+        f"{max(map(len, prompts))} tokens, {args.tokens} new tokens, {args.threads} threads, "
+        f"{args.repeats} interleaved rounds (totals: best round; decode: median step)"
+    )
+    print(
+        f"read bandwidth {bandwidth:.1f} GB/s, base weights {weights / 1e9:.3f} GB, "
+        f"limit {limit:.0f} tokens/s ({1e3 * args.batch / limit:.1f} ms per decode step)"
+    )
+    print(
+        f"{'path':<36}{'total s':>8}{'prefill s':>10}{'tok/s':>8}{'step ms':>8}{'decode tok/s':>13}"
+        f"{'of limit':>9}{'vs base':>8}"
+    )
     for name, runs in timings.items():
         total, prefill = min(r[0] for r in runs), min(r[1] for r in runs)
         rate = args.batch / step[name]
-        print(f"{name:<36}{total:>8.2f}{prefill:>10.2f}{args.batch * args.tokens / total:>8.1f}"
-              f"{1e3 * step[name]:>8.1f}{rate:>13.1f}{rate / limit:>9.2f}{base / step[name]:>8.2f}")
+        print(
+            f"{name:<36}{total:>8.2f}{prefill:>10.2f}{args.batch * args.tokens / total:>8.1f}"
+            f"{1e3 * step[name]:>8.1f}{rate:>13.1f}{rate / limit:>9.2f}{base / step[name]:>8.2f}"
+        )
     if args.rss:
         run = gsm_run(args.quick)
         print(f"gsm run, 2 steps: peak RSS {run['peak_rss_mb']:.0f} MB, {run['step_seconds']:.1f} s per step")
@@ -180,7 +212,8 @@ def report(args, weights, timings, bandwidth, prompts) -> None:
 
 def profile(call) -> None:
     """The top operators (self CPU time) of one routed generate call."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
 
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         call()

@@ -37,8 +37,10 @@ def measure(num_programs: int, workers: int, timeout_s: float, invalid: bool) ->
         pooled_s = time.perf_counter() - start
     assert [r.status for r in serial] == [r.status for r in pooled]
     ok = sorted(r.seconds for r in serial if r.status == "ok")
-    print(f"{'mixed (incl. error/banned/timeout)' if invalid else 'valid programs only'}: "
-          f"{num_programs} programs x 2 runs, median ok run {ok[len(ok) // 2] * 1000:.1f} ms")
+    print(
+        f"{'mixed (incl. error/banned/timeout)' if invalid else 'valid programs only'}: "
+        f"{num_programs} programs x 2 runs, median ok run {ok[len(ok) // 2] * 1000:.1f} ms"
+    )
     print(f"  one at a time  : {num_programs / serial_s:7.1f} programs/s ({serial_s:.2f} s)")
     print(f"  pool workers={workers}: {num_programs / pooled_s:7.1f} programs/s ({pooled_s:.2f} s)")
     print(f"  ratio pool/serial: {serial_s / pooled_s:.2f}x")

@@ -24,8 +24,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-ARMS = {"population": "tournament", "sel_truncation": "truncation", "sel_rank": "rank",
-        "sel_fitness_proportional": "fitness_proportional"}
+ARMS = {
+    "population": "tournament",
+    "sel_truncation": "truncation",
+    "sel_rank": "rank",
+    "sel_fitness_proportional": "fitness_proportional",
+}
 """Arm name -> the selection operator it runs (``evolution.selection.name``), in run order; the
 built-in ``population`` arm gets tournament from the sweep's own ``evolution.selection``."""
 
@@ -45,10 +49,18 @@ def study_overrides(fitness: str) -> list[str]:
     if fitness not in ("rating", "validation"):
         raise ValueError(f"the fitness choice is rating or validation, got {fitness!r}")
     choice = lambda name: {"name": name, "params": {}}  # noqa: E731
-    arms = [f"study.arms.{arm}=" + json.dumps({"evolution.selection": choice(name)})
-            for arm, name in ARMS.items() if arm != "population"]
-    return [*SIZE, *PINNED, "evolution.fitness=" + json.dumps({"name": fitness, "size": 36}),
-            "evolution.selection=" + json.dumps(choice(ARMS["population"])), *arms]
+    arms = [
+        f"study.arms.{arm}=" + json.dumps({"evolution.selection": choice(name)})
+        for arm, name in ARMS.items()
+        if arm != "population"
+    ]
+    return [
+        *SIZE,
+        *PINNED,
+        "evolution.fitness=" + json.dumps({"name": fitness, "size": 36}),
+        "evolution.selection=" + json.dumps(choice(ARMS["population"])),
+        *arms,
+    ]
 
 
 def study_args(seeds: str, out: str, fitness: str, config: str = "tasks/arith.yaml") -> list[str]:

@@ -18,9 +18,10 @@ import argparse
 import random
 import statistics
 
+from _timing import interleaved_updates, update_bank
+
 import evolora.generation.completion as scoring
 import evolora.learner as learner
-from _timing import interleaved_updates, update_bank
 from evolora.model import load_base
 
 
@@ -50,12 +51,17 @@ def _data(args, vocab: int) -> dict[str, list[learner.Sample]]:
 
     data = {}
     for slot in ("S0", "S1"):
-        data[slot] = [learner.Sample(prompt, completion(), float(i % 2), f"{slot}:{g}")
-                      for g in range(args.groups) for prompt in [tokens(args.prompt_tokens)]
-                      for i in range(args.group_size)]
+        data[slot] = [
+            learner.Sample(prompt, completion(), float(i % 2), f"{slot}:{g}")
+            for g in range(args.groups)
+            for prompt in [tokens(args.prompt_tokens)]
+            for i in range(args.group_size)
+        ]
     for slot in ("T0", "T1"):
-        data[slot] = [learner.Sample(tokens(args.teacher_prompt_tokens), completion(), float(i % 2), slot)
-                      for i in range(args.teacher_samples)]
+        data[slot] = [
+            learner.Sample(tokens(args.teacher_prompt_tokens), completion(), float(i % 2), slot)
+            for i in range(args.teacher_samples)
+        ]
     return data
 
 
@@ -64,12 +70,22 @@ def main() -> None:
     model, _ = load_base(args.model, num_threads=args.threads)
     bank = update_bank(model, ["T0", "T1", "S0", "S1"])
     data = _data(args, model.config.vocab_size)
-    times, cpu, norms = interleaved_updates(bank, data, lambda on: setattr(scoring, "SHARE_PREFIXES", on),
-                                            repeats=args.repeats, micro_batch=args.micro_batch)
+    times, cpu, norms = interleaved_updates(
+        bank,
+        data,
+        lambda on: setattr(scoring, "SHARE_PREFIXES", on),
+        repeats=args.repeats,
+        micro_batch=args.micro_batch,
+    )
     rows = sum(len(samples) for samples in data.values())
     for share in (True, False):
-        print(f"shared prefixes {'on ' if share else 'off'}: wall " + " ".join(f"{t:.2f}" for t in times[share])
-              + " s, process CPU " + " ".join(f"{t:.2f}" for t in cpu[share]) + " s")
+        print(
+            f"shared prefixes {'on ' if share else 'off'}: wall "
+            + " ".join(f"{t:.2f}" for t in times[share])
+            + " s, process CPU "
+            + " ".join(f"{t:.2f}" for t in cpu[share])
+            + " s"
+        )
     gap = max(abs(norms[True][s] / norms[False][s] - 1) for s in norms[True] if norms[False][s] > 0)
     print(f"{rows} rows, micro-batch {args.micro_batch}; largest relative gradient-norm difference on/off {gap:.1e}")
     print(f"ratio shared/padded update CPU time: {statistics.median(cpu[True]) / statistics.median(cpu[False]):.3f}x")

@@ -39,8 +39,7 @@ def base_result(out: Path) -> tuple[str, dict] | None:
     return None
 
 
-def reevaluate(run: Path, out: Path, overrides: list[str], limit: int | None,
-               known: tuple[str, dict] | None) -> dict:
+def reevaluate(run: Path, out: Path, overrides: list[str], limit: int | None, known: tuple[str, dict] | None) -> dict:
     """One run's new record in ``out / run.name``; the base is evaluated only when ``known`` (the
     record that has it, and its numbers) is None, else its numbers are copied in."""
     extra = [] if known is None else ["eval.base=false"]
@@ -63,8 +62,9 @@ def main() -> None:
     parser.add_argument("--arms", help="only these arms: population,single_agent")
     parser.add_argument("--seeds", help="only these seeds: 0-9")
     args = parser.parse_args()
-    runs = finished_runs(args.study, parse_arms(args.arms) if args.arms else None,
-                         parse_seeds(args.seeds) if args.seeds else None)
+    runs = finished_runs(
+        args.study, parse_arms(args.arms) if args.arms else None, parse_seeds(args.seeds) if args.seeds else None
+    )
     todo = [run for run in runs if not (args.out / run.name / "final" / "summary.json").is_file()]
     print(f"{len(runs)} finished runs, {len(runs) - len(todo)} already re-evaluated in {args.out}", flush=True)
     known = base_result(args.out)

@@ -24,12 +24,16 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--arms", help="only these arms, in this order: population,single_agent")
     parser.add_argument("--seeds", help="only these seeds: 0-3 or 0,1,2")
-    parser.add_argument("--reference", default="population", help="the arm each other arm is compared with "
-                        "(reference - arm; default population)")
+    parser.add_argument(
+        "--reference",
+        default="population",
+        help="the arm each other arm is compared with (reference - arm; default population)",
+    )
     args = parser.parse_args()
     runs = [load_run(p) for p in sorted(Path(args.study).iterdir()) if (p / "config.yaml").is_file()]
-    runs = select_runs(runs, parse_arms(args.arms) if args.arms else None,
-                       parse_seeds(args.seeds) if args.seeds else None)
+    runs = select_runs(
+        runs, parse_arms(args.arms) if args.arms else None, parse_seeds(args.seeds) if args.seeds else None
+    )
     tables = study_tables(runs, reference=args.reference)
     write_study_report(tables, runs, args.out)
     print(tables.markdown)

@@ -18,16 +18,16 @@ import argparse
 import statistics
 
 import torch
+from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
 
-from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
-from evolora.model import load_base
+import evolora.generation.routed as routed_module
 from evolora.bank.local import AdapterBank
 from evolora.generation.engine import PeftEngine
 from evolora.generation.rollout import chat_prompt
-from evolora.generation.types import Sampling
-import evolora.generation.routed as routed_module
 from evolora.generation.routed import BASE
-from _timing import median_seconds  # benchmarks/_timing.py (scripts run from benchmarks/)
+from evolora.generation.types import Sampling
+from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
+from evolora.model import load_base
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -39,7 +39,7 @@ def peft_sequential_update(bank, jobs, micro_batch):
         bank.model.train()
         optimizer.zero_grad()
         for i in range(0, len(samples), micro_batch):
-            chunk = samples[i:i + micro_batch]
+            chunk = samples[i : i + micro_batch]
             logp, mask = completion_logprobs(bank.model, chunk)
             adv = torch.tensor([s.reward for s in chunk]).unsqueeze(1)
             (-(logp * adv * mask).sum() / mask.sum()).backward()
@@ -72,9 +72,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--grouped", action="store_true",
-                        help="rows sorted by adapter (A0 A0 A1 A1 ...: routed views them, no gather) "
-                             "instead of interleaved (A0 A1 A2 A3 A0 ...)")
+    parser.add_argument(
+        "--grouped",
+        action="store_true",
+        help="rows sorted by adapter (A0 A0 A1 A1 ...: routed views them, no gather) "
+        "instead of interleaved (A0 A1 A2 A3 A0 ...)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_base(args.model, dtype=args.dtype)
@@ -93,8 +96,9 @@ def main() -> None:
 
     def gen(names, routed):
         engine = bank.engine if routed else peft
-        return lambda: engine.generate(prompts, names, Sampling(max_new_tokens=args.tokens, greedy=True),
-                                       batch_size=args.batch)
+        return lambda: engine.generate(
+            prompts, names, Sampling(max_new_tokens=args.tokens, greedy=True), batch_size=args.batch
+        )
 
     gen([BASE] * args.batch, False)()  # warm-up
     calls = {
@@ -112,29 +116,37 @@ def main() -> None:
             seconds[name].append(median_seconds(call, 1, warmup=False))
     tokens = args.batch * args.tokens
     base = seconds["base model (adapters off)"]
-    print(f"\nGeneration: {args.model} ({args.dtype}), batch {args.batch} "
-          f"({'grouped' if args.grouped else 'interleaved'} by adapter), {args.tokens} new tokens, "
-          f"{args.threads} threads, median of {args.repeats} interleaved rounds")
+    print(
+        f"\nGeneration: {args.model} ({args.dtype}), batch {args.batch} "
+        f"({'grouped' if args.grouped else 'interleaved'} by adapter), {args.tokens} new tokens, "
+        f"{args.threads} threads, median of {args.repeats} interleaved rounds"
+    )
     print(f"{'path':<36}{'seconds':>9}{'tokens/s':>10}{'vs base':>9}")
     for name, times in seconds.items():
         ratio = statistics.median(b / t for b, t in zip(base, times))
         print(f"{name:<36}{statistics.median(times):>9.2f}{tokens / statistics.median(times):>10.1f}{ratio:>9.2f}")
 
-    samples = [Sample(tuple(prompt), tuple(5 + (j % 90) for j in range(args.completion)), float(i % 2), "g")
-               for i in range(args.train_samples)]
+    samples = [
+        Sample(tuple(prompt), tuple(5 + (j % 90) for j in range(args.completion)), float(i % 2), "g")
+        for i in range(args.train_samples)
+    ]
 
     def jobs():
         return {s: (make_optimizer(bank.parameters(s), lr=1e-5, weight_decay=0.0), samples) for s in slots}
 
     update = {
         "PEFT, one adapter at a time": median_seconds(
-            lambda: peft_sequential_update(bank, jobs(), args.micro_batch), args.repeats, warmup=False),
+            lambda: peft_sequential_update(bank, jobs(), args.micro_batch), args.repeats, warmup=False
+        ),
         "evolora routed, all adapters": median_seconds(
-            lambda: policy_update_many(bank, jobs(), micro_batch=args.micro_batch), args.repeats, warmup=False),
+            lambda: policy_update_many(bank, jobs(), micro_batch=args.micro_batch), args.repeats, warmup=False
+        ),
     }
     peft = update["PEFT, one adapter at a time"]
-    print(f"\nPolicy update: {args.adapters} adapters x {args.train_samples} samples x {args.completion} "
-          f"completion tokens (prompt {len(prompt)}), micro-batch {args.micro_batch}")
+    print(
+        f"\nPolicy update: {args.adapters} adapters x {args.train_samples} samples x {args.completion} "
+        f"completion tokens (prompt {len(prompt)}), micro-batch {args.micro_batch}"
+    )
     print(f"{'path':<36}{'seconds':>9}{'speed-up':>10}")
     for name, seconds in update.items():
         print(f"{name:<36}{seconds:>9.2f}{peft / seconds:>10.2f}")

@@ -33,20 +33,24 @@ def cpu_model() -> str:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return platform.processor() or "unknown CPU"
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
-                "unknown CPU")
+    return next(
+        (line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "unknown CPU"
+    )
 
 
 def provenance() -> str:
     """One Markdown paragraph: the date, commit and CPU of this execution."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = subprocess.run(["git", "status", "--porcelain", "notebooks", "evolora", "operators"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "notebooks", "evolora", "operators"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     where = f"commit {commit.strip() or 'unknown'}{' with local changes' if dirty else ''}"
-    return (f"*Executed by `python docs/gen_notebooks.py` on {date}, {where}, on {cpu_model()}, with the "
-            f"parameters below (the tiny random test model): the numbers show what the notebook computes, "
-            f"not a finding. Warnings printed to stderr are left out. The source is `notebooks/{{name}}`.*")
+    return (
+        f"*Executed by `python docs/gen_notebooks.py` on {date}, {where}, on {cpu_model()}, with the "
+        f"parameters below (the tiny random test model): the numbers show what the notebook computes, "
+        f"not a finding. Warnings printed to stderr are left out. The source is `notebooks/{{name}}`.*"
+    )
 
 
 def execute(source: Path, target: Path) -> None:
@@ -61,8 +65,9 @@ def execute(source: Path, target: Path) -> None:
         injected = nbformat.v4.new_code_cell(f"OUT = {json.dumps(str(Path(scratch) / 'run'))}")
         position = notebook.cells.index(code[0]) + 1
         notebook.cells.insert(position, injected)
-        nbclient.NotebookClient(notebook, timeout=1800, kernel_name="python3",
-                                resources={"metadata": {"path": scratch}}).execute()
+        nbclient.NotebookClient(
+            notebook, timeout=1800, kernel_name="python3", resources={"metadata": {"path": scratch}}
+        ).execute()
         notebook.cells.pop(position)
     for number, cell in enumerate((c for c in notebook.cells if c.cell_type == "code"), 1):
         cell.execution_count = number  # as a reader running it top to bottom would see

@@ -23,7 +23,9 @@ from pydantic import BaseModel
 DOCS = Path(__file__).resolve().parent
 
 
-def config_rows(model: type[BaseModel], prefix: str = "", instance: BaseModel | None = None) -> list[tuple[str, str, str, str]]:
+def config_rows(
+    model: type[BaseModel], prefix: str = "", instance: BaseModel | None = None
+) -> list[tuple[str, str, str, str]]:
     """(key, type, default, description) for every leaf key of ``model``, sections recursed into;
     ``instance``: the section's default value, whose fields override the class defaults (e.g.
     ``evolution.selection`` defaults to ``{name: tournament}`` while ``OperatorChoice.name`` has none)."""
@@ -49,7 +51,9 @@ _BOUNDS = ((Ge, "ge", "≥"), (Gt, "gt", ">"), (Le, "le", "≤"), (Lt, "lt", "<"
 
 def _bounds(metadata: list) -> str:
     """The numeric bounds of a field, e.g. ``> 0, ≤ 1`` for ``Field(gt=0, le=1)``; empty when none."""
-    parts = [f"{sign} {getattr(item, attr)}" for item in metadata for kind, attr, sign in _BOUNDS if isinstance(item, kind)]
+    parts = [
+        f"{sign} {getattr(item, attr)}" for item in metadata for kind, attr, sign in _BOUNDS if isinstance(item, kind)
+    ]
     return ", ".join(parts)
 
 
@@ -157,18 +161,28 @@ def config_page() -> str:
     """The Markdown of docs/reference/config.md."""
     from evolora.config import Config
 
-    lines = ["# Configuration reference", "",
-             "Every key of a run config (`tasks/*.yaml`, `--set key=value`), generated from the pydantic models",
-             "of `evolora.config`, the operator registry and the task constructors by `docs/gen_reference.py`.",
-             "Unknown keys, wrong types and values outside the allowed ones are refused with exit code 2 before",
-             "any model loads.", "", "## Sections", ""]
+    lines = [
+        "# Configuration reference",
+        "",
+        "Every key of a run config (`tasks/*.yaml`, `--set key=value`), generated from the pydantic models",
+        "of `evolora.config`, the operator registry and the task constructors by `docs/gen_reference.py`.",
+        "Unknown keys, wrong types and values outside the allowed ones are refused with exit code 2 before",
+        "any model loads.",
+        "",
+        "## Sections",
+        "",
+    ]
     lines += _table(config_rows(Config), "| key | type / allowed values | default | meaning |")
-    lines += ["", "## Operators", "",
-              "`evolution.selection`, `evolution.crossover` and `evolution.mutation` each take `{name, params}`:",
-              "`name` is one of the operators below and `params` holds its parameters, e.g.",
-              "`{name: tournament, params: {k: 4}}` (`evolora operators` prints the same table). A function of",
-              "your own is named `package.module:function`; its keyword-only arguments with defaults are its",
-              "parameters ([tutorial](../tutorials/custom-operator.md))."]
+    lines += [
+        "",
+        "## Operators",
+        "",
+        "`evolution.selection`, `evolution.crossover` and `evolution.mutation` each take `{name, params}`:",
+        "`name` is one of the operators below and `params` holds its parameters, e.g.",
+        "`{name: tournament, params: {k: 4}}` (`evolora operators` prints the same table). A function of",
+        "your own is named `package.module:function`; its keyword-only arguments with defaults are its",
+        "parameters ([tutorial](../tutorials/custom-operator.md)).",
+    ]
     for kind in ("selection", "crossover", "mutation"):
         lines += ["", f"### evolution.{kind}", ""]
         lines += _table(operator_rows(kind), "| name | parameter | allowed values | default | meaning |")
@@ -188,7 +202,12 @@ def cli_page() -> str:
 
     runner = CliRunner()
     names = sorted(typer.main.get_command(app).commands)
-    lines = ["# Command-line reference", "", "Generated from the typer app (`evolora COMMAND --help`) by `docs/gen_reference.py`.", ""]
+    lines = [
+        "# Command-line reference",
+        "",
+        "Generated from the typer app (`evolora COMMAND --help`) by `docs/gen_reference.py`.",
+        "",
+    ]
     for name in names:
         result = runner.invoke(app, [name, "--help"], prog_name="evolora", env={"COLUMNS": "100", "TERM": "dumb"})
         text = "\n".join(line.rstrip() for line in result.output.splitlines()).strip("\n")

@@ -47,12 +47,12 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ imports on first use
     from evolora.bank import Bank
+    from evolora.bank.local import AdapterBank
     from evolora.config import Config, ConfigError, config_from_dict, load_config, load_run_config
     from evolora.evolution import Birth, evolve
     from evolora.league import League
     from evolora.model import load_base
     from evolora.operators import REGISTRY
-    from evolora.bank.local import AdapterBank
     from evolora.population import Individual, Population
     from evolora.ratings import Ratings
     from evolora.run import Run

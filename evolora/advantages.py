@@ -18,8 +18,13 @@ import torch
 from evolora.config.types import Algorithm
 
 
-def compute_advantages(rewards: torch.Tensor, groups: list[str], algorithm: Algorithm = "grpo", eps: float = 1e-6,
-                       centred: frozenset[str] = frozenset()) -> torch.Tensor:
+def compute_advantages(
+    rewards: torch.Tensor,
+    groups: list[str],
+    algorithm: Algorithm = "grpo",
+    eps: float = 1e-6,
+    centred: frozenset[str] = frozenset(),
+) -> torch.Tensor:
     """Per-sample advantages from rewards.
 
     Shapes: rewards (N,) float, finite (reward units); groups N labels; returns (N,) float32.
@@ -66,7 +71,9 @@ def group_centred(values: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor
     rewards (e.g. eight 0.1) differs from them by ~1e-8, which AdamW would otherwise amplify
     into a full-size step on noise. GRPO's rule (arXiv 2402.03300), shared by REINFORCE++.
     """
-    std = values.std(unbiased=False) if values.numel() > 1 else torch.zeros((), dtype=values.dtype, device=values.device)
+    std = (
+        values.std(unbiased=False) if values.numel() > 1 else torch.zeros((), dtype=values.dtype, device=values.device)
+    )
     if not std > eps:
         return torch.zeros_like(values), std
     return values - values.mean(), std

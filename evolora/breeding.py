@@ -61,9 +61,14 @@ def selection_record(members: dict, births) -> dict:
         mine = [b for b in births if b.role == role]
         parents = [p for b in mine for p in b.parents]
         replaced = [b.replaced for b in mine]
-        record[role] = {"members": ids, "parents": parents, "replaced": replaced, "children": [b.child for b in mine],
-                        "differential": _by_signal(members, ids, parents, selection_differential),
-                        "replaced_deviation": _by_signal(members, ids, replaced, deviation)}
+        record[role] = {
+            "members": ids,
+            "parents": parents,
+            "replaced": replaced,
+            "children": [b.child for b in mine],
+            "differential": _by_signal(members, ids, parents, selection_differential),
+            "replaced_deviation": _by_signal(members, ids, replaced, deviation),
+        }
     return record
 
 
@@ -87,9 +92,16 @@ def response_record(previous: dict, step: int, members: dict) -> dict:
         if not alive:
             continue
         response = _by_signal(members, ids, alive, deviation)
-        record[role] = {"children": alive, "response": response,
-                        "heritability": {s: heritability(r, selection["differential"].get(s, math.nan))
-                                         for s, r in response.items()},
-                        "gain": {s: r - selection["replaced_deviation"][s] for s, r in response.items()
-                                 if s in selection["replaced_deviation"]}}
+        record[role] = {
+            "children": alive,
+            "response": response,
+            "heritability": {
+                s: heritability(r, selection["differential"].get(s, math.nan)) for s, r in response.items()
+            },
+            "gain": {
+                s: r - selection["replaced_deviation"][s]
+                for s, r in response.items()
+                if s in selection["replaced_deviation"]
+            },
+        }
     return record

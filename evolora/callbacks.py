@@ -48,8 +48,14 @@ class ProgressBar:
 
     def __init__(self, total: int, start: int = 0, console=None):
         self.progress = Progress(
-            TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"), console=console,
+            TextColumn("[bold]step"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            console=console,
         )
         self.task = self.progress.add_task("", total=total, completed=start)
         self.rewards: dict[str, list[float]] = {"teacher": [], "student": []}

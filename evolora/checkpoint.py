@@ -81,17 +81,25 @@ def save_checkpoint(run_dir: Path, step: int, *, factors: dict, optimizers: dict
     """
     root = Path(run_dir) / CHECKPOINTS
     target = root / f"step_{step:06d}"
-    tensors = {f"{slot}|{module}|{name}": t.detach().to("cpu").contiguous() for slot, adapter in factors.items()
-               for module, pair in adapter.items() for name, t in zip("AB", pair)}
+    tensors = {
+        f"{slot}|{module}|{name}": t.detach().to("cpu").contiguous()
+        for slot, adapter in factors.items()
+        for module, pair in adapter.items()
+        for name, t in zip("AB", pair)
+    }
     buffer = io.BytesIO()
     torch.save(_on_cpu(optimizers), buffer)
-    contents = {"factors.safetensors": save(tensors), "optimizers.pt": buffer.getvalue(),
-                "state.json": json.dumps({"step": step, **state}, indent=1).encode()}
+    contents = {
+        "factors.safetensors": save(tensors),
+        "optimizers.pt": buffer.getvalue(),
+        "state.json": json.dumps({"step": step, **state}, indent=1).encode(),
+    }
     with atomic_path(target, directory=True) as tmp:
         for name, data in contents.items():  # serialised in memory first: a full disk is a plain OSError
             _write(tmp / name, data)
-        manifest = {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-                    for name, data in contents.items()}  # hashed from memory, not read back
+        manifest = {
+            name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in contents.items()
+        }  # hashed from memory, not read back
         _write(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
     for old in sorted(root.glob("step_*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
@@ -117,8 +125,10 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
             return path
         warnings.warn(f"checkpoint {path} is damaged ({problem}); trying an older one", stacklevel=2)
     if found:
-        raise CheckpointError(f"no intact checkpoint in {root} ({len(found)} damaged); the run cannot be "
-                              f"resumed: start it again with another --out")
+        raise CheckpointError(
+            f"no intact checkpoint in {root} ({len(found)} damaged); the run cannot be "
+            f"resumed: start it again with another --out"
+        )
     return None
 
 

@@ -19,8 +19,9 @@ from evolora.fitness import fitness_now
 def is_event(run, step: int) -> bool:
     """True when ``step`` of ``run`` is an evolution step (``evolution.every``, the arm, ``at_last_step``)."""
     evo = run.config.evolution
-    return bool(run.arm.evolve and evo.enabled and step % evo.every == 0
-                and (evo.at_last_step or step < run.config.run.steps))
+    return bool(
+        run.arm.evolve and evo.enabled and step % evo.every == 0 and (evo.at_last_step or step < run.config.run.steps)
+    )
 
 
 def audit(run, members: dict) -> None:
@@ -31,8 +32,15 @@ def audit(run, members: dict) -> None:
     if not items:
         return
     solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
-    results = evaluate(run.bank, run.tokenizer, run.task, items, list(solvers),
-                       max_new_tokens=run.config.eval.max_new_tokens, batch_size=run.config.eval.batch_size)
+    results = evaluate(
+        run.bank,
+        run.tokenizer,
+        run.task,
+        items,
+        list(solvers),
+        max_new_tokens=run.config.eval.max_new_tokens,
+        batch_size=run.config.eval.batch_size,
+    )
     for slot, member in solvers.items():
         members[member]["held_out"] = results[slot].accuracy
 
@@ -49,9 +57,15 @@ def evolution_event(run, step: int, streams) -> tuple[list, dict]:
     fitness = fitness_now(run, measure=evo.fitness.needs_dev_set)
     audit(run, fitness["members"])
     response = response_record(run.last_event, step, fitness["members"]) if run.last_event else None
-    births = run.league.evolve(run.bank, evo, step=step, generator=streams.variation,
-                               selection_generator=streams.selection, operators=run.operators,
-                               fitness={m: entry["fitness"] for m, entry in fitness["members"].items()})
+    births = run.league.evolve(
+        run.bank,
+        evo,
+        step=step,
+        generator=streams.variation,
+        selection_generator=streams.selection,
+        operators=run.operators,
+        fitness={m: entry["fitness"] for m, entry in fitness["members"].items()},
+    )
     run.league.enshrine(run.bank, run.arm.game.solver, step)
     selection = selection_record(fitness["members"], births)
     run.last_event = {"step": step, "selection": selection}

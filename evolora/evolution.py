@@ -39,14 +39,28 @@ class Birth:
     operator: str
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "role": self.role, "replaced": self.replaced, "child": self.child,
-                "parents": list(self.parents), "operator": self.operator}
+        return {
+            "step": self.step,
+            "role": self.role,
+            "replaced": self.replaced,
+            "child": self.child,
+            "parents": list(self.parents),
+            "operator": self.operator,
+        }
 
 
-def evolve(bank: Bank, population: Population, fitness: dict[str, float], config: EvolutionConfig, *, step: int,
-           generator: torch.Generator, operators: Operators | None = None,
-           enter: Callable[[Individual, Individual], None] | None = None,
-           selection_generator: torch.Generator | None = None) -> list[Birth]:
+def evolve(
+    bank: Bank,
+    population: Population,
+    fitness: dict[str, float],
+    config: EvolutionConfig,
+    *,
+    step: int,
+    generator: torch.Generator,
+    operators: Operators | None = None,
+    enter: Callable[[Individual, Individual], None] | None = None,
+    selection_generator: torch.Generator | None = None,
+) -> list[Birth]:
     """Replace the bottom γ of each role of ``population`` by children of the survivors, in place.
 
     Args:
@@ -74,12 +88,15 @@ def evolve(bank: Bank, population: Population, fitness: dict[str, float], config
     births = []
     for role, (losers, pool, pool_fitness) in zip(population.roles, plans):
         # Make every child from the pre-evolution pool before any slot is overwritten.
-        children = [_make_child(bank, pool, pool_fitness, config, operators, generator,
-                                selection_generator or generator) for _ in losers]
+        children = [
+            _make_child(bank, pool, pool_fitness, config, operators, generator, selection_generator or generator)
+            for _ in losers
+        ]
         for loser, (child, parents, name) in zip(losers, children):
             bank.set_factors(loser.slot, child)
-            newborn = population.new_individual(role, loser.slot, parents=tuple(p.id for p in parents),
-                                                operator=name, born_step=step)
+            newborn = population.new_individual(
+                role, loser.slot, parents=tuple(p.id for p in parents), operator=name, born_step=step
+            )
             (enter or population.replace)(loser, newborn)
             births.append(Birth(step, role, loser.id, newborn.id, newborn.parents, name))
     return births
@@ -98,8 +115,15 @@ def _plan(members: list[Individual], fitness: dict[str, float], config: Evolutio
     return losers, pool, torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64, device="cpu")
 
 
-def _make_child(bank: Bank, pool: list[Individual], fitness: torch.Tensor, config: EvolutionConfig,
-                operators: Operators, generator: torch.Generator, selector: torch.Generator):
+def _make_child(
+    bank: Bank,
+    pool: list[Individual],
+    fitness: torch.Tensor,
+    config: EvolutionConfig,
+    operators: Operators,
+    generator: torch.Generator,
+    selector: torch.Generator,
+):
     """One child: the coin, the crossover and the mutation draw from ``generator``, the parents from ``selector``."""
     select, select_params = operators.selection
     draw = torch.rand((), generator=generator, device=generator.device).item()
@@ -111,8 +135,12 @@ def _make_child(bank: Bank, pool: list[Individual], fitness: torch.Tensor, confi
             index[1] = max(others, key=lambda i: (fitness[i].item(), -i))
         parents = [pool[i] for i in index]
         spec, params = operators.crossover
-        child = spec.fn([bank.get_factors(p.slot) for p in parents], [fitness[i].item() for i in index],
-                        generator=generator, **params)
+        child = spec.fn(
+            [bank.get_factors(p.slot) for p in parents],
+            [fitness[i].item() for i in index],
+            generator=generator,
+            **params,
+        )
         name = spec.name
         if config.mutate_after_crossover:
             mutation, mutation_params = operators.mutation

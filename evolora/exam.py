@@ -51,9 +51,16 @@ class ExamWindow:
 
     def add(self, step: int, games) -> None:
         """Record a step's games (:class:`evolora.selfplay.GameRecord`), in play order."""
-        self.entries += [{"step": step, "teacher": g.teacher, "valid": bool(g.valid and g.problem),
-                          "question": g.problem if g.valid else None, "answer": g.answer if g.valid else None}
-                         for g in games]
+        self.entries += [
+            {
+                "step": step,
+                "teacher": g.teacher,
+                "valid": bool(g.valid and g.problem),
+                "question": g.problem if g.valid else None,
+                "answer": g.answer if g.valid else None,
+            }
+            for g in games
+        ]
 
     def proposals(self, teacher: str) -> int:
         """How many proposals ``teacher`` made since the last event."""
@@ -84,9 +91,12 @@ class Exam:
 
     def to_dict(self) -> dict:
         """The event record's ``exam``: problems, sources and each member's outcome string ("0110…")."""
-        record = {"questions": [i.question for i in self.items], "answers": [i.answer for i in self.items],
-                  "sources": list(self.sources),
-                  "outcomes": {m: "".join(str(int(v)) for v in row.tolist()) for m, row in zip(self.members, self.outcomes)}}
+        record = {
+            "questions": [i.question for i in self.items],
+            "answers": [i.answer for i in self.items],
+            "sources": list(self.sources),
+            "outcomes": {m: "".join(str(int(v)) for v in row.tolist()) for m, row in zip(self.members, self.outcomes)},
+        }
         if self.logprob is not None:
             record["logprob"] = {m: [round(v, 4) for v in row.tolist()] for m, row in zip(self.members, self.logprob)}
         return record
@@ -120,8 +130,18 @@ def exam_items(window: ExamWindow, dev_items: list[HeldOutItem] | None, config: 
     return items, sources
 
 
-def sit_exam(bank: Bank, tokenizer: Tokenizer, task: Task, solvers: dict[str, str], items: list[HeldOutItem],
-             sources: list[str], *, max_new_tokens: int, batch_size: int | None, logprob: bool) -> Exam:
+def sit_exam(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    solvers: dict[str, str],
+    items: list[HeldOutItem],
+    sources: list[str],
+    *,
+    max_new_tokens: int,
+    batch_size: int | None,
+    logprob: bool,
+) -> Exam:
     """Every solver on ``items``: greedy answers in one batched engine call, graded by the task.
 
     Args:
@@ -140,10 +160,14 @@ def sit_exam(bank: Bank, tokenizer: Tokenizer, task: Task, solvers: dict[str, st
     """
     if logprob and not task.reference_solutions:
         raise ValueError(f"evolution.fitness.score=logprob: task {task.name!r} has no worked answers; use accuracy")
-    results = evaluate(bank, tokenizer, task, items, list(solvers), max_new_tokens=max_new_tokens,
-                       batch_size=batch_size)
-    outcomes = torch.tensor([[float(label == "correct") for label in results[slot].labels] for slot in solvers],
-                            dtype=torch.float32, device="cpu").reshape(len(solvers), len(items))
+    results = evaluate(
+        bank, tokenizer, task, items, list(solvers), max_new_tokens=max_new_tokens, batch_size=batch_size
+    )
+    outcomes = torch.tensor(
+        [[float(label == "correct") for label in results[slot].labels] for slot in solvers],
+        dtype=torch.float32,
+        device="cpu",
+    ).reshape(len(solvers), len(items))
     scores = _answer_logprobs(bank, tokenizer, task, list(solvers), items) if logprob and items else None
     return Exam(items, list(sources), list(solvers.values()), outcomes, scores)
 
@@ -153,12 +177,14 @@ def _answer_logprobs(bank: Bank, tokenizer: Tokenizer, task: Task, slots: list[s
     samples = []
     for item in items:
         prompt = tuple(chat_prompt(tokenizer, task.held_out_prompt(item)))
-        answer = tuple(tokenizer(task.reference_solution(item.question, item.answer), add_special_tokens=False)["input_ids"])
+        answer = tuple(
+            tokenizer(task.reference_solution(item.question, item.answer), add_special_tokens=False)["input_ids"]
+        )
         samples.append(Sample(prompt, answer or (tokenizer.eos_token_id,), 0.0, "exam"))
     rows = [(slot, sample) for slot in slots for sample in samples]
     means = []
     for start in range(0, len(rows), LOGPROB_ROWS):
-        chunk = rows[start:start + LOGPROB_ROWS]
+        chunk = rows[start : start + LOGPROB_ROWS]
         values = bank.logprobs([slot for slot, _ in chunk], [sample for _, sample in chunk])  # (B, T_c), 0 on padding
         lengths = torch.tensor([len(sample.completion_ids) for _, sample in chunk], dtype=torch.float64, device="cpu")
         means += (values.double().sum(dim=1) / lengths).tolist()
@@ -200,8 +226,14 @@ def exam_scores(exam: Exam, window: ExamWindow, proposers: list[str]) -> dict[st
     return scores
 
 
-def exam_fitness(config: FitnessConfig, roles: dict[str, str], rating: dict[str, float], scores: dict,
-                 solver_role: str, proposer_role: str) -> dict[str, float]:
+def exam_fitness(
+    config: FitnessConfig,
+    roles: dict[str, str],
+    rating: dict[str, float],
+    scores: dict,
+    solver_role: str,
+    proposer_role: str,
+) -> dict[str, float]:
     """{id: fitness} from an exam: solvers by ``config.score`` (accuracy or logprob), proposers by their
     separation share, every other member (critics, or a role without a score) by μ − 3σ.
 
@@ -234,9 +266,17 @@ def exam_record(run) -> dict:
     config = run.config.evolution.fitness
     proposers, solvers = run.population.players(run.arm.game)
     items, sources = exam_items(run.exam_window, run.dev_items, config)
-    exam = sit_exam(run.bank, run.tokenizer, run.task, {m.slot: m.id for m in solvers}, items, sources,
-                    max_new_tokens=run.config.eval.max_new_tokens, batch_size=run.config.eval.batch_size,
-                    logprob=run.task.reference_solutions)
+    exam = sit_exam(
+        run.bank,
+        run.tokenizer,
+        run.task,
+        {m.slot: m.id for m in solvers},
+        items,
+        sources,
+        max_new_tokens=run.config.eval.max_new_tokens,
+        batch_size=run.config.eval.batch_size,
+        logprob=run.task.reference_solutions,
+    )
     scores = exam_scores(exam, run.exam_window, [m.id for m in proposers])
     roles = {m.id: m.role for m in run.population.members}
     rating = {m: run.ratings.conservative(m) for m in roles}
@@ -244,7 +284,12 @@ def exam_record(run) -> dict:
     members = {}
     for member, role in roles.items():
         entry = {"role": role, "rating": rating[member], "validation": scores.get("dev", {}).get(member)}
-        entry.update({signal: scores[signal][member] for signal in ("accuracy", "logprob", "separation")
-                      if signal in scores and member in scores[signal]})
+        entry.update(
+            {
+                signal: scores[signal][member]
+                for signal in ("accuracy", "logprob", "separation")
+                if signal in scores and member in scores[signal]
+            }
+        )
         members[member] = {**entry, "fitness": fitness[member]}
     return {"name": "exam", "members": members, "exam": exam.to_dict()}

@@ -18,12 +18,11 @@ an existing non-empty directory is never overwritten.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evolora import __version__
 from evolora.config import Config, load_run_config
@@ -106,8 +105,9 @@ def choose_member(summary: dict, member: str = "best") -> tuple[dict, str]:
         for row in rows:
             if row["id"] == member:
                 return row, "asked for by id"
-        raise ExportError(f"the run has no member {member!r}; its members are {[r['id'] for r in rows]} "
-                          "(or give --member best)")
+        raise ExportError(
+            f"the run has no member {member!r}; its members are {[r['id'] for r in rows]} (or give --member best)"
+        )
     candidates = [row for row in rows if row["role"] in MEMBER_ROLES]
     if not candidates:
         raise ExportError("the run lists no student or agent to choose from; give a member id with --member")
@@ -115,20 +115,32 @@ def choose_member(summary: dict, member: str = "best") -> tuple[dict, str]:
     source = summary.get("held_out_source") or "the task's held-out problems"
     if summary.get("held_out_members") == "fittest" and len(evaluated) == 1:  # eval.members: fittest
         best, held = evaluated[0], evaluated[0]["held_out"]
-        return best, (f"the fittest {best['role']} by the run's fitness, the one evaluated: {held['accuracy']:.1%} "
-                      f"({held['correct']}/{held['total']}) on {source}")
+        return best, (
+            f"the fittest {best['role']} by the run's fitness, the one evaluated: {held['accuracy']:.1%} "
+            f"({held['correct']}/{held['total']}) on {source}"
+        )
     if len(evaluated) == len(candidates):
         best = max(candidates, key=lambda r: (r["held_out"]["accuracy"], r["conservative"]))
         held = best["held_out"]
-        return best, (f"best {best['role']} by held-out accuracy: {held['accuracy']:.1%} "
-                      f"({held['correct']}/{held['total']}) on {source}; ties broken by μ − 3σ")
+        return best, (
+            f"best {best['role']} by held-out accuracy: {held['accuracy']:.1%} "
+            f"({held['correct']}/{held['total']}) on {source}; ties broken by μ − 3σ"
+        )
     best = max(candidates, key=lambda r: r["conservative"])
-    return best, (f"best {best['role']} by conservative rating μ − 3σ = {best['conservative']:.2f} "
-                  "(the run has no held-out accuracy for every candidate)")
+    return best, (
+        f"best {best['role']} by conservative rating μ − 3σ = {best['conservative']:.2f} "
+        "(the run has no held-out accuracy for every candidate)"
+    )
 
 
-def plan_export(run_dir: str | Path, member: str = "best", *, out: str | Path | None = None,
-                merge: bool = True, allow_stale: bool = False) -> ExportPlan:
+def plan_export(
+    run_dir: str | Path,
+    member: str = "best",
+    *,
+    out: str | Path | None = None,
+    merge: bool = True,
+    allow_stale: bool = False,
+) -> ExportPlan:
     """Check an export request without loading a model.
 
     Args:
@@ -153,8 +165,10 @@ def plan_export(run_dir: str | Path, member: str = "best", *, out: str | Path | 
     try:
         summary = json.loads(summary_path.read_text())
     except json.JSONDecodeError as error:
-        raise ExportError(f"{summary_path} is not valid JSON ({error.msg} at line {error.lineno}); "
-                          f"write final/ again with: evolora evolve --resume {run_dir}") from None
+        raise ExportError(
+            f"{summary_path} is not valid JSON ({error.msg} at line {error.lineno}); "
+            f"write final/ again with: evolora evolve --resume {run_dir}"
+        ) from None
     try:
         step = final_step(run_dir, summary, allow_stale=allow_stale)
     except ValueError as error:
@@ -166,8 +180,17 @@ def plan_export(run_dir: str | Path, member: str = "best", *, out: str | Path | 
     out = Path(out) if out is not None else run_dir / "export" / (row["id"] if merge else f"{row['id']}-adapter")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} already exists and is not empty; choose another --out or remove it")
-    return ExportPlan(run_dir=run_dir, member=row, criterion=criterion, out=out, merge=merge, config=config,
-                      config_text=(run_dir / "config.yaml").read_text(), summary=summary, step=step)
+    return ExportPlan(
+        run_dir=run_dir,
+        member=row,
+        criterion=criterion,
+        out=out,
+        merge=merge,
+        config=config,
+        config_text=(run_dir / "config.yaml").read_text(),
+        summary=summary,
+        step=step,
+    )
 
 
 def lineage_of(summary: dict, member_id: str) -> list[dict]:
@@ -182,29 +205,56 @@ def lineage_of(summary: dict, member_id: str) -> list[dict]:
         if current in found or current not in known:
             continue
         entry = known[current]
-        found[current] = {"id": current, "role": entry.get("role"), "parents": list(entry.get("parents") or []),
-                          "operator": entry.get("operator"), "born_step": entry.get("born_step")}
+        found[current] = {
+            "id": current,
+            "role": entry.get("role"),
+            "parents": list(entry.get("parents") or []),
+            "operator": entry.get("operator"),
+            "born_step": entry.get("born_step"),
+        }
         todo.extend(found[current]["parents"])
     return sorted(found.values(), key=lambda e: (e["born_step"] or 0, e["id"]))
 
 
 def _front_matter(plan: ExportPlan) -> str:
     library = "transformers" if plan.merge else "peft"
-    return "\n".join(["---", f"library_name: {library}", f"base_model: {json.dumps(plan.config.model.name)}",
-                      "tags: [evolora, populora, lora, self-play]", "---", ""])
+    return "\n".join(
+        [
+            "---",
+            f"library_name: {library}",
+            f"base_model: {json.dumps(plan.config.model.name)}",
+            "tags: [evolora, populora, lora, self-play]",
+            "---",
+            "",
+        ]
+    )
 
 
 def _loading(plan: ExportPlan) -> list[str]:
     if plan.merge:
-        return ["```python", "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
-                'model = AutoModelForCausalLM.from_pretrained("DIR")', 'tokenizer = AutoTokenizer.from_pretrained("DIR")',
-                "```", "", "`generation_config.json` decodes greedily, as the held-out evaluation did; give "
-                f"`max_new_tokens` to `generate` (the run's evaluation used {plan.config.eval.max_new_tokens})."]
-    return ["```python", "from peft import PeftModel", "from evolora.model import load_base", "",
-            f'base, tokenizer = load_base({plan.config.model.name!r}, dtype={plan.config.model.dtype!r})',
-            'model = PeftModel.from_pretrained(base, "DIR")', "```", "",
-            "Any copy of the same base model works in place of `load_base` (e.g. "
-            "`AutoModelForCausalLM.from_pretrained(BASE)`)."]
+        return [
+            "```python",
+            "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            "",
+            'model = AutoModelForCausalLM.from_pretrained("DIR")',
+            'tokenizer = AutoTokenizer.from_pretrained("DIR")',
+            "```",
+            "",
+            "`generation_config.json` decodes greedily, as the held-out evaluation did; give "
+            f"`max_new_tokens` to `generate` (the run's evaluation used {plan.config.eval.max_new_tokens}).",
+        ]
+    return [
+        "```python",
+        "from peft import PeftModel",
+        "from evolora.model import load_base",
+        "",
+        f"base, tokenizer = load_base({plan.config.model.name!r}, dtype={plan.config.model.dtype!r})",
+        'model = PeftModel.from_pretrained(base, "DIR")',
+        "```",
+        "",
+        "Any copy of the same base model works in place of `load_base` (e.g. "
+        "`AutoModelForCausalLM.from_pretrained(BASE)`).",
+    ]
 
 
 def _held_out_line(held: dict | None, base: dict | None) -> str:
@@ -219,30 +269,75 @@ def model_card(plan: ExportPlan) -> str:
     row, config = plan.member, plan.config
     held, base = row.get("held_out"), (plan.summary.get("held_out") or {}).get("base")
     source = plan.summary.get("held_out_source") or "not recorded"
-    lines = [_front_matter(plan), f"# evolora member {row['id']} ({row['role']}) of run `{plan.run_dir.name}`", "",
-             ("A standalone model: the member's LoRA update merged into the base weights (PEFT "
-              "`merge_and_unload`); it loads with `transformers` alone." if plan.merge else
-              "A PEFT LoRA adapter (rank {r}, alpha {a:g}) for the base model below.".format(
-                  r=config.lora.rank, a=config.lora.alpha)),
-             f"Trained by evolora {__version__}, an implementation of PopuLoRA (arXiv 2605.16727): "
-             f"{plan.summary.get('steps')} steps of population self-play on task `{config.task.name}` "
-             f"(mode `{plan.summary.get('mode')}`, seed {plan.summary.get('seed')}).", "",
-             f"**Chosen:** {plan.criterion}.", "",
-             "## Base model", "", f"`{config.model.name}` ({config.model.dtype} weights).", "",
-             "## Ratings", "", "| μ | σ | μ − 3σ | Elo | wins / losses / draws |", "|---|---|---|---|---|",
-             f"| {row['mu']:.2f} | {row['sigma']:.2f} | {row['conservative']:.2f} | {row['elo']:.0f} "
-             f"| {row['wins']} / {row['losses']} / {row['draws']} |", "",
-             "## Held-out accuracy", "",
-             _held_out_line(held, base),
-             "", f"Held-out source: {source}.", "",
-             "## Lineage", "", "| id | role | born at step | operator | parents |", "|---|---|---|---|---|",
-             *[f"| {e['id']} | {e['role']} | {e['born_step']} | {e['operator']} | {', '.join(e['parents']) or '-'} |"
-               for e in lineage_of(plan.summary, row["id"])], "",
-             "## How to load", "", *_loading(plan), "",
-             "## Training config (`config.yaml` of the run)", "", "```yaml", plan.config_text.rstrip(), "```", "",
-             "## Citation", "", "PopuLoRA (arXiv 2605.16727), whose method trained this member:", "",
-             "```bibtex", POPULORA_BIBTEX, "```", "", "and the evolora software (its CITATION.cff):", "",
-             "```bibtex", EVOLORA_BIBTEX, "```", ""]
+    lines = [
+        _front_matter(plan),
+        f"# evolora member {row['id']} ({row['role']}) of run `{plan.run_dir.name}`",
+        "",
+        (
+            "A standalone model: the member's LoRA update merged into the base weights (PEFT "
+            "`merge_and_unload`); it loads with `transformers` alone."
+            if plan.merge
+            else "A PEFT LoRA adapter (rank {r}, alpha {a:g}) for the base model below.".format(
+                r=config.lora.rank, a=config.lora.alpha
+            )
+        ),
+        f"Trained by evolora {__version__}, an implementation of PopuLoRA (arXiv 2605.16727): "
+        f"{plan.summary.get('steps')} steps of population self-play on task `{config.task.name}` "
+        f"(mode `{plan.summary.get('mode')}`, seed {plan.summary.get('seed')}).",
+        "",
+        f"**Chosen:** {plan.criterion}.",
+        "",
+        "## Base model",
+        "",
+        f"`{config.model.name}` ({config.model.dtype} weights).",
+        "",
+        "## Ratings",
+        "",
+        "| μ | σ | μ − 3σ | Elo | wins / losses / draws |",
+        "|---|---|---|---|---|",
+        f"| {row['mu']:.2f} | {row['sigma']:.2f} | {row['conservative']:.2f} | {row['elo']:.0f} "
+        f"| {row['wins']} / {row['losses']} / {row['draws']} |",
+        "",
+        "## Held-out accuracy",
+        "",
+        _held_out_line(held, base),
+        "",
+        f"Held-out source: {source}.",
+        "",
+        "## Lineage",
+        "",
+        "| id | role | born at step | operator | parents |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {e['id']} | {e['role']} | {e['born_step']} | {e['operator']} | {', '.join(e['parents']) or '-'} |"
+            for e in lineage_of(plan.summary, row["id"])
+        ],
+        "",
+        "## How to load",
+        "",
+        *_loading(plan),
+        "",
+        "## Training config (`config.yaml` of the run)",
+        "",
+        "```yaml",
+        plan.config_text.rstrip(),
+        "```",
+        "",
+        "## Citation",
+        "",
+        "PopuLoRA (arXiv 2605.16727), whose method trained this member:",
+        "",
+        "```bibtex",
+        POPULORA_BIBTEX,
+        "```",
+        "",
+        "and the evolora software (its CITATION.cff):",
+        "",
+        "```bibtex",
+        EVOLORA_BIBTEX,
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -256,8 +351,11 @@ def _write_merged(plan: ExportPlan, directory: Path, model: CausalLM, tokenizer:
     merged = PeftModel.from_pretrained(model.float(), str(plan.adapter_dir)).merge_and_unload()
     merged = merged.to(getattr(torch, _resolved_dtype(plan.config.model.dtype)))
     merged.generation_config = GenerationConfig(
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, do_sample=False)  # no max_new_tokens: callers (lm-eval) set theirs
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        do_sample=False,
+    )  # no max_new_tokens: callers (lm-eval) set theirs
     merged.save_pretrained(str(directory))
     tokenizer.save_pretrained(str(directory))
 
@@ -297,9 +395,18 @@ def _export_locked(plan: ExportPlan, *, model: CausalLM | None, tokenizer: Token
             for name in ADAPTER_FILES:
                 shutil.copy2(plan.adapter_dir / name, tmp / name)
         (tmp / "README.md").write_text(model_card(plan), encoding="utf-8")
-        (tmp / "evolora_member.json").write_text(json.dumps(
-            {"run_dir": str(plan.run_dir.resolve()), "member": plan.member, "criterion": plan.criterion,
-             "merged": plan.merge, "lineage": lineage_of(plan.summary, plan.member["id"])}, indent=2))
+        (tmp / "evolora_member.json").write_text(
+            json.dumps(
+                {
+                    "run_dir": str(plan.run_dir.resolve()),
+                    "member": plan.member,
+                    "criterion": plan.criterion,
+                    "merged": plan.merge,
+                    "lineage": lineage_of(plan.summary, plan.member["id"]),
+                },
+                indent=2,
+            )
+        )
         for file in tmp.iterdir():  # some writers create 0600 files; exports get the usual mode
             file.chmod(0o666 & ~_umask())
     return plan.out

@@ -41,8 +41,13 @@ def check_factors(factors: Adapter, reference: Mapping[str, tuple[torch.Tensor, 
         _check_pair(name, factors[name], a_param, b_param, rank)
 
 
-def random_factors(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]], generator: torch.Generator, *,
-                   b_std: float, dtype: torch.dtype = torch.float32) -> Adapter:
+def random_factors(
+    shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]],
+    generator: torch.Generator,
+    *,
+    b_std: float,
+    dtype: torch.dtype = torch.float32,
+) -> Adapter:
     """Diverse non-zero factors for one adapter: A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²).
 
     Shapes: ``shapes`` {module: ((r, d_in), (d_out, r))} in; {module: (A, B)} out on the generator's
@@ -73,10 +78,15 @@ def write_adapter(directory: str | Path, state: dict[str, torch.Tensor], lora_co
 
 def _check_pair(name: str, pair, a_param: torch.Tensor, b_param: torch.Tensor, rank: int) -> None:
     """Raise ValueError unless ``pair`` is two finite float tensors shaped like (A (r, d_in), B (d_out, r))."""
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-            and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in pair)):
-        kinds = [type(t).__name__ if not isinstance(t, torch.Tensor) else str(t.dtype) for t in
-                 (pair if isinstance(pair, (tuple, list)) else [pair])]
+    if not (
+        isinstance(pair, (tuple, list))
+        and len(pair) == 2
+        and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in pair)
+    ):
+        kinds = [
+            type(t).__name__ if not isinstance(t, torch.Tensor) else str(t.dtype)
+            for t in (pair if isinstance(pair, (tuple, list)) else [pair])
+        ]
         raise ValueError(f"{name}: factors must be a pair (A, B) of floating-point tensors, got {kinds}")
     a, b = pair
     if a.shape != a_param.shape or b.shape != b_param.shape:

@@ -35,8 +35,16 @@ if TYPE_CHECKING:
     from evolora.hf_types import Tokenizer
 
 
-def dev_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: Mapping[str, str], items: list[HeldOutItem], *,
-                 max_new_tokens: int, batch_size: int | None = None) -> dict[str, float]:
+def dev_accuracy(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    members: Mapping[str, str],
+    items: list[HeldOutItem],
+    *,
+    max_new_tokens: int,
+    batch_size: int | None = None,
+) -> dict[str, float]:
     """Greedy accuracy of each member on the dev ``items``, in one batched call for all of them.
 
     Args:
@@ -53,8 +61,9 @@ def dev_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: Mapping[
     """
     if not members or not items:
         return {}
-    results = evaluate(bank, tokenizer, task, items, list(members), max_new_tokens=max_new_tokens,
-                       batch_size=batch_size)
+    results = evaluate(
+        bank, tokenizer, task, items, list(members), max_new_tokens=max_new_tokens, batch_size=batch_size
+    )
     return {members[slot]: result.accuracy for slot, result in results.items()}
 
 
@@ -65,8 +74,9 @@ def _zscores(values: Mapping[str, float]) -> dict[str, float]:
     return {k: (float(v) - float(array.mean())) / std if std > 0 else 0.0 for k, v in values.items()}
 
 
-def member_fitness(config: FitnessConfig, signals: Mapping[str, Mapping[str, float]],
-                   roles: Mapping[str, str]) -> dict[str, float]:
+def member_fitness(
+    config: FitnessConfig, signals: Mapping[str, Mapping[str, float]], roles: Mapping[str, str]
+) -> dict[str, float]:
     """The fitness of every member, higher is better.
 
     Args:
@@ -124,8 +134,10 @@ def fitness_dev_set(task: Task, config) -> list[HeldOutItem] | None:
     items = task.dev_set(fitness.size)
     required = fitness.name in ("validation", "blend")  # an exam without a dev set is self-play problems only
     if required and config.arm.evolve and config.evolution.enabled and not items:
-        raise ValueError(f"evolution.fitness {fitness.name!r}: task {task.name!r} has no dev set "
-                         "(gsm: give task.params.train_path, a GSM8K train jsonl); use evolution.fitness: rating")
+        raise ValueError(
+            f"evolution.fitness {fitness.name!r}: task {task.name!r} has no dev set "
+            "(gsm: give task.params.train_path, a GSM8K train jsonl); use evolution.fitness: rating"
+        )
     return items or None
 
 
@@ -145,11 +157,23 @@ def fitness_record(config: FitnessConfig, members, ratings, validation: Mapping[
     """
     rating = {m.id: ratings.conservative(m.id) for m in members}
     roles = {m.id: m.role for m in members}
-    fitness = (member_fitness(config, {"rating": rating, "validation": validation}, roles)
-               if validation is not None or not config.needs_dev_set else rating)
-    return {"name": config.name, "members": {
-        m.id: {"role": m.role, "rating": rating[m.id], "validation": None if validation is None else validation.get(m.id),
-               "fitness": fitness[m.id]} for m in members}}
+    fitness = (
+        member_fitness(config, {"rating": rating, "validation": validation}, roles)
+        if validation is not None or not config.needs_dev_set
+        else rating
+    )
+    return {
+        "name": config.name,
+        "members": {
+            m.id: {
+                "role": m.role,
+                "rating": rating[m.id],
+                "validation": None if validation is None else validation.get(m.id),
+                "fitness": fitness[m.id],
+            }
+            for m in members
+        },
+    }
 
 
 def fitness_now(run, *, measure: bool) -> dict:
@@ -171,8 +195,15 @@ def fitness_now(run, *, measure: bool) -> dict:
     validation = None
     if measure and run.dev_items:
         solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
-        validation = dev_accuracy(run.bank, run.tokenizer, run.task, solvers, run.dev_items,
-                                  max_new_tokens=run.config.eval.max_new_tokens, batch_size=run.config.eval.batch_size)
+        validation = dev_accuracy(
+            run.bank,
+            run.tokenizer,
+            run.task,
+            solvers,
+            run.dev_items,
+            max_new_tokens=run.config.eval.max_new_tokens,
+            batch_size=run.config.eval.batch_size,
+        )
     return fitness_record(run.config.evolution.fitness, run.population.members, run.ratings, validation)
 
 
@@ -198,9 +229,16 @@ def final_fitness(record: dict, held_out: Mapping[str, dict], dev_size: int) -> 
     """
     accuracy = {m: r["accuracy"] for m, r in held_out.items() if m != "base"}
     members = record["members"]
-    return {**record, "dev_size": dev_size, "rank_correlation": {
-        signal: rank_correlation({m: e[signal] for m, e in members.items() if m in accuracy and e[signal] is not None},
-                                 accuracy) for signal in ("rating", "validation", "fitness")}}
+    return {
+        **record,
+        "dev_size": dev_size,
+        "rank_correlation": {
+            signal: rank_correlation(
+                {m: e[signal] for m, e in members.items() if m in accuracy and e[signal] is not None}, accuracy
+            )
+            for signal in ("rating", "validation", "fitness")
+        },
+    }
 
 
 def rank_correlation(signal: Mapping[str, float], held_out: Mapping[str, float]) -> float | None:
@@ -252,12 +290,18 @@ def pooled_rank_correlation(runs: list[tuple[Mapping[str, float], Mapping[str, f
     rho = None
     if len(xs) >= 3 and len(set(xs)) > 1 and len(set(ys)) > 1:
         rho = float(spearmanr(xs, ys).statistic)
-    return {"rho": rho, "members": len(xs), "concordant": int(concordant), "discordant": int(discordant),
-            "tied": int(tied)}
+    return {
+        "rho": rho,
+        "members": len(xs),
+        "concordant": int(concordant),
+        "discordant": int(discordant),
+        "tied": int(tied),
+    }
 
 
-def split_half_agreement(runs: list[Mapping[str, np.ndarray]], *, size: int, generator: np.random.Generator,
-                         splits: int = 200) -> dict:
+def split_half_agreement(
+    runs: list[Mapping[str, np.ndarray]], *, size: int, generator: np.random.Generator, splits: int = 200
+) -> dict:
     """How well two halves of the held-out items agree on the order of a run's members: their
     split-half reliability, which the Spearman–Brown formula steps up to all N items; the validity a
     fitness can show against them (:func:`pooled_rank_correlation`) is at most its square root.
@@ -296,12 +340,25 @@ def split_half_agreement(runs: list[Mapping[str, np.ndarray]], *, size: int, gen
     for _ in range(splits):
         order = generator.permutation(n)
         first, rest = order[:size], order[size:]
-        pooled = pooled_rank_correlation([({m: float(x[first].mean()) for m, x in run.items()},
-                                           {m: float(x[rest].mean()) for m, x in run.items()}) for run in matrices])
+        pooled = pooled_rank_correlation(
+            [
+                (
+                    {m: float(x[first].mean()) for m, x in run.items()},
+                    {m: float(x[rest].mean()) for m, x in run.items()},
+                )
+                for run in matrices
+            ]
+        )
         if pooled["rho"] is not None:
             values.append(pooled["rho"])
     if not values:
         return {"mean": None, "low": None, "high": None, "splits": 0, "size": size, "items": n}
     low, high = np.percentile(values, [10, 90])
-    return {"mean": float(np.mean(values)), "low": float(low), "high": float(high), "splits": len(values),
-            "size": size, "items": n}
+    return {
+        "mean": float(np.mean(values)),
+        "low": float(low),
+        "high": float(high),
+        "splits": len(values),
+        "size": size,
+        "items": n,
+    }

@@ -71,10 +71,12 @@ class Arm:
         return tuple(dict.fromkeys(role for game in self.pipeline for role in game.roles))
 
 
-ARMS: Mapping[str, Arm] = MappingProxyType({
-    "population": Arm(Game(proposer="teacher", solver="student"), review=Game(proposer="student", solver="critic")),
-    "single_agent": Arm(Game(proposer="agent", solver="agent"), sizes=MappingProxyType({"agent": 1}), evolve=False),
-})
+ARMS: Mapping[str, Arm] = MappingProxyType(
+    {
+        "population": Arm(Game(proposer="teacher", solver="student"), review=Game(proposer="student", solver="critic")),
+        "single_agent": Arm(Game(proposer="agent", solver="agent"), sizes=MappingProxyType({"agent": 1}), evolve=False),
+    }
+)
 """The arm of each ``selfplay.mode``: co-evolving teachers and students (PopuLoRA), or one agent that
 proposes and solves its own problems without evolution (the AZR baseline, PopuLoRA §4); the
 population arm's critics, when the run has any, review the students' answers."""

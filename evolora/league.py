@@ -49,8 +49,14 @@ class League:
             hall, hall_slots: the hall of fame (None when off) and {snapshot id: its bank slot}.
     """
 
-    def __init__(self, population: Population, new_optimizer: OptimizerFactory, *, hall_capacity: int = 0,
-                 child_rating: str = "fresh"):
+    def __init__(
+        self,
+        population: Population,
+        new_optimizer: OptimizerFactory,
+        *,
+        hall_capacity: int = 0,
+        child_rating: str = "fresh",
+    ):
         self.population = population
         self.child_rating = child_rating  # "inherit": a newborn starts at its parents' ratings (evolution.child_rating)
         self._elders: Ratings | None = None  # the ratings before an evolution event (parents replaced during it)
@@ -82,9 +88,17 @@ class League:
         self.optimizers[child.id] = self._new_optimizer(child.slot)
         self.lineage.append(dict(child.to_dict(), step=step))
 
-    def evolve(self, bank: Bank, config, *, step: int, generator: torch.Generator, operators,
-               fitness: dict[str, float] | None = None,
-               selection_generator: torch.Generator | None = None) -> list[Birth]:
+    def evolve(
+        self,
+        bank: Bank,
+        config,
+        *,
+        step: int,
+        generator: torch.Generator,
+        operators,
+        fitness: dict[str, float] | None = None,
+        selection_generator: torch.Generator | None = None,
+    ) -> list[Birth]:
         """One evolution (:func:`evolora.evolution.evolve`) with ``fitness`` ({id: value}, higher is
         better; default μ − 3σ); every child enters by :meth:`replace`. ``generator`` is the variation
         stream, ``selection_generator`` the selection stream (None: ``generator``). Returns the births in order."""
@@ -92,9 +106,17 @@ class League:
             fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
         self._elders = Ratings.from_state_dict(self.ratings.state_dict())
         try:
-            return evolve(bank, self.population, fitness, config, step=step, generator=generator, operators=operators,
-                          enter=lambda old, child: self.replace(old, child, step),
-                          selection_generator=selection_generator)
+            return evolve(
+                bank,
+                self.population,
+                fitness,
+                config,
+                step=step,
+                generator=generator,
+                operators=operators,
+                enter=lambda old, child: self.replace(old, child, step),
+                selection_generator=selection_generator,
+            )
         finally:
             self._elders = None
 
@@ -113,8 +135,9 @@ class League:
         donor = self.best(peers) if peers else member
         spec, params = mutation
         bank.set_factors(member.slot, spec.fn(bank.last_finite(donor.slot), generator=generator, **params))
-        child = self.population.new_individual(member.role, member.slot, parents=(donor.id,),
-                                               operator=spec.name, born_step=step)
+        child = self.population.new_individual(
+            member.role, member.slot, parents=(donor.id,), operator=spec.name, born_step=step
+        )
         self.replace(member, child, step)
         return {"child": child.id, "donor": donor.id}
 
@@ -127,15 +150,19 @@ class League:
         """The member with the highest conservative rating μ − 3σ (the first one on a tie)."""
         return max(members, key=lambda m: self.ratings.conservative(m.id))
 
-    def rate(self, pair_solve_rates: dict[tuple[str, str], float | None],
-             sides: tuple[str, str] = ("teacher", "student")) -> dict[str, str]:
+    def rate(
+        self, pair_solve_rates: dict[tuple[str, str], float | None], sides: tuple[str, str] = ("teacher", "student")
+    ) -> dict[str, str]:
         """Record each (proposer, solver) pair's match from the solver's solve rate; self-play and
         hall-of-fame games are not rated. Returns {"proposer|solver": winner}, the winner named
         by ``sides`` (proposer's, solver's) or "draw": for the review game, (student, critic) pairs
         with the critic's agreement rate and ``sides=("student", "critic")``."""
         names = {"teacher": sides[0], "student": sides[1], "draw": "draw"}  # Ratings.record_match's words
-        return {f"{t}|{s}": names[self.ratings.record_match(s, t, rate)]
-                for (t, s), rate in pair_solve_rates.items() if t != s and s in self.ratings}
+        return {
+            f"{t}|{s}": names[self.ratings.record_match(s, t, rate)]
+            for (t, s), rate in pair_solve_rates.items()
+            if t != s and s in self.ratings
+        }
 
     def count(self, games) -> None:
         """Add a step's games (:class:`evolora.selfplay.GameRecord`) to the tally of who played them."""
@@ -169,8 +196,7 @@ class League:
             return
         best = self.best(self.population.role(role))
         snapshot = f"{best.id}@{step}"
-        slot = (self.hall_slots[self.hall.ids[0]] if len(self.hall) == self.hall.capacity
-                else f"H{len(self.hall)}")
+        slot = self.hall_slots[self.hall.ids[0]] if len(self.hall) == self.hall.capacity else f"H{len(self.hall)}"
         evicted = self.hall.add(snapshot)
         if evicted is not None:
             self.hall_slots.pop(evicted)
@@ -180,9 +206,14 @@ class League:
     # -- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """JSON-serialisable state (optimizers apart): population, ratings, hall, hall_slots, lineage, tally."""
-        return {"population": self.population.state_dict(), "ratings": self.ratings.state_dict(),
-                "hall": self.hall.state_dict() if self.hall else None, "hall_slots": dict(self.hall_slots),
-                "lineage": self.lineage, "tally": self.tally}
+        return {
+            "population": self.population.state_dict(),
+            "ratings": self.ratings.state_dict(),
+            "hall": self.hall.state_dict() if self.hall else None,
+            "hall_slots": dict(self.hall_slots),
+            "lineage": self.lineage,
+            "tally": self.tally,
+        }
 
     def load_state_dict(self, state: dict, optimizer_states: dict[str, dict]) -> None:
         """Restore :meth:`state_dict` output (a run checkpoint's state) and each member's optimizer state."""

@@ -24,7 +24,7 @@ import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Iterator, Protocol, TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -120,10 +120,17 @@ def policy_update(
     return policy_update_many(bank, {slot: (optimizer, samples)}, **settings)[slot]
 
 
-def policy_update_many(bank: TrainableBank, jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]], *,
-                       algorithm: Algorithm = "grpo", clip_eps: float = 0.2,
-                       kl_coef: float = 0.0, epochs: int = 1, micro_batch: int = 4,
-                       max_grad_norm: float = 1.0) -> dict[str, UpdateResult]:
+def policy_update_many(
+    bank: TrainableBank,
+    jobs: dict[str, tuple[torch.optim.Optimizer, list[Sample]]],
+    *,
+    algorithm: Algorithm = "grpo",
+    clip_eps: float = 0.2,
+    kl_coef: float = 0.0,
+    epochs: int = 1,
+    micro_batch: int = 4,
+    max_grad_norm: float = 1.0,
+) -> dict[str, UpdateResult]:
     """Update many adapters at once: rows of different adapters share micro-batches.
 
     Each adapter's loss is its own token-mean surrogate, so the summed loss gives every
@@ -143,8 +150,10 @@ def policy_update_many(bank: TrainableBank, jobs: dict[str, tuple[torch.optim.Op
         dropped before the advantages are computed and counted in ``nonfinite_rewards``.
     """
     rows, tokens, dropped = _plan(jobs, algorithm, kl_coef, model_device(bank.model))
-    results = {slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0,
-                                  nonfinite_rewards=dropped[slot]) for slot in jobs}
+    results = {
+        slot: UpdateResult(loss=math.nan, grad_norm=0.0, samples=0, tokens=0, nonfinite_rewards=dropped[slot])
+        for slot in jobs
+    }
     if not rows:
         return results
     chunks = micro_batches(bank, rows, micro_batch)
@@ -161,8 +170,15 @@ def policy_update_many(bank: TrainableBank, jobs: dict[str, tuple[torch.optim.Op
                 jobs[slot][0].zero_grad(set_to_none=True)
             epoch_loss = dict.fromkeys(tokens, 0.0)
             for c, chunk in enumerate(chunks):  # accumulate every adapter's gradient
-                names, per_row, entropy = _chunk_loss(bank, chunk, tokens, old_logp[c] if old_logp else None,
-                                                      ref_logp[c] if ref_logp else None, clip_eps, kl_coef)
+                names, per_row, entropy = _chunk_loss(
+                    bank,
+                    chunk,
+                    tokens,
+                    old_logp[c] if old_logp else None,
+                    ref_logp[c] if ref_logp else None,
+                    clip_eps,
+                    kl_coef,
+                )
                 for slot, value, row_entropy in zip(names, per_row.tolist(), entropy):
                     epoch_loss[slot] += value
                     finite[slot] &= math.isfinite(value)
@@ -172,10 +188,15 @@ def policy_update_many(bank: TrainableBank, jobs: dict[str, tuple[torch.optim.Op
         bank.model.eval()
         _set_trainable(params, False)
     for slot in tokens:
-        results[slot] = UpdateResult(loss=losses.get(slot, math.nan), grad_norm=norms.get(slot, 0.0),
-                                     samples=sum(1 for s, _, _ in rows if s == slot), tokens=tokens[slot],
-                                     finite=finite[slot], entropy=entropy_sum[slot] / tokens[slot],
-                                     nonfinite_rewards=dropped[slot])
+        results[slot] = UpdateResult(
+            loss=losses.get(slot, math.nan),
+            grad_norm=norms.get(slot, 0.0),
+            samples=sum(1 for s, _, _ in rows if s == slot),
+            tokens=tokens[slot],
+            finite=finite[slot],
+            entropy=entropy_sum[slot] / tokens[slot],
+            nonfinite_rewards=dropped[slot],
+        )
     return results
 
 
@@ -192,8 +213,9 @@ def _plan(jobs, algorithm, kl_coef, device) -> tuple[list[tuple[str, Sample, flo
         if not kept:
             continue
         rewards = torch.tensor([s.reward for s in kept], device=device)
-        advantages = compute_advantages(rewards, [s.group for s in kept], algorithm,
-                                        centred=frozenset(s.group for s in kept if s.centred))
+        advantages = compute_advantages(
+            rewards, [s.group for s in kept], algorithm, centred=frozenset(s.group for s in kept if s.centred)
+        )
         for sample, advantage in zip(kept, advantages.tolist()):
             advantage = advantage if sample.weight == 1.0 else advantage * sample.weight
             if (advantage != 0 or kl_coef > 0) and sample.trained_tokens > 0:
@@ -248,8 +270,15 @@ PACK_TOKENS = True
 """Pack micro-batches by decoder tokens (:func:`micro_batches`; a gsm-shaped update: 0.82x the CPU time)."""
 
 
-def _chunk_loss(bank: TrainableBank, chunk, tokens: dict[str, int], old: torch.Tensor | None, ref: torch.Tensor | None,
-                clip_eps: float, kl_coef: float) -> tuple[list[str], torch.Tensor, list[float]]:
+def _chunk_loss(
+    bank: TrainableBank,
+    chunk,
+    tokens: dict[str, int],
+    old: torch.Tensor | None,
+    ref: torch.Tensor | None,
+    clip_eps: float,
+    kl_coef: float,
+) -> tuple[list[str], torch.Tensor, list[float]]:
     """One micro-batch, forward and backward (gradients accumulate in the adapters): its slots,
     each row's share of its adapter's token-mean loss (B,) (detached), and each row's summed
     token entropy (nats). Backward runs inside the routing context: with
@@ -307,8 +336,15 @@ def _checkpointed_layers(model: CausalLM, on: bool) -> Iterator[None]:
         setter(enable=False)
 
 
-def _clip_and_step(params, jobs, max_grad_norm: float, epoch_loss: dict[str, float], finite: dict[str, bool],
-                   norms: dict[str, float], losses: dict[str, float]) -> None:
+def _clip_and_step(
+    params,
+    jobs,
+    max_grad_norm: float,
+    epoch_loss: dict[str, float],
+    finite: dict[str, bool],
+    norms: dict[str, float],
+    losses: dict[str, float],
+) -> None:
     """Clip each adapter's gradient and step its optimizer unless its loss or norm is NaN/Inf
     (fills ``finite``, ``norms`` and ``losses`` in place)."""
     for slot, group in params.items():

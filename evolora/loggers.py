@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from evolora.callbacks import JsonlLogger
 
+
 class LoggerError(RuntimeError):
     """A configured tracker could not start; the message names it and what to do."""
 
@@ -89,8 +90,10 @@ def births_markdown(births: list[dict]) -> str | None:
     """The step's births as a Markdown table (child, replaced, role, operator, parents); None if none."""
     if not births:
         return None
-    rows = [f"| {b['child']} | {b['replaced']} | {b['role']} | {b['operator']} | {', '.join(b['parents'])} |"
-            for b in births]
+    rows = [
+        f"| {b['child']} | {b['replaced']} | {b['role']} | {b['operator']} | {', '.join(b['parents'])} |"
+        for b in births
+    ]
     return "\n".join(["| " + " | ".join(BIRTH_COLUMNS) + " |", "|" + "---|" * len(BIRTH_COLUMNS), *rows])
 
 
@@ -178,8 +181,12 @@ class WandbLogger:
             write_text_atomic(id_path, run_id + "\n")
         self.wandb = wandb
         self.run = wandb.init(
-            project=os.environ.get("WANDB_PROJECT", "evolora"), name=run_dir.name, id=run_id, resume="allow",
-            dir=str(run_dir), mode=os.environ.get("WANDB_MODE", "offline"),
+            project=os.environ.get("WANDB_PROJECT", "evolora"),
+            name=run_dir.name,
+            id=run_id,
+            resume="allow",
+            dir=str(run_dir),
+            mode=os.environ.get("WANDB_MODE", "offline"),
             config=yaml.safe_load((run_dir / "config.yaml").read_text()),
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
         )
@@ -200,8 +207,11 @@ class WandbLogger:
         self.run.finish(exit_code=0 if summary is not None else 1)
 
 
-LOGGERS: dict[str, Callable[[Path, int], Any]] = {"jsonl": _Jsonl, "tensorboard": TensorBoardLogger,
-                                                  "wandb": WandbLogger}
+LOGGERS: dict[str, Callable[[Path, int], Any]] = {
+    "jsonl": _Jsonl,
+    "tensorboard": TensorBoardLogger,
+    "wandb": WandbLogger,
+}
 """Logger name (a ``run.loggers`` value) -> ``factory(run_dir, start_step)``; a new tracker
 adds an entry here, to ``RunConfig.loggers``' names and, if it needs a package, to
 :data:`OPTIONAL_PACKAGES` and the pyproject extras."""
@@ -230,8 +240,10 @@ def open_loggers(names: tuple[str, ...], run_dir: str | Path, *, start_step: int
     except BaseException as error:
         close_loggers(opened)
         if isinstance(error, Exception) and not isinstance(error, KeyError):
-            raise LoggerError(f"cannot start the {name} logger ({type(error).__name__}: {error}); fix it, "
-                              f"or leave {name} out of run.loggers") from error
+            raise LoggerError(
+                f"cannot start the {name} logger ({type(error).__name__}: {error}); fix it, "
+                f"or leave {name} out of run.loggers"
+            ) from error
         raise
     return opened
 

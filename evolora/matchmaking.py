@@ -246,8 +246,9 @@ def pfsp_pairs(
     weights = fn(p)
 
     if scheme == "per_teacher_with_replacement":
-        return [(t, student_ids[rng.choice(len(student_ids), p=_normalise(weights[i]))])
-                for i, t in enumerate(teacher_ids)]
+        return [
+            (t, student_ids[rng.choice(len(student_ids), p=_normalise(weights[i]))]) for i, t in enumerate(teacher_ids)
+        ]
 
     # per_teacher_without_replacement
     chosen: dict[int, int] = {}

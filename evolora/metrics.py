@@ -44,9 +44,11 @@ def _parse(source: str | ast.AST, mode: str = "exec") -> ast.AST:
 
 
 def _children(node: ast.AST) -> list[ast.AST]:
-    return [c for c in ast.iter_child_nodes(node) if not isinstance(c, (*_CONTEXTS, ast.operator,
-                                                                         ast.unaryop, ast.boolop,
-                                                                         ast.cmpop))]
+    return [
+        c
+        for c in ast.iter_child_nodes(node)
+        if not isinstance(c, (*_CONTEXTS, ast.operator, ast.unaryop, ast.boolop, ast.cmpop))
+    ]
 
 
 def _depth(root: ast.AST) -> int:
@@ -145,8 +147,12 @@ def program_metrics(source: str) -> dict[str, int] | None:
         tree = ast.parse(source)
     except PARSE_ERRORS:
         return None
-    return {"ast_depth": ast_depth(tree), "cyclomatic": cyclomatic_complexity(tree),
-            "lines": lines_of_code(source), "variables": variable_count(tree)}
+    return {
+        "ast_depth": ast_depth(tree),
+        "cyclomatic": cyclomatic_complexity(tree),
+        "lines": lines_of_code(source),
+        "variables": variable_count(tree),
+    }
 
 
 # ---------------------------------------------------------------------------- expressions
@@ -316,8 +322,13 @@ def response_length_stats(lengths: Iterable[int]) -> dict[str, float | int | Non
     values: Sequence[int] = list(lengths)
     if not values:
         return {"count": 0, "mean": None, "median": None, "min": None, "max": None}
-    return {"count": len(values), "mean": sum(values) / len(values), "median": median(values),
-            "min": min(values), "max": max(values)}
+    return {
+        "count": len(values),
+        "mean": sum(values) / len(values),
+        "median": median(values),
+        "min": min(values),
+        "max": max(values),
+    }
 
 
 def finite_mean(values: Iterable[float | None]) -> float | None:
@@ -330,7 +341,22 @@ def finite_mean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-__all__ = ["ast_depth", "coverage", "cyclomatic_complexity", "expression_depth", "expression_metrics",
-           "finite_mean", "lines_of_code", "matchup_matrix", "max_digits", "mean_token_entropy",
-           "operator_count", "program_metrics", "proposal_complexity", "response_length_stats",
-           "signature", "token_entropy", "variable_count"]
+__all__ = [
+    "ast_depth",
+    "coverage",
+    "cyclomatic_complexity",
+    "expression_depth",
+    "expression_metrics",
+    "finite_mean",
+    "lines_of_code",
+    "matchup_matrix",
+    "max_digits",
+    "mean_token_entropy",
+    "operator_count",
+    "program_metrics",
+    "proposal_complexity",
+    "response_length_stats",
+    "signature",
+    "token_entropy",
+    "variable_count",
+]

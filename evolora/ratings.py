@@ -265,8 +265,10 @@ class Ratings:
         student.elo += delta
         teacher.elo -= delta
 
-        for record, won, lost in ((student, outcome == "student", outcome == "teacher"),
-                                  (teacher, outcome == "teacher", outcome == "student")):
+        for record, won, lost in (
+            (student, outcome == "student", outcome == "teacher"),
+            (teacher, outcome == "teacher", outcome == "student"),
+        ):
             record.matches += 1
             record.wins += won
             record.losses += lost
@@ -313,8 +315,11 @@ class Ratings:
                     mu=float(player["mu"]), sigma=float(player["sigma"]), name=member_id
                 )
                 records[member_id] = _Record(
-                    elo=float(player["elo"]), matches=int(player["matches"]), wins=int(player["wins"]),
-                    losses=int(player["losses"]), draws=int(player["draws"]),
+                    elo=float(player["elo"]),
+                    matches=int(player["matches"]),
+                    wins=int(player["wins"]),
+                    losses=int(player["losses"]),
+                    draws=int(player["draws"]),
                 )
             except KeyError as err:
                 raise ValueError(f"ratings state for {member_id!r} lacks field {err}") from None
@@ -336,16 +341,18 @@ class Ratings:
         rows = []
         for rank, member_id in enumerate(self.ranked(member_ids), start=1):
             record = self._records[member_id]
-            rows.append({
-                "rank": rank,
-                "id": member_id,
-                "mu": self.mu(member_id),
-                "sigma": self.sigma(member_id),
-                "conservative": self.conservative(member_id),
-                "elo": record.elo,
-                "matches": record.matches,
-                "wins": record.wins,
-                "losses": record.losses,
-                "draws": record.draws,
-            })
+            rows.append(
+                {
+                    "rank": rank,
+                    "id": member_id,
+                    "mu": self.mu(member_id),
+                    "sigma": self.sigma(member_id),
+                    "conservative": self.conservative(member_id),
+                    "elo": record.elo,
+                    "matches": record.matches,
+                    "wins": record.wins,
+                    "losses": record.losses,
+                    "draws": record.draws,
+                }
+            )
         return rows

@@ -29,14 +29,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from evolora import metrics
+from evolora.bank.local import AdapterBank
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
+from evolora.config.operator_choice import resolve_operators
 from evolora.critic import Review, review_rates, review_step, review_summary
 from evolora.critic.evaluation import critic_evaluation
+from evolora.distributed.recovery import run_step_with_recovery
 from evolora.evaluation import held_out_accuracy, held_out_curve
 from evolora.evaluation.family import family_accuracy
 from evolora.evaluation.members import fittest
@@ -44,22 +48,18 @@ from evolora.event import evolution_event
 from evolora.exam import ExamWindow
 from evolora.fitness import final_fitness, fitness_dev_set, fitness_now
 from evolora.generation.registry import resolve_engine
-from evolora.config.operator_choice import resolve_operators
 from evolora.io import write_json_atomic, write_text_atomic
 from evolora.league import League
 from evolora.model.device import model_device, resolve_device
-from evolora import metrics
 from evolora.operators import population_diversity
-from evolora.bank.local import AdapterBank
 from evolora.population import Individual, Population
+from evolora.schedule import scheduled_lr
+from evolora.selfplay import GameRecord, play_step
 from evolora.selfplay.memory import ProblemMemory
 from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
-from evolora.schedule import scheduled_lr
 from evolora.step_record import step_record
 from evolora.streams import step_streams
-from evolora.selfplay import GameRecord, play_step
 from evolora.tasks import make_task
-from evolora.distributed.recovery import run_step_with_recovery
 
 if TYPE_CHECKING:
     from evolora.bank import RunBank
@@ -90,8 +90,15 @@ class Run:
     """Every adapter of the run: :class:`evolora.bank.local.AdapterBank` in process, or
     :class:`evolora.distributed.sharded_bank.ShardedBank` on Ray (:data:`evolora.bank.RunBank`)."""
 
-    def __init__(self, config: Config, out_dir: str | Path, *, model: CausalLM | None = None,
-                 tokenizer: Tokenizer | None = None, task=None):
+    def __init__(
+        self,
+        config: Config,
+        out_dir: str | Path,
+        *,
+        model: CausalLM | None = None,
+        tokenizer: Tokenizer | None = None,
+        task=None,
+    ):
         if model is None and config.run.backend == "local":
             # a GPU that is not there, or a graph engine without one: refused before anything is written
             resolve_engine(config.generation.engine, resolve_device(config.model.device))
@@ -101,7 +108,9 @@ class Run:
         self.operators = resolve_operators(config.evolution)
         self.task = task if task is not None else make_task(config.task.name, **config.task.params)
         self.arm = config.arm  # the game each step plays and whether the outer loop evolves
-        self.dev_items = fitness_dev_set(self.task, config)  # refuses a validation fitness without one, before the model loads
+        self.dev_items = fitness_dev_set(
+            self.task, config
+        )  # refuses a validation fitness without one, before the model loads
         population = Population.initial(config.role_sizes)
         capacity = config.selfplay.matchmaking.hall_of_fame
         lora = config.lora
@@ -117,17 +126,30 @@ class Run:
             if model is None:
                 from evolora.model import load_base
 
-                model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, prepack=config.model.prepack,
-                                             num_threads=config.model.num_threads, device=config.model.device)
-            self.bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
-                                    tokenizer=tokenizer, engine=config.generation.engine)
+                model, tokenizer = load_base(
+                    config.model.name,
+                    dtype=config.model.dtype,
+                    prepack=config.model.prepack,
+                    num_threads=config.model.num_threads,
+                    device=config.model.device,
+                )
+            self.bank = AdapterBank(
+                model,
+                slots,
+                rank=lora.rank,
+                alpha=lora.alpha,
+                target_modules=lora.target_modules,
+                tokenizer=tokenizer,
+                engine=config.generation.engine,
+            )
         self.tokenizer = tokenizer
         self.device = model_device(self.bank.model) if config.run.backend == "local" else torch.device("cpu")
         init = torch.Generator(device="cpu").manual_seed(config.run.seed)  # the same founders on every device
         for member in population.members:
             self.bank.init_factors(member.slot, init, b_std=lora.init_b_std)
-        self.league = League(population, self._new_optimizer, hall_capacity=capacity,
-                             child_rating=config.evolution.child_rating)
+        self.league = League(
+            population, self._new_optimizer, hall_capacity=capacity, child_rating=config.evolution.child_rating
+        )
         self.exam_window = ExamWindow()  # proposals since the last event (evolution.fitness: exam)
         self.last_event: dict | None = None  # the last event's selection, for its response at the next
         self.step = 0
@@ -172,9 +194,20 @@ class Run:
         faults = self._repair_faults("before_step", streams.repair)
         proposers, solvers = self.population.players(self.arm.game)
         roles = {m.id: m.role for m in self.population.members}  # who played this step (evolution may replace them)
-        outcome = play_step(self.bank, self.tokenizer, self.task, proposers, solvers, self.ratings,
-                            self.config.selfplay, rng=rng, np_rng=np_rng, frozen=self._frozen(),
-                            memory=self.memory, step=step)
+        outcome = play_step(
+            self.bank,
+            self.tokenizer,
+            self.task,
+            proposers,
+            solvers,
+            self.ratings,
+            self.config.selfplay,
+            rng=rng,
+            np_rng=np_rng,
+            frozen=self._frozen(),
+            memory=self.memory,
+            step=step,
+        )
         reviews = self._review(outcome, np_rng)  # None: the run has no critics
         seconds = dict(outcome.seconds)
 
@@ -187,14 +220,23 @@ class Run:
         jobs = {m.slot: (self.optimizers[m.id], samples[m.id]) for m in self.population.members}
         lr = scheduled_lr(learner.lr, step, self.config.run.steps, learner.lr_schedule, learner.lr_final)
         by_slot = self.bank.update(
-            jobs, lr=lr, algorithm=learner.algorithm, clip_eps=learner.clip_eps, kl_coef=learner.kl_coef,
-            epochs=learner.epochs, micro_batch=learner.micro_batch, max_grad_norm=learner.max_grad_norm,
+            jobs,
+            lr=lr,
+            algorithm=learner.algorithm,
+            clip_eps=learner.clip_eps,
+            kl_coef=learner.kl_coef,
+            epochs=learner.epochs,
+            micro_batch=learner.micro_batch,
+            max_grad_norm=learner.max_grad_norm,
         )
         updates = {m.id: by_slot[m.slot] for m in self.population.members}
         seconds["train"] = time.perf_counter() - t0
         faults += [{"id": i, "where": "update", "action": "skipped"} for i, u in updates.items() if not u.finite]
-        faults += [{"id": i, "where": "reward", "action": "dropped", "samples": u.nonfinite_rewards}
-                   for i, u in updates.items() if u.nonfinite_rewards]
+        faults += [
+            {"id": i, "where": "reward", "action": "dropped", "samples": u.nonfinite_rewards}
+            for i, u in updates.items()
+            if u.nonfinite_rewards
+        ]
         faults += self._repair_faults("after_update", streams.repair)
 
         self.league.count(outcome.games)
@@ -226,18 +268,35 @@ class Run:
         if review is None or not self.population.role(review.solver):
             return None
         students, critics = self.population.players(review)
-        return review_step(self.bank, self.tokenizer, self.task, outcome, students, critics, self.ratings,
-                           self.config.selfplay, np_rng=np_rng)
+        return review_step(
+            self.bank,
+            self.tokenizer,
+            self.task,
+            outcome,
+            students,
+            critics,
+            self.ratings,
+            self.config.selfplay,
+            np_rng=np_rng,
+        )
 
     def _rate_reviews(self, reviews: list[Review], outcome, roles: dict[str, str]) -> dict:
         """Tally and rate the step's reviews; the step record's ``critic`` section."""
         self.league.count_reviews(reviews)
         rates = review_rates(reviews)
         outcomes = self.league.rate(rates, sides=self.arm.review.roles)
-        lengths = metrics.response_length_stats(len(s.completion_ids) for i, role in roles.items()
-                                                if role == self.arm.review.solver for s in outcome.samples[i])
-        return {**review_summary(reviews), "pair_agreement": {f"{s}|{c}": r for (s, c), r in rates.items()},
-                "match_outcomes": outcomes, "response_length": lengths}
+        lengths = metrics.response_length_stats(
+            len(s.completion_ids)
+            for i, role in roles.items()
+            if role == self.arm.review.solver
+            for s in outcome.samples[i]
+        )
+        return {
+            **review_summary(reviews),
+            "pair_agreement": {f"{s}|{c}": r for (s, c), r in rates.items()},
+            "match_outcomes": outcomes,
+            "response_length": lengths,
+        }
 
     def _frozen(self) -> list[Individual]:
         """The hall-of-fame snapshots as frozen solvers (empty when the hall is off)."""
@@ -259,17 +318,28 @@ class Run:
                 self.league.reset_optimizer(member)
                 events.append({"id": member.id, "where": where, "action": "rollback"})
             else:
-                cull = self.league.cull(member, self.bank, self.operators.mutation, step=self.step + 1,
-                                        generator=generator)
+                cull = self.league.cull(
+                    member, self.bank, self.operators.mutation, step=self.step + 1, generator=generator
+                )
                 events.append({"id": member.id, "where": where, "action": "cull", **cull})
         return events
 
     def _record(self, step, outcome, updates, outcomes, births, seconds, roles: dict[str, str]) -> dict:
         games = outcome.games
         self.signatures.update(metrics.signature(g.problem) for g in games if g.valid and g.problem)
-        return step_record(step, outcome, updates, outcomes, births, seconds, roles, members=self.population.members,
-                           ratings=self.ratings, coverage=metrics.coverage(self.signatures),
-                           complexity_kind=self.task.complexity_kind)
+        return step_record(
+            step,
+            outcome,
+            updates,
+            outcomes,
+            births,
+            seconds,
+            roles,
+            members=self.population.members,
+            ratings=self.ratings,
+            coverage=metrics.coverage(self.signatures),
+            complexity_kind=self.task.complexity_kind,
+        )
 
     def train(self, callbacks: list[Callback] = (), steps: int | None = None) -> None:
         """Run until ``steps`` (default ``config.run.steps``) steps are done, calling callbacks after each."""
@@ -282,9 +352,14 @@ class Run:
     # -- checkpoints ------------------------------------------------------------------------
     def state(self) -> dict:
         """JSON-serialisable run state (everything but tensors)."""
-        return {**self.league.state_dict(), "log_counts": dict(self.log_counts),
-                "signatures": sorted(self.signatures), "problem_memory": self.memory.state_dict(),
-                "exam_window": self.exam_window.state_dict(), "last_event": self.last_event}
+        return {
+            **self.league.state_dict(),
+            "log_counts": dict(self.log_counts),
+            "signatures": sorted(self.signatures),
+            "problem_memory": self.memory.state_dict(),
+            "exam_window": self.exam_window.state_dict(),
+            "last_event": self.last_event,
+        }
 
     def save_checkpoint(self) -> Path:
         """Write a resumable checkpoint of the current step."""
@@ -325,12 +400,24 @@ class Run:
             best = fittest(record, [m.id for m in solvers])
             solvers = [m for m in solvers if m.id == best]
         members = {m.slot: m.id for m in solvers}
-        results, _ = held_out_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
-                                       seed=self.config.run.seed,
-                                       answers_path=self.out_dir / "final" / "held_out.jsonl")
-        family = family_accuracy(self.bank, self.tokenizer, self.task, members, self.config.eval,
-                                 exclude=set(self.memory.answers),
-                                 answers_path=self.out_dir / "final" / "held_out_family.jsonl")
+        results, _ = held_out_accuracy(
+            self.bank,
+            self.tokenizer,
+            self.task,
+            members,
+            self.config.eval,
+            seed=self.config.run.seed,
+            answers_path=self.out_dir / "final" / "held_out.jsonl",
+        )
+        family = family_accuracy(
+            self.bank,
+            self.tokenizer,
+            self.task,
+            members,
+            self.config.eval,
+            exclude=set(self.memory.answers),
+            answers_path=self.out_dir / "final" / "held_out_family.jsonl",
+        )
         return results, family
 
     def evaluate_critics(self) -> dict:
@@ -345,11 +432,19 @@ class Run:
         selfplay = self.config.selfplay
         sampling = selfplay.sampling(review.proposer)
         return critic_evaluation(
-            self.bank, self.tokenizer, self.task, {m.slot: m.id for m in self.population.role(review.proposer)},
-            {m.slot: m.id for m in ranked}, limit=evaluation.critic_limit, n=evaluation.critic_samples,
-            sampling=sampling, max_new_tokens=evaluation.max_new_tokens,
-            critic_max_new_tokens=selfplay.critic_max_new_tokens, batch_size=evaluation.batch_size,
-            seed=self.config.run.seed)
+            self.bank,
+            self.tokenizer,
+            self.task,
+            {m.slot: m.id for m in self.population.role(review.proposer)},
+            {m.slot: m.id for m in ranked},
+            limit=evaluation.critic_limit,
+            n=evaluation.critic_samples,
+            sampling=sampling,
+            max_new_tokens=evaluation.max_new_tokens,
+            critic_max_new_tokens=selfplay.critic_max_new_tokens,
+            batch_size=evaluation.batch_size,
+            seed=self.config.run.seed,
+        )
 
     def diversity(self) -> dict[str, float]:
         """Per role with >= 2 members: mean pairwise ‖ΔW_i − ΔW_j‖_F / mean ‖ΔW_i‖_F
@@ -370,21 +465,42 @@ class Run:
         for row in self.ratings.table([m.id for m in self.population.members]):
             member = self.population.by_id(row["id"])
             tally = self.tally.get(member.id, {})
-            rate = (tally.get("correct", 0) / tally["attempts"] if tally.get("attempts")
-                    else tally.get("valid", 0) / tally["proposals"] if tally.get("proposals")
-                    else tally.get("agreed", 0) / tally["reviews"] if tally.get("reviews") else None)
-            individuals.append({**row, "role": member.role, "parents": list(member.parents), "games": tally,
-                                "solve_or_valid_rate": rate,
-                                "operator": member.operator, "born_step": member.born_step,
-                                "held_out": held_out.get(member.id)})
+            rate = (
+                tally.get("correct", 0) / tally["attempts"]
+                if tally.get("attempts")
+                else tally.get("valid", 0) / tally["proposals"]
+                if tally.get("proposals")
+                else tally.get("agreed", 0) / tally["reviews"]
+                if tally.get("reviews")
+                else None
+            )
+            individuals.append(
+                {
+                    **row,
+                    "role": member.role,
+                    "parents": list(member.parents),
+                    "games": tally,
+                    "solve_or_valid_rate": rate,
+                    "operator": member.operator,
+                    "born_step": member.born_step,
+                    "held_out": held_out.get(member.id),
+                }
+            )
         fitness = final_fitness(record, held_out, len(self.dev_items or [])) if record is not None else None
-        summary = {"steps": self.step, "model": self.config.model.name, "task": self.config.task.name,
-                   "mode": self.config.selfplay.mode, "seed": self.config.run.seed,
-                   "hall_of_fame": self.hall.ids if self.hall else [],
-                   "held_out_source": self.task.held_out_source if evaluate else None,
-                   "individuals": individuals, "held_out": held_out,
-                   "held_out_members": self.config.eval.members if held_out else None, "lineage": self.lineage,
-                   "diversity": self.diversity()}
+        summary = {
+            "steps": self.step,
+            "model": self.config.model.name,
+            "task": self.config.task.name,
+            "mode": self.config.selfplay.mode,
+            "seed": self.config.run.seed,
+            "hall_of_fame": self.hall.ids if self.hall else [],
+            "held_out_source": self.task.held_out_source if evaluate else None,
+            "individuals": individuals,
+            "held_out": held_out,
+            "held_out_members": self.config.eval.members if held_out else None,
+            "lineage": self.lineage,
+            "diversity": self.diversity(),
+        }
         if fitness is not None:
             summary["fitness"] = fitness
         if family:  # only a run with eval.family on a task that has a family set has the key

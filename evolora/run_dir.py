@@ -87,8 +87,10 @@ def lock_run_dir(run_dir: str | Path) -> Iterator[Path]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
-            raise RunDirLocked(f"{run_dir} is in use by process {holder}; wait for it to end or stop it "
-                               f"(kill {holder}), then run again") from None
+            raise RunDirLocked(
+                f"{run_dir} is in use by process {holder}; wait for it to end or stop it "
+                f"(kill {holder}), then run again"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
@@ -218,17 +220,22 @@ def final_step(run_dir: str | Path, summary: dict, *, allow_stale: bool = False)
     """
     step = summary.get("steps")
     if not isinstance(step, int) or isinstance(step, bool):
-        raise ValueError(f"{Path(run_dir) / 'final' / 'summary.json'} records no step; "
-                         f"write final/ again with: evolora evolve --resume {run_dir}")
+        raise ValueError(
+            f"{Path(run_dir) / 'final' / 'summary.json'} records no step; "
+            f"write final/ again with: evolora evolve --resume {run_dir}"
+        )
     newest = newest_checkpoint_step(run_dir)
     if newest is not None and newest > step and not allow_stale:
-        raise StaleFinal(f"{run_dir}/final holds the adapters of step {step}, but the run's checkpoints reach step "
-                         f"{newest} (a resume that stopped before its end): finish it with evolora evolve --resume "
-                         f"{run_dir}, or add --stale-ok to use step {step}'s adapters")
+        raise StaleFinal(
+            f"{run_dir}/final holds the adapters of step {step}, but the run's checkpoints reach step "
+            f"{newest} (a resume that stopped before its end): finish it with evolora evolve --resume "
+            f"{run_dir}, or add --stale-ok to use step {step}'s adapters"
+        )
     return step
 
 
 def newest_checkpoint_step(run_dir: str | Path) -> int | None:
     """The step of the newest ``RUN_DIR/checkpoints/step_NNNNNN`` by name (intact or not); None when none."""
-    return max((int(p.name[5:]) for p in (Path(run_dir) / "checkpoints").glob("step_*") if p.name[5:].isdigit()),
-               default=None)
+    return max(
+        (int(p.name[5:]) for p in (Path(run_dir) / "checkpoints").glob("step_*") if p.name[5:].isdigit()), default=None
+    )

@@ -13,8 +13,20 @@ import resource
 from evolora import metrics
 
 
-def step_record(step: int, outcome, updates: dict, outcomes, births: list, seconds: dict, roles: dict[str, str], *,
-                members, ratings, coverage: int, complexity_kind: str) -> dict:
+def step_record(
+    step: int,
+    outcome,
+    updates: dict,
+    outcomes,
+    births: list,
+    seconds: dict,
+    roles: dict[str, str],
+    *,
+    members,
+    ratings,
+    coverage: int,
+    complexity_kind: str,
+) -> dict:
     """The ``metrics.jsonl`` record of ``step``.
 
     Args:
@@ -50,8 +62,10 @@ def step_record(step: int, outcome, updates: dict, outcomes, births: list, secon
         "rollouts": sum(len(batch) for batch in outcome.samples.values()),  # completions sampled this step
         "trained_tokens": sum(u.tokens for u in updates.values()),
         "nonfinite": [i for i, u in updates.items() if not u.finite],
-        "ratings": {m.id: {"role": m.role, "mu": ratings.mu(m.id), "sigma": ratings.sigma(m.id),
-                           "elo": ratings.elo(m.id)} for m in members},
+        "ratings": {
+            m.id: {"role": m.role, "mu": ratings.mu(m.id), "sigma": ratings.sigma(m.id), "elo": ratings.elo(m.id)}
+            for m in members
+        },
         "births": [b.to_dict() for b in births],
         "tokens": outcome.rollout.tokens,
         "tokens_per_second": outcome.rollout.tokens_per_second,
@@ -68,10 +82,15 @@ def arms_race(games, outcome, updates: dict, roles: dict[str, str], coverage: in
         "complexity": metrics.proposal_complexity(games, complexity_kind),
         "coverage": coverage,
         "matchup": metrics.matchup_matrix(games),
-        "response_length": {role: metrics.response_length_stats(
-            len(s.completion_ids) for i in roles for s in outcome.samples[i]
-            if s.group.startswith("teacher:") == (role == "teacher") and roles[i] != "critic")
-            for role in ("teacher", "student")},
+        "response_length": {
+            role: metrics.response_length_stats(
+                len(s.completion_ids)
+                for i in roles
+                for s in outcome.samples[i]
+                if s.group.startswith("teacher:") == (role == "teacher") and roles[i] != "critic"
+            )
+            for role in ("teacher", "student")
+        },
         "entropy": entropy,
         "mean_entropy": metrics.finite_mean(entropy.values()),
     }

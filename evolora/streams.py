@@ -83,8 +83,11 @@ def step_streams(seed: int, step: int) -> StepStreams:
     Args:
         seed: ``run.seed`` (a non-negative int). step: the step being played, >= 1.
     """
-    return StepStreams(proposals=random.Random(f"{seed}:{step}"), matchmaking=np.random.default_rng([seed, step]),
-                       repair=cpu_generator((seed * 7_919 + step) % 2**64),
-                       selection=cpu_generator(stream_seed(seed, step, SELECTION)),
-                       variation=cpu_generator(stream_seed(seed, step, VARIATION)),
-                       rollout_seed=rollout_seed(seed, step))
+    return StepStreams(
+        proposals=random.Random(f"{seed}:{step}"),
+        matchmaking=np.random.default_rng([seed, step]),
+        repair=cpu_generator((seed * 7_919 + step) % 2**64),
+        selection=cpu_generator(stream_seed(seed, step, SELECTION)),
+        variation=cpu_generator(stream_seed(seed, step, VARIATION)),
+        rollout_seed=rollout_seed(seed, step),
+    )

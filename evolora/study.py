@@ -40,8 +40,11 @@ BUILTIN_ARMS: Mapping[str, dict[str, Any]] = {
     "single_agent": {"selfplay.mode": "single_agent"},
     "single_agent_total": {"selfplay.mode": "single_agent"},  # + the proposals of every teacher (total_compute)
     "no_evolution": {"selfplay.mode": "population", "evolution.enabled": False},
-    "independent_pairs": {"selfplay.mode": "population", "selfplay.matchmaking.scheme": "fixed_pairs",
-                          "evolution.enabled": False},
+    "independent_pairs": {
+        "selfplay.mode": "population",
+        "selfplay.matchmaking.scheme": "fixed_pairs",
+        "evolution.enabled": False,
+    },
     "random_reward": {"selfplay.mode": "population", "learner.rewards": "permuted"},
 }
 """The built-in arms: name -> the overrides that make a run of it from the study's config."""
@@ -53,6 +56,7 @@ def total_compute(config: Config) -> dict[str, Any]:
     ``samples_per_problem`` times), as all teachers together do."""
     per_step = config.selfplay.proposals_per_teacher * config.population.teachers
     return {"selfplay.proposals_per_teacher": per_step}
+
 
 ARMS = tuple(BUILTIN_ARMS)
 """The names of the built-in arms."""
@@ -145,8 +149,10 @@ def arm_overrides(arm: str, user_arms: Mapping[str, Mapping[str, Any]], base: Co
         raise ConfigError(f"study.arms: arm names are identifiers such as tournament_k4, got {bad[0]!r}")
     arms = {**BUILTIN_ARMS, **user_arms}
     if arm not in arms:
-        raise ConfigError(f"--arms: unknown arm {arm!r}; built-in: {', '.join(ARMS)}; "
-                          f"the config's study.arms: {', '.join(user_arms) or 'none'}")
+        raise ConfigError(
+            f"--arms: unknown arm {arm!r}; built-in: {', '.join(ARMS)}; "
+            f"the config's study.arms: {', '.join(user_arms) or 'none'}"
+        )
     overrides = dict(arms[arm])
     if arm == "single_agent_total":
         if base is None:
@@ -155,8 +161,9 @@ def arm_overrides(arm: str, user_arms: Mapping[str, Mapping[str, Any]], base: Co
     return [f"{key}={json.dumps(value)}" for key, value in overrides.items()] + [f"study.arm={arm}"]
 
 
-def study_plan(config_path: str | Path, *, seeds: list[int], arms: list[str], out: str | Path,
-               overrides: list[str] = ()) -> list[StudyRun]:
+def study_plan(
+    config_path: str | Path, *, seeds: list[int], arms: list[str], out: str | Path, overrides: list[str] = ()
+) -> list[StudyRun]:
     """Every (arm, seed) run with its validated config and state, arms in the given order.
 
     All configs are validated before anything runs, so a bad key fails the study at once.
@@ -201,8 +208,9 @@ STUDY_KS = (1, 4, 16)
 """The k of a study's sampled pass@k (``evolora study --samples``)."""
 
 
-def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = STUDY_KS,
-                    say: Callable[[str], None] | None = None) -> list[Path]:
+def study_pass_at_k(
+    plan: list[StudyRun], samples: int, ks: tuple[int, ...] = STUDY_KS, say: Callable[[str], None] | None = None
+) -> list[Path]:
     """Sampled pass@k (:func:`evolora.evaluation.sampled.sampled_pass_at_k`, temperature 1.0) of every
     finished run of ``plan`` that has none with ``samples`` answers per problem yet.
 
@@ -249,5 +257,15 @@ def study_pass_at_k(plan: list[StudyRun], samples: int, ks: tuple[int, ...] = ST
 
 def _base_key(config: Config, limit: int) -> str:
     """What makes two runs' base samples the same: task and its parameters, items, model and dtype."""
-    return json.dumps([config.task.name, config.task.params, limit, config.model.name, config.model.dtype,
-                       config.eval.max_new_tokens], sort_keys=True, default=str)
+    return json.dumps(
+        [
+            config.task.name,
+            config.task.params,
+            limit,
+            config.model.name,
+            config.model.dtype,
+            config.eval.max_new_tokens,
+        ],
+        sort_keys=True,
+        default=str,
+    )

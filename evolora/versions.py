@@ -26,8 +26,10 @@ from pathlib import Path
 GUARDED = ("torch", "transformers", "peft")
 """The packages whose versions are checked."""
 
-BREAKS_BELOW = {"transformers": "its decoder outputs lack .cache (5.17: \"'BaseModelOutputWithPast' object "
-                                "has no attribute 'cache'\")"}
+BREAKS_BELOW = {
+    "transformers": "its decoder outputs lack .cache (5.17: \"'BaseModelOutputWithPast' object "
+    "has no attribute 'cache'\")"
+}
 """Packages for which a version older than the tested range is an error, and why."""
 
 ALLOW_ENV = "EVOLORA_ALLOW_UNTESTED"
@@ -79,8 +81,9 @@ def installed() -> dict[str, str]:
     return out
 
 
-def check_versions(versions: Mapping[str, str] | None = None,
-                   requirements: Mapping[str, str] | None = None) -> list[str]:
+def check_versions(
+    versions: Mapping[str, str] | None = None, requirements: Mapping[str, str] | None = None
+) -> list[str]:
     """Compare installed versions with the tested ranges.
 
     Args:
@@ -108,17 +111,22 @@ def check_versions(versions: Mapping[str, str] | None = None,
         if specifier.contains(version, prereleases=True):
             continue
         fix = f"pip install '{name}{spec}'"
-        older = any(s.operator in (">=", ">", "==", "~=") and version < Version(s.version.removesuffix(".*"))
-                    for s in specifier)
+        older = any(
+            s.operator in (">=", ">", "==", "~=") and version < Version(s.version.removesuffix(".*")) for s in specifier
+        )
         if older and name in BREAKS_BELOW:
-            line = (f"{name} {version} is installed; evolora needs {name}{spec}: {BREAKS_BELOW[name]}; "
-                    f"install it with: {fix}")
+            line = (
+                f"{name} {version} is installed; evolora needs {name}{spec}: {BREAKS_BELOW[name]}; "
+                f"install it with: {fix}"
+            )
             if os.environ.get(ALLOW_ENV) != "1":
                 raise VersionError(f"{line} (or set {ALLOW_ENV}=1 to try anyway)")
             lines.append(line)
         else:
-            lines.append(f"{name} {version} is installed; evolora is tested with {name}{spec}; "
-                         f"if something fails, install a tested one: {fix}")
+            lines.append(
+                f"{name} {version} is installed; evolora is tested with {name}{spec}; "
+                f"if something fails, install a tested one: {fix}"
+            )
     return lines
 
 

@@ -12,21 +12,66 @@ References: PopuLoRA, arXiv 2605.16727, §3.
 """
 
 from .adapter import Adapter, check_adapter, check_parents, clone_adapter, delta_weight, map_modules
-from .diversity import delta_distance, delta_norm, population_diversity
 from .crossover import clone, dare, extrapolate, layer_swap, merge_weights, midpoint, slerp, svd_merge, svd_splice, ties
-from .lowrank import (best_rank_r, dense_refactor, factors_from_svd, frobenius_inner, randomized_refactor, refactor,
-                      svd_factors, weighted_sum_lowrank)
+from .diversity import delta_distance, delta_norm, population_diversity
+from .lowrank import (
+    best_rank_r,
+    dense_refactor,
+    factors_from_svd,
+    frobenius_inner,
+    randomized_refactor,
+    refactor,
+    svd_factors,
+    weighted_sum_lowrank,
+)
 from .mutation import component_mask, gaussian, layer_gaussian, lowrank_gaussian, spectral
 from .registry import KINDS, REGISTRY, DescribeRow, OperatorSpec, Param, Registry, register
 from .selection import fitness_proportional, pbt_truncation, rank, rank_order, tournament, truncation
 
 __all__ = [
-    "Adapter", "check_adapter", "check_parents", "clone_adapter", "delta_weight", "map_modules",
-    "best_rank_r", "dense_refactor", "factors_from_svd", "frobenius_inner", "randomized_refactor", "refactor",
-    "svd_factors", "weighted_sum_lowrank", "delta_distance", "delta_norm", "population_diversity",
-    "KINDS", "REGISTRY", "DescribeRow", "OperatorSpec", "Param", "Registry", "register",
-    "svd_merge", "layer_swap", "svd_splice", "dare", "ties", "extrapolate", "slerp", "clone", "midpoint",
+    "Adapter",
+    "check_adapter",
+    "check_parents",
+    "clone_adapter",
+    "delta_weight",
+    "map_modules",
+    "best_rank_r",
+    "dense_refactor",
+    "factors_from_svd",
+    "frobenius_inner",
+    "randomized_refactor",
+    "refactor",
+    "svd_factors",
+    "weighted_sum_lowrank",
+    "delta_distance",
+    "delta_norm",
+    "population_diversity",
+    "KINDS",
+    "REGISTRY",
+    "DescribeRow",
+    "OperatorSpec",
+    "Param",
+    "Registry",
+    "register",
+    "svd_merge",
+    "layer_swap",
+    "svd_splice",
+    "dare",
+    "ties",
+    "extrapolate",
+    "slerp",
+    "clone",
+    "midpoint",
     "merge_weights",
-    "lowrank_gaussian", "spectral", "layer_gaussian", "component_mask", "gaussian",
-    "tournament", "truncation", "fitness_proportional", "rank", "rank_order", "pbt_truncation",
+    "lowrank_gaussian",
+    "spectral",
+    "layer_gaussian",
+    "component_mask",
+    "gaussian",
+    "tournament",
+    "truncation",
+    "fitness_proportional",
+    "rank",
+    "rank_order",
+    "pbt_truncation",
 ]

@@ -66,19 +66,25 @@ def check_adapter(adapter: Mapping[str, tuple[Tensor, Tensor]], *, what: str = "
                 f"rank r (A: (r, d_in), B: (d_out, r)); did you pass (B, A) or a transposed factor?"
             )
         if a.dtype != b.dtype or a.device != b.device:
-            raise ValueError(f"{what}[{name!r}]: A and B must share dtype and device ({a.dtype}/{a.device} vs "
-                             f"{b.dtype}/{b.device})")
+            raise ValueError(
+                f"{what}[{name!r}]: A and B must share dtype and device ({a.dtype}/{a.device} vs {b.dtype}/{b.device})"
+            )
         if rank is None:
             rank = a.shape[0]
         elif a.shape[0] != rank:
-            raise ValueError(f"{what}[{name!r}] has rank {a.shape[0]} but other modules have rank {rank}; "
-                             f"use one rank per adapter")
+            raise ValueError(
+                f"{what}[{name!r}] has rank {a.shape[0]} but other modules have rank {rank}; use one rank per adapter"
+            )
     assert rank is not None
     return rank
 
 
-def check_parents(parents: Sequence[Mapping[str, tuple[Tensor, Tensor]]], fitness: Sequence[float] | None = None,
-                  *, min_parents: int = 1) -> int:
+def check_parents(
+    parents: Sequence[Mapping[str, tuple[Tensor, Tensor]]],
+    fitness: Sequence[float] | None = None,
+    *,
+    min_parents: int = 1,
+) -> int:
     """Check that parents are compatible (same modules, shapes, rank) and return the rank r.
 
     Args:
@@ -107,19 +113,27 @@ def check_parents(parents: Sequence[Mapping[str, tuple[Tensor, Tensor]]], fitnes
         if set(parent) != set(names):
             missing = sorted(set(names) - set(parent))[:3]
             extra = sorted(set(parent) - set(names))[:3]
-            raise ValueError(f"parents[{i}] targets different modules than parents[0] (missing {missing}, extra "
-                             f"{extra}); all parents must adapt the same modules")
+            raise ValueError(
+                f"parents[{i}] targets different modules than parents[0] (missing {missing}, extra "
+                f"{extra}); all parents must adapt the same modules"
+            )
         if rank_i != rank:
-            raise ValueError(f"parents[{i}] has rank {rank_i} but parents[0] has rank {rank}; refactor them to one "
-                             f"rank first (operators.lowrank.refactor)")
+            raise ValueError(
+                f"parents[{i}] has rank {rank_i} but parents[0] has rank {rank}; refactor them to one "
+                f"rank first (operators.lowrank.refactor)"
+            )
         for name in names:
             (a0, b0), (a, b) = parents[0][name], parent[name]
             if a.shape != a0.shape or b.shape != b0.shape:
-                raise ValueError(f"module {name!r}: parents[{i}] has A {tuple(a.shape)}, B {tuple(b.shape)} but "
-                                 f"parents[0] has A {tuple(a0.shape)}, B {tuple(b0.shape)}")
+                raise ValueError(
+                    f"module {name!r}: parents[{i}] has A {tuple(a.shape)}, B {tuple(b.shape)} but "
+                    f"parents[0] has A {tuple(a0.shape)}, B {tuple(b0.shape)}"
+                )
             if a.dtype != a0.dtype or a.device != a0.device:
-                raise ValueError(f"module {name!r}: parents[{i}] is {a.dtype} on {a.device} but parents[0] is "
-                                 f"{a0.dtype} on {a0.device}; move them to one dtype/device")
+                raise ValueError(
+                    f"module {name!r}: parents[{i}] is {a.dtype} on {a.device} but parents[0] is "
+                    f"{a0.dtype} on {a0.device}; move them to one dtype/device"
+                )
     return rank
 
 
@@ -177,8 +191,9 @@ def better_worse(fitness: Sequence[float]) -> tuple[int, int]:
     return best, worst
 
 
-def map_modules(fn: Callable[..., tuple[Tensor, Tensor]], *adapters: Mapping[str, tuple[Tensor, Tensor]],
-                batched: bool = True) -> Adapter:
+def map_modules(
+    fn: Callable[..., tuple[Tensor, Tensor]], *adapters: Mapping[str, tuple[Tensor, Tensor]], batched: bool = True
+) -> Adapter:
     """Apply a per-module function to aligned adapters and return the resulting adapter.
 
     With ``batched=True`` modules with identical shapes (e.g. the 30 ``q_proj`` of a model) are
@@ -200,8 +215,10 @@ def map_modules(fn: Callable[..., tuple[Tensor, Tensor]], *adapters: Mapping[str
         groups.setdefault((tuple(a.shape), tuple(b.shape), a.dtype, a.device), []).append(name)
     out: dict[str, tuple[Tensor, Tensor]] = {}
     for names in groups.values():
-        stacks = [(torch.stack([adapter[n][0] for n in names]), torch.stack([adapter[n][1] for n in names]))
-                  for adapter in adapters]
+        stacks = [
+            (torch.stack([adapter[n][0] for n in names]), torch.stack([adapter[n][1] for n in names]))
+            for adapter in adapters
+        ]
         new_a, new_b = fn(*stacks)
         for i, n in enumerate(names):
             out[n] = (new_a[i].clone(), new_b[i].clone())  # own storage (safetensors rejects shared)

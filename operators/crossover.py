@@ -26,8 +26,18 @@ from .adapter import Adapter, better_worse, check_parents, clone_adapter, map_mo
 from .lowrank import factors_from_svd, frobenius_inner, randomized_refactor, svd_factors, weighted_sum_lowrank
 from .registry import Param, register
 
-__all__ = ["svd_merge", "layer_swap", "svd_splice", "dare", "ties", "extrapolate", "slerp", "clone", "midpoint",
-           "merge_weights"]
+__all__ = [
+    "svd_merge",
+    "layer_swap",
+    "svd_splice",
+    "dare",
+    "ties",
+    "extrapolate",
+    "slerp",
+    "clone",
+    "midpoint",
+    "merge_weights",
+]
 
 _WEIGHTS = Param("equal", choices=("equal", "fitness"), doc="'equal': w_i = 1/n; 'fitness': softmax(f/temperature)")
 _TEMPERATURE = Param(1.0, low=1e-6, high=1e6, doc="softmax temperature, in fitness units")
@@ -45,7 +55,9 @@ def merge_weights(fitness: Sequence[float], weights: str = "equal", temperature:
         raise ValueError(f"weights must be 'equal' or 'fitness', got {weights!r}")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
-    values = torch.tensor([float(f) for f in fitness], dtype=torch.float64, device="cpu")  # host arithmetic on P numbers
+    values = torch.tensor(
+        [float(f) for f in fitness], dtype=torch.float64, device="cpu"
+    )  # host arithmetic on P numbers
     return torch.softmax(values / temperature, 0).tolist()
 
 
@@ -55,8 +67,14 @@ def _merge(parents: Sequence[Adapter], coefficients: Sequence[float], rank: int)
 
 
 @register("crossover", weights=_WEIGHTS, temperature=_TEMPERATURE)
-def svd_merge(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator,
-              weights: str = "equal", temperature: float = 1.0) -> Adapter:
+def svd_merge(
+    parents: Sequence[Adapter],
+    fitness: Sequence[float],
+    *,
+    generator: torch.Generator,
+    weights: str = "equal",
+    temperature: float = 1.0,
+) -> Adapter:
     """Weighted ΔW merge, truncated exactly to rank r in factor space.
 
     ΔW_child = best rank-r approximation of Σ_i w_i B_i A_i (Eckart-Young), with w from
@@ -105,8 +123,9 @@ def clone(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: to
 
 
 @register("crossover", p=Param(0.5, low=0.0, high=1.0, doc="probability a module comes from the fitter parent"))
-def layer_swap(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator,
-               p: float = 0.5) -> Adapter:
+def layer_swap(
+    parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator, p: float = 0.5
+) -> Adapter:
     """Layer-wise selection: each module is copied whole from one parent.
 
     Module m comes from the fittest parent with probability p, otherwise from a uniformly drawn
@@ -135,9 +154,13 @@ def layer_swap(parents: Sequence[Adapter], fitness: Sequence[float], *, generato
     return child
 
 
-@register("crossover", k=Param(None, low=0, high=4096, value_type=int, doc="triplets from the fitter parent; None: uniform in 1..r-1"))
-def svd_splice(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator,
-               k: int | None = None) -> Adapter:
+@register(
+    "crossover",
+    k=Param(None, low=0, high=4096, value_type=int, doc="triplets from the fitter parent; None: uniform in 1..r-1"),
+)
+def svd_splice(
+    parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator, k: int | None = None
+) -> Adapter:
     """SVD-subspace splicing: top-k singular triplets of the better parent, top r−k of the worse.
 
     ΔW_child = Σ_{j<k} s_j u_j v_jᵀ (better) + Σ_{j<r−k} s'_j u'_j v'_jᵀ (worse), so rank ≤ r.
@@ -173,10 +196,19 @@ def svd_splice(parents: Sequence[Adapter], fitness: Sequence[float], *, generato
     return map_modules(splice, parents[best], parents[worst])
 
 
-@register("crossover", eta_low=Param(1.0, low=0.0, high=3.0, doc="lower bound of η"),
-          eta_high=Param(1.5, low=0.0, high=3.0, doc="upper bound of η"))
-def extrapolate(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator,
-                eta_low: float = 1.0, eta_high: float = 1.5) -> Adapter:
+@register(
+    "crossover",
+    eta_low=Param(1.0, low=0.0, high=3.0, doc="lower bound of η"),
+    eta_high=Param(1.5, low=0.0, high=3.0, doc="upper bound of η"),
+)
+def extrapolate(
+    parents: Sequence[Adapter],
+    fitness: Sequence[float],
+    *,
+    generator: torch.Generator,
+    eta_low: float = 1.0,
+    eta_high: float = 1.5,
+) -> Adapter:
     """Extrapolative combination: ΔW_child = worse + η·(better − worse), η ~ U[eta_low, eta_high].
 
     Computed as the exact rank-r truncation of (1 − η)·ΔW_worse + η·ΔW_better in factor space;
@@ -212,8 +244,9 @@ def _slerp_coefficients(cos: Tensor, t: float) -> tuple[Tensor, Tensor]:
 
 
 @register("crossover", t=Param(0.5, low=0.0, high=1.0, doc="0: worse parent, 1: better parent"))
-def slerp(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator,
-          t: float = 0.5) -> Adapter:
+def slerp(
+    parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator, t: float = 0.5
+) -> Adapter:
     """Spherical interpolation of the flattened ΔW per module, truncated exactly to rank r.
 
     Ω = arccos(⟨ΔW_0, ΔW_1⟩_F / (‖ΔW_0‖_F ‖ΔW_1‖_F)),
@@ -251,11 +284,23 @@ def _dense_deltas(pairs: Sequence[tuple[Tensor, Tensor]]) -> list[Tensor]:
     return [b.to(dtype) @ a.to(dtype) for a, b in pairs]
 
 
-@register("crossover", p=Param(0.5, low=0.0, high=0.99, doc="drop probability per entry"),
-          weights=_WEIGHTS, temperature=_TEMPERATURE,
-          space=Param("delta", choices=("delta", "factors"), doc="drop entries of ΔW (dense) or of A and B"))
-def dare(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator, p: float = 0.5,
-         weights: str = "equal", temperature: float = 1.0, space: str = "delta") -> Adapter:
+@register(
+    "crossover",
+    p=Param(0.5, low=0.0, high=0.99, doc="drop probability per entry"),
+    weights=_WEIGHTS,
+    temperature=_TEMPERATURE,
+    space=Param("delta", choices=("delta", "factors"), doc="drop entries of ΔW (dense) or of A and B"),
+)
+def dare(
+    parents: Sequence[Adapter],
+    fitness: Sequence[float],
+    *,
+    generator: torch.Generator,
+    p: float = 0.5,
+    weights: str = "equal",
+    temperature: float = 1.0,
+    space: str = "delta",
+) -> Adapter:
     """DARE: drop entries with probability p, rescale survivors by 1/(1 − p), merge, refactor to rank r.
 
     space="delta": ΔW_child ≈ best rank-r of Σ_i w_i (M_i ⊙ ΔW_i) / (1 − p) with entrywise
@@ -291,7 +336,7 @@ def dare(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: tor
 
     def drop_merge(*pairs: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         merged = None
-        for wi, delta in zip(w, _dense_deltas(pairs)):                  # delta: (M, d_out, d_in), our own
+        for wi, delta in zip(w, _dense_deltas(pairs)):  # delta: (M, d_out, d_in), our own
             delta.masked_fill_(rand(delta.shape, like=delta, generator=generator) < p, 0.0)
             merged = delta.mul_(wi / (1.0 - p)) if merged is None else merged.add_(delta, alpha=wi / (1.0 - p))
         a, b = randomized_refactor(merged, rank, generator=generator)
@@ -304,8 +349,9 @@ _TIES_SAMPLE = 1 << 16
 
 
 @register("crossover", density=Param(0.2, low=1e-4, high=1.0, doc="fraction of ΔW entries kept per parent"))
-def ties(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator,
-         density: float = 0.2) -> Adapter:
+def ties(
+    parents: Sequence[Adapter], fitness: Sequence[float], *, generator: torch.Generator, density: float = 0.2
+) -> Adapter:
     """TIES merging on ΔW: trim, elect sign, disjoint mean, then refactor to rank r.
 
     Trim: keep the entries of each ΔW_i whose |·| reaches the (1 − density) quantile of |ΔW_i| (per
@@ -327,7 +373,7 @@ def ties(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: tor
 
     def ties_merge(*pairs: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         trimmed = []
-        for delta in _dense_deltas(pairs):                                # (M, d_out, d_in), our own
+        for delta in _dense_deltas(pairs):  # (M, d_out, d_in), our own
             flat = delta.flatten(start_dim=-2)
             if density < 1.0:
                 sample = flat
@@ -341,7 +387,7 @@ def ties(parents: Sequence[Adapter], fitness: Sequence[float], *, generator: tor
         elected = torch.stack(trimmed).sum(dim=0) if len(trimmed) > 1 else trimmed[0].clone()  # sign(Σ) = γ
         total, count = torch.zeros_like(elected), torch.zeros_like(elected)
         for delta in trimmed:
-            agree = (delta * elected) > 0                                # non-zero and same sign as γ
+            agree = (delta * elected) > 0  # non-zero and same sign as γ
             total.add_(delta * agree)
             count.add_(agree)
         a, b = randomized_refactor(total.div_(count.clamp_min_(1.0)), rank, generator=generator)

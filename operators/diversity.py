@@ -33,8 +33,12 @@ def delta_distance(x: Adapter, y: Adapter) -> Tensor:
     total = torch.zeros((), dtype=torch.float64, device=next(iter(x.values()))[0].device)
     for name, (a1, b1) in x.items():
         a2, b2 = y[name]
-        total = total + frobenius_inner(a1, b1, a1, b1) + frobenius_inner(a2, b2, a2, b2) \
+        total = (
+            total
+            + frobenius_inner(a1, b1, a1, b1)
+            + frobenius_inner(a2, b2, a2, b2)
             - 2 * frobenius_inner(a1, b1, a2, b2)
+        )
     return total.clamp(min=0).sqrt()
 
 

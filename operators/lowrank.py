@@ -44,10 +44,14 @@ def _work_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _check_pair(a: Tensor, b: Tensor) -> None:
     if a.ndim < 2 or b.ndim < 2:
-        raise ValueError(f"expected A: (..., R, d_in) and B: (..., d_out, R), got A {tuple(a.shape)}, B {tuple(b.shape)}")
+        raise ValueError(
+            f"expected A: (..., R, d_in) and B: (..., d_out, R), got A {tuple(a.shape)}, B {tuple(b.shape)}"
+        )
     if a.shape[-2] != b.shape[-1]:
-        raise ValueError(f"A has {a.shape[-2]} rows but B has {b.shape[-1]} columns; expected A: (..., R, d_in) and "
-                         f"B: (..., d_out, R) — did you pass (B, A) instead of (A, B)?")
+        raise ValueError(
+            f"A has {a.shape[-2]} rows but B has {b.shape[-1]} columns; expected A: (..., R, d_in) and "
+            f"B: (..., d_out, R) — did you pass (B, A) instead of (A, B)?"
+        )
 
 
 def _check_rank(rank: int) -> None:
@@ -79,14 +83,15 @@ def svd_factors(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """
     _check_pair(a, b)
     dtype = _work_dtype(torch.promote_types(a.dtype, b.dtype))
-    q_b, r_b = torch.linalg.qr(b.to(dtype))                 # (..., d_out, k1), (..., k1, R)
-    q_a, r_a = torch.linalg.qr(a.to(dtype).mT)              # (..., d_in, k2), (..., k2, R)
+    q_b, r_b = torch.linalg.qr(b.to(dtype))  # (..., d_out, k1), (..., k1, R)
+    q_a, r_a = torch.linalg.qr(a.to(dtype).mT)  # (..., d_in, k2), (..., k2, R)
     u_c, s, vh_c = torch.linalg.svd(r_b @ r_a.mT, full_matrices=False)  # core (..., k1, k2)
     return q_b @ u_c, s, vh_c @ q_a.mT
 
 
-def factors_from_svd(u: Tensor, s: Tensor, vh: Tensor, rank: int, *, split: Split = "balanced",
-                     dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+def factors_from_svd(
+    u: Tensor, s: Tensor, vh: Tensor, rank: int, *, split: Split = "balanced", dtype: torch.dtype | None = None
+) -> tuple[Tensor, Tensor]:
     """Keep the top ``rank`` singular triplets and return LoRA factors (A, B).
 
     split="balanced": B = U_r √S_r, A = √S_r Vh_r (the paper's choice; ‖A‖ ≈ ‖B‖).
@@ -163,8 +168,9 @@ def refactor(a: Tensor, b: Tensor, rank: int | None = None, *, split: Split = "b
     return best_rank_r(a, b, a.shape[-2] if rank is None else rank, split=split)
 
 
-def weighted_sum_lowrank(factors: Sequence[tuple[Tensor, Tensor]], weights: Sequence[float] | Tensor, rank: int,
-                         *, split: Split = "balanced") -> tuple[Tensor, Tensor]:
+def weighted_sum_lowrank(
+    factors: Sequence[tuple[Tensor, Tensor]], weights: Sequence[float] | Tensor, rank: int, *, split: Split = "balanced"
+) -> tuple[Tensor, Tensor]:
     """Best rank-r approximation of Σ_i w_i B_i A_i, computed in factor space.
 
     Stacks [w_1 B_1, …, w_n B_n] and [A_1; …; A_n] (total rank R = Σ r_i) and calls
@@ -187,8 +193,11 @@ def weighted_sum_lowrank(factors: Sequence[tuple[Tensor, Tensor]], weights: Sequ
     """
     if len(factors) == 0:
         raise ValueError("weighted_sum_lowrank needs at least one (A, B) pair")
-    w = torch.as_tensor(weights, dtype=torch.float64 if factors[0][0].dtype == torch.float64 else torch.float32,
-                        device=factors[0][0].device)
+    w = torch.as_tensor(
+        weights,
+        dtype=torch.float64 if factors[0][0].dtype == torch.float64 else torch.float32,
+        device=factors[0][0].device,
+    )
     if w.shape[-1] != len(factors):
         raise ValueError(f"got {len(factors)} factor pairs but {w.shape[-1]} weights; pass one weight per pair")
     for a, b in factors:
@@ -210,8 +219,15 @@ def dense_refactor(delta: Tensor, rank: int, *, split: Split = "balanced") -> tu
     return factors_from_svd(u, s, vh, rank, split=split, dtype=delta.dtype)
 
 
-def randomized_refactor(delta: Tensor, rank: int, *, generator: torch.Generator, oversample: int = 8,
-                        power_iters: int = 2, split: Split = "balanced") -> tuple[Tensor, Tensor]:
+def randomized_refactor(
+    delta: Tensor,
+    rank: int,
+    *,
+    generator: torch.Generator,
+    oversample: int = 8,
+    power_iters: int = 2,
+    split: Split = "balanced",
+) -> tuple[Tensor, Tensor]:
     """Near-best rank-r factors of a dense ΔW by a randomized range finder (Halko et al. 2011).
 
     Y = (ΔW ΔWᵀ)^q ΔW Ω with Gaussian Ω: (d_in, r + oversample), Q = orth(Y), then the SVD of the
@@ -233,8 +249,9 @@ def randomized_refactor(delta: Tensor, rank: int, *, generator: torch.Generator,
     _check_rank(rank)
     m = delta.to(_work_dtype(delta.dtype))
     width = min(rank + oversample, m.shape[-1], m.shape[-2])
-    omega = torch.randn(*m.shape[:-2], m.shape[-1], width, generator=generator, device=generator.device,
-                        dtype=m.dtype).to(m.device)
+    omega = torch.randn(
+        *m.shape[:-2], m.shape[-1], width, generator=generator, device=generator.device, dtype=m.dtype
+    ).to(m.device)
     q, _ = torch.linalg.qr(m @ omega)
     for _ in range(power_iters):
         z, _ = torch.linalg.qr(m.mT @ q)
@@ -250,6 +267,6 @@ def frobenius_inner(a1: Tensor, b1: Tensor, a2: Tensor, b2: Tensor) -> Tensor:
         a_i: (..., r_i, d_in), b_i: (..., d_out, r_i) → (...,).
     """
     dtype = _work_dtype(torch.promote_types(a1.dtype, a2.dtype))
-    g_b = b1.to(dtype).mT @ b2.to(dtype)      # (..., r1, r2)
-    g_a = a2.to(dtype) @ a1.to(dtype).mT      # (..., r2, r1)
+    g_b = b1.to(dtype).mT @ b2.to(dtype)  # (..., r1, r2)
+    g_a = a2.to(dtype) @ a1.to(dtype).mT  # (..., r2, r1)
     return (g_b * g_a.mT).sum(dim=(-2, -1))

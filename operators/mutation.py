@@ -25,10 +25,14 @@ __all__ = ["lowrank_gaussian", "spectral", "layer_gaussian", "component_mask", "
 _SIGMA = Param(0.01, low=0.0, high=10.0, doc="noise std in units of each factor's own std")
 
 
-@register("mutation", sigma=Param(0.1, low=0.0, high=10.0, doc="‖noise‖_F / ‖ΔW‖_F before truncation"),
-          noise_rank=Param(None, low=1, high=4096, value_type=int, doc="rank q of the noise; None: r"))
-def lowrank_gaussian(parent: Adapter, *, generator: torch.Generator, sigma: float = 0.1,
-                     noise_rank: int | None = None) -> Adapter:
+@register(
+    "mutation",
+    sigma=Param(0.1, low=0.0, high=10.0, doc="‖noise‖_F / ‖ΔW‖_F before truncation"),
+    noise_rank=Param(None, low=1, high=4096, value_type=int, doc="rank q of the noise; None: r"),
+)
+def lowrank_gaussian(
+    parent: Adapter, *, generator: torch.Generator, sigma: float = 0.1, noise_rank: int | None = None
+) -> Adapter:
     """Low-rank Gaussian noise on ΔW, refactored back to rank r in factor space.
 
     N = G Hᵀ with G: (d_out, q), H: (d_in, q) i.i.d. N(0, 1);
@@ -54,14 +58,15 @@ def lowrank_gaussian(parent: Adapter, *, generator: torch.Generator, sigma: floa
     q = rank if noise_rank is None else noise_rank
 
     def perturb(pair: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-        a, b = pair                                                       # (M, r, d_in), (M, d_out, r)
+        a, b = pair  # (M, r, d_in), (M, d_out, r)
         g = randn_like(b, generator=generator, shape=(*b.shape[:-1], q))  # (M, d_out, q)
         h = randn_like(a, generator=generator, shape=(*a.shape[:-2], q, a.shape[-1]))  # (M, q, d_in) = Hᵀ
         size = frobenius_inner(a, b, a, b).clamp_min(0).sqrt()
         noise = frobenius_inner(h, g, h, g).clamp_min(0).sqrt().clamp_min(torch.finfo(g.dtype).tiny)
         scale = (sigma * size / noise)[..., None, None]
-        out_a, out_b = best_rank_r(torch.cat([a.to(g.dtype), h], dim=-2), torch.cat([b.to(g.dtype), scale * g], dim=-1),
-                                   rank)
+        out_a, out_b = best_rank_r(
+            torch.cat([a.to(g.dtype), h], dim=-2), torch.cat([b.to(g.dtype), scale * g], dim=-1), rank
+        )
         return out_a.to(a.dtype), out_b.to(b.dtype)
 
     return map_modules(perturb, parent)
@@ -75,8 +80,11 @@ def _random_rotation(shape: tuple[int, ...], angle: float, like: Tensor, generat
     return torch.linalg.matrix_exp(skew * (angle / norm)[..., None, None])
 
 
-@register("mutation", epsilon=Param(0.1, low=0.0, high=5.0, doc="std of log singular-value noise"),
-          angle=Param(0.05, low=0.0, high=3.1416, doc="largest rotation angle of each singular basis, radians"))
+@register(
+    "mutation",
+    epsilon=Param(0.1, low=0.0, high=5.0, doc="std of log singular-value noise"),
+    angle=Param(0.05, low=0.0, high=3.1416, doc="largest rotation angle of each singular basis, radians"),
+)
 def spectral(parent: Adapter, *, generator: torch.Generator, epsilon: float = 0.1, angle: float = 0.05) -> Adapter:
     """SVD spectral perturbation: S ← S ⊙ exp(ε z) and small rotations of both singular bases.
 
@@ -101,7 +109,7 @@ def spectral(parent: Adapter, *, generator: torch.Generator, epsilon: float = 0.
     rank = check_adapter(parent)
 
     def perturb(pair: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-        u, s, vh = svd_factors(*pair)                                     # (M, d_out, k), (M, k), (M, k, d_in)
+        u, s, vh = svd_factors(*pair)  # (M, d_out, k), (M, k), (M, k, d_in)
         k = s.shape[-1]
         z = randn_like(s, generator=generator)
         rot_u = _random_rotation((*s.shape[:-1], k, k), angle, s, generator)
@@ -149,15 +157,16 @@ def _noisy(a: Tensor, b: Tensor, sigma: float, generator: torch.Generator) -> tu
     """A + σ std(A) N, B + σ std(B) N' with population std per module (broadcasts over a leading axis)."""
     out = []
     for factor in (a, b):
-        noise = randn_like(factor, generator=generator)                   # float32 or float64
+        noise = randn_like(factor, generator=generator)  # float32 or float64
         std = factor.to(noise.dtype).std(dim=(-2, -1), correction=0, keepdim=True)
         out.append((factor.to(noise.dtype) + sigma * std * noise).to(factor.dtype))
     return out[0], out[1]
 
 
 @register("mutation", sigma=_SIGMA, fraction=Param(0.25, low=0.0, high=1.0, doc="fraction of modules perturbed"))
-def layer_gaussian(parent: Adapter, *, generator: torch.Generator, sigma: float = 0.01,
-                   fraction: float = 0.25) -> Adapter:
+def layer_gaussian(
+    parent: Adapter, *, generator: torch.Generator, sigma: float = 0.01, fraction: float = 0.25
+) -> Adapter:
     """Layer-selective Gaussian noise scaled by each tensor's std, on a random fraction of modules.
 
     n = max(1, round(f·M)) of the M modules (f > 0; none when f = 0) are drawn without replacement;

@@ -86,8 +86,11 @@ class Param:
                 raise ValueError(f"{value!r} is not a number; {self.allowed()}")
             if expected is int and not float(value).is_integer():
                 raise ValueError(f"{value!r} is not an integer; {self.allowed()}")
-            if math.isnan(float(value)) or (self.low is not None and value < self.low) or (
-                    self.high is not None and value > self.high):
+            if (
+                math.isnan(float(value))
+                or (self.low is not None and value < self.low)
+                or (self.high is not None and value > self.high)
+            ):
                 raise ValueError(f"{value!r} is out of range; {self.allowed()}")
             return int(value) if expected is int else float(value)
         if not isinstance(value, expected):
@@ -126,8 +129,10 @@ def _signature_params(fn: Callable[..., Any]) -> dict[str, Param]:
     for p in inspect.signature(fn).parameters.values():
         if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _RESERVED:
             if p.default is inspect.Parameter.empty:
-                raise ValueError(f"{fn.__qualname__}: keyword-only argument {p.name!r} needs a default to be a "
-                                 f"configurable operator parameter")
+                raise ValueError(
+                    f"{fn.__qualname__}: keyword-only argument {p.name!r} needs a default to be a "
+                    f"configurable operator parameter"
+                )
             params[p.name] = Param(default=p.default)
     return params
 
@@ -143,8 +148,14 @@ class Registry:
             raise ValueError(f"unknown operator kind {kind!r}; allowed: {', '.join(KINDS)}")
         return self._specs[kind]
 
-    def register(self, kind: str, name: str, fn: Callable[..., Any], params: Mapping[str, Param] | None = None,
-                 doc: str | None = None) -> OperatorSpec:
+    def register(
+        self,
+        kind: str,
+        name: str,
+        fn: Callable[..., Any],
+        params: Mapping[str, Param] | None = None,
+        doc: str | None = None,
+    ) -> OperatorSpec:
         """Register ``fn`` as operator ``name`` of ``kind`` and return its spec.
 
         Args:
@@ -157,14 +168,18 @@ class Registry:
         """
         specs = self._kind(kind)
         if name in specs:
-            raise ValueError(f"{kind} {name!r} is already registered (by {specs[name].fn.__module__}."
-                             f"{specs[name].fn.__qualname__}); pick another name")
+            raise ValueError(
+                f"{kind} {name!r} is already registered (by {specs[name].fn.__module__}."
+                f"{specs[name].fn.__qualname__}); pick another name"
+            )
         from_signature = _signature_params(fn)
         if params is None:
             params = from_signature
         elif set(params) != set(from_signature):
-            raise ValueError(f"{kind} {name!r}: declared params {sorted(params)} differ from {fn.__qualname__}'s "
-                             f"keyword-only args {sorted(from_signature)}")
+            raise ValueError(
+                f"{kind} {name!r}: declared params {sorted(params)} differ from {fn.__qualname__}'s "
+                f"keyword-only args {sorted(from_signature)}"
+            )
         for pname, param in params.items():
             if param.default is not None or param.choices is not None:
                 param.check(param.default)
@@ -174,17 +189,21 @@ class Registry:
 
     def decorator(self, kind: str, name: str | None = None, **params: Param) -> Callable[[Callable], Callable]:
         """Decorator form of :meth:`register`; returns the function unchanged. Name defaults to fn.__name__."""
+
         def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.register(kind, name or fn.__name__, fn, params or None)
             return fn
+
         return wrap
 
     def get(self, kind: str, name: str) -> OperatorSpec:
         """Spec of ``name``; raises ValueError listing the registered names of ``kind``."""
         specs = self._kind(kind)
         if name not in specs:
-            raise ValueError(f"unknown {kind} {name!r}; registered: {', '.join(sorted(specs))} "
-                             f"(or 'package.module:function' for your own)")
+            raise ValueError(
+                f"unknown {kind} {name!r}; registered: {', '.join(sorted(specs))} "
+                f"(or 'package.module:function' for your own)"
+            )
         return specs[name]
 
     def names(self, kind: str, *, resolved: bool = True) -> list[str]:
@@ -201,8 +220,9 @@ class Registry:
             ValueError: unknown kind/name, unknown parameter (message lists the allowed names), or a
                 value of the wrong type or out of range (message gives the range or choices).
         """
-        spec = self.resolve_callable(kind, name) if ":" in name and name not in self._kind(kind) else \
-            self.get(kind, name)
+        spec = (
+            self.resolve_callable(kind, name) if ":" in name and name not in self._kind(kind) else self.get(kind, name)
+        )
         params = dict(params or {})
         unknown = sorted(set(params) - set(spec.params))
         if unknown:
@@ -239,8 +259,10 @@ class Registry:
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
-            raise ValueError(f"cannot import module {module_name!r} for {kind} {target!r}: {err}; put the folder "
-                             f"that holds it on the import path (e.g. PYTHONPATH=.)") from err
+            raise ValueError(
+                f"cannot import module {module_name!r} for {kind} {target!r}: {err}; put the folder "
+                f"that holds it on the import path (e.g. PYTHONPATH=.)"
+            ) from err
         fn = module
         for part in attr.split("."):
             if not hasattr(fn, part):
@@ -256,7 +278,7 @@ class Registry:
     def describe(self, kind: str | None = None) -> list[DescribeRow]:
         """Rows (kind, name, "param=default [range]; …", first doc line) for a CLI listing."""
         rows = []
-        for k in ([kind] if kind else KINDS):
+        for k in [kind] if kind else KINDS:
             for name in self.names(k):
                 spec = self._specs[k][name]
                 params = "; ".join(f"{p}={v.default!r} ({v.allowed()})" for p, v in spec.params.items())

@@ -24,8 +24,16 @@ from torch import Tensor
 
 from .registry import Param, register
 
-__all__ = ["tournament", "truncation", "fitness_proportional", "rank", "pbt_truncation", "rank_order", "num_replaced",
-           "replaced_indices"]
+__all__ = [
+    "tournament",
+    "truncation",
+    "fitness_proportional",
+    "rank",
+    "pbt_truncation",
+    "rank_order",
+    "num_replaced",
+    "replaced_indices",
+]
 
 
 def _fitness(fitness: Tensor | Sequence[float]) -> Tensor:
@@ -64,8 +72,11 @@ def _draw(count: int, high: int, generator: torch.Generator) -> Tensor:
     return torch.randint(high, (count,), generator=generator, device=generator.device).cpu()
 
 
-@register("selection", k=Param(3, low=1, high=1_000_000, doc="tournament size"),
-          replace=Param(True, doc="draw contestants with replacement (DEAP selTournament); false: distinct"))
+@register(
+    "selection",
+    k=Param(3, low=1, high=1_000_000, doc="tournament size"),
+    replace=Param(True, doc="draw contestants with replacement (DEAP selTournament); false: distinct"),
+)
 def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int = 3, replace: bool = True) -> Tensor:
     """Tournament selection: the fittest of k random contestants, ``num`` independent times.
 
@@ -96,12 +107,12 @@ def tournament(fitness: Tensor, num: int, *, generator: torch.Generator, k: int 
     if k < 1:
         raise ValueError(f"tournament size k must be ≥ 1, got {k}")
     position = torch.empty_like(rank_order(f))
-    position[rank_order(f)] = torch.arange(f.numel(), device=f.device)    # 0 = best
+    position[rank_order(f)] = torch.arange(f.numel(), device=f.device)  # 0 = best
     if replace:
         contestants = _draw(num * k, f.numel(), generator).view(num, k)  # (num, k), repeats allowed
     else:
         keys = torch.rand(num, f.numel(), generator=generator, device=generator.device).cpu()
-        contestants = keys.argsort(dim=-1)[:, :min(k, f.numel())]        # (num, size) distinct per row
+        contestants = keys.argsort(dim=-1)[:, : min(k, f.numel())]  # (num, size) distinct per row
     winners = contestants.gather(1, position[contestants].argmin(dim=1, keepdim=True)).squeeze(1)
     return winners.to(_device(fitness))
 
@@ -129,8 +140,7 @@ def truncation(fitness: Tensor, num: int, *, generator: torch.Generator, fractio
 
 
 @register("selection", temperature=Param(1.0, low=1e-6, high=1e6, doc="softmax temperature, fitness units"))
-def fitness_proportional(fitness: Tensor, num: int, *, generator: torch.Generator,
-                         temperature: float = 1.0) -> Tensor:
+def fitness_proportional(fitness: Tensor, num: int, *, generator: torch.Generator, temperature: float = 1.0) -> Tensor:
     """Boltzmann (softmax) selection: P(i) = softmax(fitness / temperature)_i, with replacement.
 
     Shift-invariant, so negative fitness is fine; −inf fitness has probability 0 (unless all are −inf:
@@ -152,7 +162,7 @@ def fitness_proportional(fitness: Tensor, num: int, *, generator: torch.Generato
     _check_num(num)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if torch.isposinf(f).any():                                           # +inf dominates: uniform over them
+    if torch.isposinf(f).any():  # +inf dominates: uniform over them
         probs = torch.isposinf(f).to(f.dtype)
     elif torch.isneginf(f).all():
         probs = torch.ones_like(f)
@@ -191,7 +201,7 @@ def rank(fitness: Tensor, num: int, *, generator: torch.Generator, pressure: flo
     size = f.numel()
     if size == 1 or num == 0:
         return torch.zeros(num, dtype=torch.long, device=_device(fitness))
-    better = (f[None, :] > f[:, None]).sum(dim=1).to(f.dtype)            # how many strictly better
+    better = (f[None, :] > f[:, None]).sum(dim=1).to(f.dtype)  # how many strictly better
     equal = (f[None, :] == f[:, None]).sum(dim=1).to(f.dtype)
     mean_rank = better + (equal - 1) / 2
     probs = (2 - pressure) / size + 2 * (pressure - 1) * (size - 1 - mean_rank) / (size * (size - 1))
@@ -232,7 +242,7 @@ def replaced_indices(fitness: Tensor | Sequence[float], gamma: float, elitism: i
     """
     order = rank_order(_fitness(fitness))
     count = num_replaced(order.numel(), gamma, elitism)
-    return order[order.numel() - count:].flip(0).to(_device(fitness))
+    return order[order.numel() - count :].flip(0).to(_device(fitness))
 
 
 def _ceil(value: float) -> int:
@@ -240,10 +250,14 @@ def _ceil(value: float) -> int:
     return math.ceil(value - 1e-9)
 
 
-@register("replacement", gamma=Param(0.25, low=0.0, high=1.0, doc="fraction of the population replaced"),
-          elitism=Param(1, low=0, high=1_000_000, doc="top individuals never replaced"))
-def pbt_truncation(fitness: Tensor, *, generator: torch.Generator, gamma: float = 0.25,
-                   elitism: int = 1) -> tuple[Tensor, Tensor]:
+@register(
+    "replacement",
+    gamma=Param(0.25, low=0.0, high=1.0, doc="fraction of the population replaced"),
+    elitism=Param(1, low=0, high=1_000_000, doc="top individuals never replaced"),
+)
+def pbt_truncation(
+    fitness: Tensor, *, generator: torch.Generator, gamma: float = 0.25, elitism: int = 1
+) -> tuple[Tensor, Tensor]:
     """PBT truncation: the bottom ceil(γ·P) are replaced by children of parents from the top.
 
     n = :func:`num_replaced` (P, γ, elitism) = min(⌈γ·P⌉, P − max(elitism, 1)) (n ≥ 1 when γ > 0 and
@@ -273,7 +287,7 @@ def pbt_truncation(fitness: Tensor, *, generator: torch.Generator, gamma: float 
         raise ValueError(f"elitism must be an int ≥ 0, got {elitism!r}")
     size = f.numel()
     wanted = _ceil(gamma * size) if gamma > 0 else 0
-    replace = replaced_indices(f, gamma, elitism)                        # worst first
+    replace = replaced_indices(f, gamma, elitism)  # worst first
     count = replace.numel()
     order = rank_order(f)
     device = _device(fitness)

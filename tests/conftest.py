@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from run_helpers import TINY_OVERRIDES
 
 from evolora.tasks.toy import ToyTask
-from run_helpers import TINY_OVERRIDES
 
 
 @pytest.fixture(scope="module")

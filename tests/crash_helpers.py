@@ -13,9 +13,24 @@ import pytest
 from evolora.io import read_jsonl
 
 STEPS = 5
-TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.teacher_max_new_tokens=8",
-        "--set", "selfplay.student_max_new_tokens=8", "--set", "eval.limit=0", "--set", f"run.steps={STEPS}",
-        "--set", "evolution.every=1", "--set", "run.checkpoint_every=1"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=8",
+    "--set",
+    "selfplay.student_max_new_tokens=8",
+    "--set",
+    "eval.limit=0",
+    "--set",
+    f"run.steps={STEPS}",
+    "--set",
+    "evolution.every=1",
+    "--set",
+    "run.checkpoint_every=1",
+]
 TIMING = ("seconds", "tokens_per_second", "peak_rss_mb")
 CLI = [sys.executable, "-c", "from evolora.cli import app; app()"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
@@ -58,8 +73,9 @@ def start(*args: str, kill: tuple[int, int] | None = None, mid_checkpoint: bool 
     if kill is not None:
         env = {**ENV, "EVOLORA_TEST_KILL": f"{kill[0]},{int(kill[1])},{int(mid_checkpoint)}"}
         command = [sys.executable, "-c", _SELF_KILL]
-    return subprocess.Popen([*command, "evolve", *args, "--no-eval"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [*command, "evolve", *args, "--no-eval"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str]:

@@ -12,8 +12,12 @@ TINY_OVERRIDES = {
     "lora": {"rank": 4, "alpha": 8, "init_b_std": 0.05},
     "population": {"teachers": 2, "students": 2},
     "run": {"steps": 4, "seed": 0},
-    "selfplay": {"proposals_per_teacher": 2, "samples_per_problem": 3, "teacher_max_new_tokens": 12,
-                 "student_max_new_tokens": 8},
+    "selfplay": {
+        "proposals_per_teacher": 2,
+        "samples_per_problem": 3,
+        "teacher_max_new_tokens": 12,
+        "student_max_new_tokens": 8,
+    },
     "learner": {"lr": 1e-2},
     "evolution": {"every": 1, "gamma": 0.5, "crossover_rate": 0.5},
     "eval": {"limit": 4, "max_new_tokens": 6},
@@ -41,21 +45,47 @@ def finished_arith_run(tiny_config, out, mode: str = "population"):
     from evolora.run import Run
     from evolora.tasks import ArithTask
 
-    config = tiny_config.model_copy(update={
-        "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
-        "selfplay": tiny_config.selfplay.model_copy(update={"mode": mode}),
-        "run": tiny_config.run.model_copy(update={"steps": 1})})
+    config = tiny_config.model_copy(
+        update={
+            "task": tiny_config.task.model_copy(update={"name": "arith", "params": {}}),
+            "selfplay": tiny_config.selfplay.model_copy(update={"mode": mode}),
+            "run": tiny_config.run.model_copy(update={"steps": 1}),
+        }
+    )
     model, tokenizer = load_base("tiny-random")
     run = Run(config, out, model=model, tokenizer=tokenizer, task=ArithTask())
     run.train([])
     return run, run.finish()["held_out"]
 
 
-TOY_ARGS = ["--set", "model.name=tiny-random", "--set", "model.dtype=float32", "--set", "lora.rank=2",
-            "--set", "task.name=toy", "--set", "task.params={}", "--set", "selfplay.proposals_per_teacher=2",
-            "--set", "selfplay.samples_per_problem=2", "--set", "selfplay.teacher_max_new_tokens=6",
-            "--set", "selfplay.student_max_new_tokens=4", "--set", "evolution.every=1", "--set", "eval.limit=2",
-            "--set", "eval.max_new_tokens=4", "--set", "run.steps=2"]
+TOY_ARGS = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "model.dtype=float32",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "task.name=toy",
+    "--set",
+    "task.params={}",
+    "--set",
+    "selfplay.proposals_per_teacher=2",
+    "--set",
+    "selfplay.samples_per_problem=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=6",
+    "--set",
+    "selfplay.student_max_new_tokens=4",
+    "--set",
+    "evolution.every=1",
+    "--set",
+    "eval.limit=2",
+    "--set",
+    "eval.max_new_tokens=4",
+    "--set",
+    "run.steps=2",
+]
 """``evolora evolve`` options of a finished 2-step toy run on the tiny model (seconds)."""
 
 
@@ -77,8 +107,11 @@ def tree_digest(root) -> dict[str, str]:
     from pathlib import Path
 
     root = Path(root)
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def benchmark_module(name: str):
@@ -86,7 +119,9 @@ def benchmark_module(name: str):
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from evolora.selfplay.agreement import gate_by_agreement
 from evolora.config.selfplay import SelfPlayConfig
 from evolora.generation.rollout import Completion
 from evolora.generation.routed import BASE
 from evolora.selfplay import GameRecord
+from evolora.selfplay.agreement import gate_by_agreement
 from evolora.tasks.toy import ToyTask
 
 
@@ -33,9 +33,11 @@ class _Tokenizer:
 
 
 def _games():
-    return [GameRecord("T0", "S0", "", "abc", None, True, "ok", 3.0),
-            GameRecord("T0", "S0", "", None, None, False, "parse", None),
-            GameRecord("T0", "S0", "", "abcdefg", None, True, "ok", 7.0)]
+    return [
+        GameRecord("T0", "S0", "", "abc", None, True, "ok", 3.0),
+        GameRecord("T0", "S0", "", None, None, False, "parse", None),
+        GameRecord("T0", "S0", "", "abcdefg", None, True, "ok", 7.0),
+    ]
 
 
 def test_the_gate_keeps_agreed_proposals_and_records_the_fraction():

@@ -8,16 +8,19 @@ import json
 
 import pytest
 import torch
-
 from arch_helpers import ARCHITECTURES, LINEAR_LAYERS, LLAMA_LINEAR, tiny_decoder
+
+from evolora.bank.local import AdapterBank
 from evolora.config import LoRAConfig
+from evolora.generation.routed import BASE, routed
 from evolora.learner import Sample, completion_logprobs
 from evolora.model.targets import block_linear_names, resolve_target_modules
-from evolora.bank.local import AdapterBank
-from evolora.generation.routed import BASE, routed
 
-SAMPLES = [Sample((5, 6, 7, 8), (10, 11, 2), 1.0, "g"), Sample((12, 13), (14, 15, 16, 2), 0.0, "g"),
-           Sample((20, 21, 22), (23, 2), 0.5, "h")]
+SAMPLES = [
+    Sample((5, 6, 7, 8), (10, 11, 2), 1.0, "g"),
+    Sample((12, 13), (14, 15, 16, 2), 0.0, "g"),
+    Sample((20, 21, 22), (23, 2), 0.5, "h"),
+]
 
 
 @pytest.mark.parametrize("model_type", sorted(ARCHITECTURES))
@@ -26,7 +29,9 @@ def test_all_linear_covers_every_decoder_linear_layer(model_type):
     expected = LINEAR_LAYERS.get(model_type, LLAMA_LINEAR)
     assert set(block_linear_names(model)) == set(expected)
     assert LoRAConfig().target_modules == "all-linear"
-    linear = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in expected]
+    linear = [
+        n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in expected
+    ]
     bank = AdapterBank(model, ["A0", "A1"], rank=2, alpha=4)  # the default: all-linear
     assert sorted(bank.layers) == sorted(linear) and len(bank.layers) == 2 * len(expected)
     head = bank.model.get_output_embeddings()
@@ -62,8 +67,15 @@ def test_an_update_trains_the_fused_layers(model_type, single_thread):
     bank.init_factors("A0", torch.Generator().manual_seed(0), b_std=0.1)
     before = bank.get_factors("A0")
     optimizer = bank.new_optimizer("A0", lr=1e-2, weight_decay=0.0)
-    result = bank.update({"A0": (optimizer, SAMPLES)}, algorithm="grpo", clip_eps=0.2, kl_coef=0.0, epochs=1,
-                         micro_batch=4, max_grad_norm=1.0)["A0"]
+    result = bank.update(
+        {"A0": (optimizer, SAMPLES)},
+        algorithm="grpo",
+        clip_eps=0.2,
+        kl_coef=0.0,
+        epochs=1,
+        micro_batch=4,
+        max_grad_norm=1.0,
+    )["A0"]
     assert result.finite
     after = bank.get_factors("A0")
     changed = {name.rsplit(".", 1)[-1] for name in before if not torch.equal(before[name][1], after[name][1])}
@@ -113,11 +125,31 @@ def test_a_short_run_from_a_local_directory_trains_every_linear_layer(model_type
     tiny_decoder(model_type).save_pretrained(directory)
     tiny_tokenizer().save_pretrained(directory)
     out = tmp_path / "run"
-    done = CliRunner().invoke(app, ["evolve", "tasks/arith.yaml", "--out", str(out), "--set", f"model.name={directory}",
-                                    "--set", "model.dtype=float32", "--set", "run.steps=2", "--set", "eval.limit=0",
-                                    "--set", "evolution.every=1", "--set", "evolution.crossover_rate=1.0",
-                                    "--set", "selfplay.teacher_max_new_tokens=6",
-                                    "--set", "selfplay.student_max_new_tokens=6"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "evolve",
+            "tasks/arith.yaml",
+            "--out",
+            str(out),
+            "--set",
+            f"model.name={directory}",
+            "--set",
+            "model.dtype=float32",
+            "--set",
+            "run.steps=2",
+            "--set",
+            "eval.limit=0",
+            "--set",
+            "evolution.every=1",
+            "--set",
+            "evolution.crossover_rate=1.0",
+            "--set",
+            "selfplay.teacher_max_new_tokens=6",
+            "--set",
+            "selfplay.student_max_new_tokens=6",
+        ],
+    )
     assert done.exit_code == 0, done.output
     births = [b for line in (out / "metrics.jsonl").read_text().splitlines() for b in json.loads(line)["births"]]
     assert births and all(len(b["parents"]) == 2 for b in births), births  # merge children of two parents

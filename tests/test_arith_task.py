@@ -35,10 +35,29 @@ def test_registered_and_protocol():
 # ---------------------------------------------------------------- the verifier
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("3 + 4", 7), ("(3 + 4) * 2", 14), ("12 - 9 * 2", -6), ("-5 + 3", -2), ("--5", 5), ("+7 - 1", 6),
-     ("7 / 2 * 2", 7), ("7 / 2", Fraction(7, 2)), ("7 // 2", 3), ("-7 // 2", -4), ("7 % 3", 1),
-     ("-7 % 3", 2), ("2 ** 3", 8), ("-2 ** 2", -4), ("(-2) ** 2", 4), ("2 ** 0", 1), ("2.5 * 4", 10),
-     ("0.1 + 0.2", Fraction(3, 10)), ("((1 + 2))", 3), ("  9 * 9 ", 81), ("999999 * 999999", 999998000001)],
+    [
+        ("3 + 4", 7),
+        ("(3 + 4) * 2", 14),
+        ("12 - 9 * 2", -6),
+        ("-5 + 3", -2),
+        ("--5", 5),
+        ("+7 - 1", 6),
+        ("7 / 2 * 2", 7),
+        ("7 / 2", Fraction(7, 2)),
+        ("7 // 2", 3),
+        ("-7 // 2", -4),
+        ("7 % 3", 1),
+        ("-7 % 3", 2),
+        ("2 ** 3", 8),
+        ("-2 ** 2", -4),
+        ("(-2) ** 2", 4),
+        ("2 ** 0", 1),
+        ("2.5 * 4", 10),
+        ("0.1 + 0.2", Fraction(3, 10)),
+        ("((1 + 2))", 3),
+        ("  9 * 9 ", 81),
+        ("999999 * 999999", 999998000001),
+    ],
 )
 def test_evaluate_good(text, value):
     assert evaluate_expression(text) == value
@@ -46,18 +65,45 @@ def test_evaluate_good(text, value):
 
 @pytest.mark.parametrize(
     ("text", "reason"),
-    [("", "parse"), ("3 +", "parse"), ("(3 + 4", "parse"), ("1 2", "parse"), ("...", "banned"),
-     ("()", "banned"), ("1 / 0", "zero_division"), ("5 // (2 - 2)", "zero_division"), ("5 % 0", "zero_division"),
-     ("x + 1", "banned"), ("__import__('os').system('ls')", "banned"), ("print(1)", "banned"),
-     ("(1).__class__", "banned"), ("abs(-3)", "banned"), ("1 if 1 else 2", "banned"), ("1 < 2", "banned"),
-     ("[1, 2]", "banned"), ("'a' * 3", "banned"), ("1e9 * 1", "banned"), ("0x10 + 1", "banned"),
-     ("1_000 + 1", "banned"), ("2j * 2", "banned"), ("1 & 3", "banned"), ("1 << 3", "banned"),
-     ("lambda: 1", "banned"), ("2 ** 100", "too_large"), ("9 ** 9 ** 9", "too_large"),
-     ("2 ** -1", "too_large"), ("2 ** 0.5", "too_large"), ("999999 * 999999 * 999999", "too_large"),
-     ("1 / 3 / 999999 / 999999", "too_large"), ("1234567 + 1", "too_many_digits"),
-     ("*".join(["(1+1+1)"] * 4), "too_many_ops"), ("-" * 9 + "1 + 1", "too_deep"),
-     ("(" * 9 + "1" + "+1)" * 9, "too_deep"),
-     ("(" * 300 + "1" + ")" * 300, "parse"), ("1+" * 500 + "1", "parse")],
+    [
+        ("", "parse"),
+        ("3 +", "parse"),
+        ("(3 + 4", "parse"),
+        ("1 2", "parse"),
+        ("...", "banned"),
+        ("()", "banned"),
+        ("1 / 0", "zero_division"),
+        ("5 // (2 - 2)", "zero_division"),
+        ("5 % 0", "zero_division"),
+        ("x + 1", "banned"),
+        ("__import__('os').system('ls')", "banned"),
+        ("print(1)", "banned"),
+        ("(1).__class__", "banned"),
+        ("abs(-3)", "banned"),
+        ("1 if 1 else 2", "banned"),
+        ("1 < 2", "banned"),
+        ("[1, 2]", "banned"),
+        ("'a' * 3", "banned"),
+        ("1e9 * 1", "banned"),
+        ("0x10 + 1", "banned"),
+        ("1_000 + 1", "banned"),
+        ("2j * 2", "banned"),
+        ("1 & 3", "banned"),
+        ("1 << 3", "banned"),
+        ("lambda: 1", "banned"),
+        ("2 ** 100", "too_large"),
+        ("9 ** 9 ** 9", "too_large"),
+        ("2 ** -1", "too_large"),
+        ("2 ** 0.5", "too_large"),
+        ("999999 * 999999 * 999999", "too_large"),
+        ("1 / 3 / 999999 / 999999", "too_large"),
+        ("1234567 + 1", "too_many_digits"),
+        ("*".join(["(1+1+1)"] * 4), "too_many_ops"),
+        ("-" * 9 + "1 + 1", "too_deep"),
+        ("(" * 9 + "1" + "+1)" * 9, "too_deep"),
+        ("(" * 300 + "1" + ")" * 300, "parse"),
+        ("1+" * 500 + "1", "parse"),
+    ],
 )
 def test_evaluate_refuses(text, reason):
     with pytest.raises(ExpressionError) as info:
@@ -76,9 +122,13 @@ def test_limits_are_configurable():
 
 @pytest.mark.parametrize(
     ("text", "valid", "reason", "answer"),
-    [("Problem: (3 + 4) * 2", True, "ok", 14.0), ("Problem: 7 / 2", False, "not_integer", None),
-     ("Problem: 1 / 0", False, "zero_division", None), ("Problem: 42", False, "too_few_ops", None),
-     ("Problem: 2 ** 99", False, "too_large", None)],
+    [
+        ("Problem: (3 + 4) * 2", True, "ok", 14.0),
+        ("Problem: 7 / 2", False, "not_integer", None),
+        ("Problem: 1 / 0", False, "zero_division", None),
+        ("Problem: 42", False, "too_few_ops", None),
+        ("Problem: 2 ** 99", False, "too_large", None),
+    ],
 )
 def test_verify(text, valid, reason, answer):
     task = ArithTask()
@@ -95,11 +145,19 @@ def test_verify_none_and_non_integer_option():
 # ---------------------------------------------------------------- proposals
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("Problem: 5 + 3", "5 + 3"), ("Problem: 5 + 3 = 8\nmore text", "5 + 3"), ("Problem:\n\n 6 * 7 = ?", "6 * 7"),
-     ("Problem: What is 12 × 3 − 4?", "12 * 3 - 4"), ("Problem: **(2+3)^2**", "(2+3)**2"),
-     ("Problem: 6 x 7.", "6 * 7"),
-     ("Problem: $8 \\div 2$", "8 / 2"), ("Problem: Given the statement 15 / 3 = 5", "15 / 3"),
-     ("Problem: [2 + 1] * 3", "(2 + 1) * 3"), ("9 - 4", "9 - 4"), ("Problem: 1 + 1\nProblem: 2 + 2", "1 + 1")],
+    [
+        ("Problem: 5 + 3", "5 + 3"),
+        ("Problem: 5 + 3 = 8\nmore text", "5 + 3"),
+        ("Problem:\n\n 6 * 7 = ?", "6 * 7"),
+        ("Problem: What is 12 × 3 − 4?", "12 * 3 - 4"),
+        ("Problem: **(2+3)^2**", "(2+3)**2"),
+        ("Problem: 6 x 7.", "6 * 7"),
+        ("Problem: $8 \\div 2$", "8 / 2"),
+        ("Problem: Given the statement 15 / 3 = 5", "15 / 3"),
+        ("Problem: [2 + 1] * 3", "(2 + 1) * 3"),
+        ("9 - 4", "9 - 4"),
+        ("Problem: 1 + 1\nProblem: 2 + 2", "1 + 1"),
+    ],
 )
 def test_parse_proposal(text, problem):
     proposal = ArithTask().parse_proposal(text)
@@ -142,14 +200,21 @@ def test_prompts_are_short():
 
 @pytest.mark.parametrize(
     ("completion", "answer", "grade"),
-    [("The answer is 14.", 14.0, Grade("correct", 14.0)), ("14", 14.0, Grade("correct", 14.0)),
-     ("(3 + 4) * 2 = 14", 14.0, Grade("correct", 14.0)), ("The answer is -6", -6.0, Grade("correct", -6.0)),
-     ("The answer is 13.", 14.0, Grade("wrong", 13.0)), ("I do not know", 14.0, Grade("format", None)),
-     ("3.5", 3.5, Grade("correct", 3.5)), ("1,265", 1265.0, Grade("correct", 1265.0)),
-     # SmolLM2 states the result, then rambles on to the token limit (seen in held-out runs)
-     ("4 * 7 = 28\n\nIn this scenario, I used the number 7 to represent the", 28.0, Grade("correct", 28.0)),
-     ("87 - 20 = 5", 67.0, Grade("wrong", 5.0)), ("1 + 6 * 8 + 6 = 1 + 6 * 8 + 6 = ", 55.0, Grade("wrong", 6.0)),
-     ("3 * 4 = 12. The answer is 13.", 12.0, Grade("wrong", 13.0))],
+    [
+        ("The answer is 14.", 14.0, Grade("correct", 14.0)),
+        ("14", 14.0, Grade("correct", 14.0)),
+        ("(3 + 4) * 2 = 14", 14.0, Grade("correct", 14.0)),
+        ("The answer is -6", -6.0, Grade("correct", -6.0)),
+        ("The answer is 13.", 14.0, Grade("wrong", 13.0)),
+        ("I do not know", 14.0, Grade("format", None)),
+        ("3.5", 3.5, Grade("correct", 3.5)),
+        ("1,265", 1265.0, Grade("correct", 1265.0)),
+        # SmolLM2 states the result, then rambles on to the token limit (seen in held-out runs)
+        ("4 * 7 = 28\n\nIn this scenario, I used the number 7 to represent the", 28.0, Grade("correct", 28.0)),
+        ("87 - 20 = 5", 67.0, Grade("wrong", 5.0)),
+        ("1 + 6 * 8 + 6 = 1 + 6 * 8 + 6 = ", 55.0, Grade("wrong", 6.0)),
+        ("3 * 4 = 12. The answer is 13.", 12.0, Grade("wrong", 13.0)),
+    ],
 )
 def test_grade(completion, answer, grade):
     assert ArithTask().grade(completion, answer) == grade
@@ -164,8 +229,13 @@ def test_grid_is_deterministic_and_covers_difficulties():
     assert len({i.question for i in grid}) == 90
     for item in grid:
         assert evaluate_expression(item.question) == item.answer and float(item.answer).is_integer()
-    cells = [(max(len(n) for n in item.question.replace("(", " ").replace(")", " ").split() if n.isdigit()),
-              sum(item.question.count(op) for op in " + - * ".split())) for item in grid]
+    cells = [
+        (
+            max(len(n) for n in item.question.replace("(", " ").replace(")", " ").split() if n.isdigit()),
+            sum(item.question.count(op) for op in " + - * ".split()),
+        )
+        for item in grid
+    ]
     assert set(cells[:9]) == {(d, k) for d in (1, 2, 3) for k in (1, 2, 3)}  # first 9: one per cell
     assert cells[:9] == cells[9:18]  # interleaved in a fixed cell order
     assert cells[0] == (1, 1)  # easiest first
@@ -183,10 +253,27 @@ def test_grid_depends_on_seed_and_size():
 # ---------------------------------------------------------------- configuration
 @pytest.mark.parametrize(
     "params",
-    [{"num_examples": -1}, {"num_examples": 11}, {"max_digits": 0}, {"max_depth": 0}, {"max_ops": 0},
-     {"max_value": 5}, {"max_value": 2**60}, {"max_exponent": -1}, {"eval_digits": 7}, {"eval_ops": 0},
-     {"eval_per_cell": 0}, {"tolerance": -1.0}, {"max_ops": 2.5}, {"max_ops": True}, {"integer_only": "yes"},
-     {"lenient_parse": 1}, {"student_instruction": ""}, {"student_instruction": "  "}, {"student_instruction": 3}],
+    [
+        {"num_examples": -1},
+        {"num_examples": 11},
+        {"max_digits": 0},
+        {"max_depth": 0},
+        {"max_ops": 0},
+        {"max_value": 5},
+        {"max_value": 2**60},
+        {"max_exponent": -1},
+        {"eval_digits": 7},
+        {"eval_ops": 0},
+        {"eval_per_cell": 0},
+        {"tolerance": -1.0},
+        {"max_ops": 2.5},
+        {"max_ops": True},
+        {"integer_only": "yes"},
+        {"lenient_parse": 1},
+        {"student_instruction": ""},
+        {"student_instruction": "  "},
+        {"student_instruction": 3},
+    ],
 )
 def test_bad_params(params):
     with pytest.raises(ValueError, match="arith task"):

@@ -18,9 +18,22 @@ from evolora.cli import app
 from evolora.io import read_jsonl
 
 runner = CliRunner()
-TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.teacher_max_new_tokens=4",
-        "--set", "selfplay.student_max_new_tokens=4", "--set", "eval.limit=0", "--set", "run.steps=1",
-        "--set", "evolution.every=1"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=4",
+    "--set",
+    "selfplay.student_max_new_tokens=4",
+    "--set",
+    "eval.limit=0",
+    "--set",
+    "run.steps=1",
+    "--set",
+    "evolution.every=1",
+]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -58,8 +71,17 @@ def assert_refused(result, output: str, seconds: float, *needles: str) -> None:
         ("lora:\n  alpha: false\n", ["lora.alpha", "got the boolean false"]),  # floats refuse bools too
         ("selfplay:\n  rewards: {correct: .nan}\n", ["selfplay.rewards.correct", "finite number"]),
     ],
-    ids=["list", "scalar-section", "wrong-type", "tab", "unknown-section", "unknown-nested", "bool-int",
-         "bool-float", "nan-reward"],
+    ids=[
+        "list",
+        "scalar-section",
+        "wrong-type",
+        "tab",
+        "unknown-section",
+        "unknown-nested",
+        "bool-int",
+        "bool-float",
+        "nan-reward",
+    ],
 )
 def test_malformed_config_files(tmp_path, yaml_text, needles):
     config = tmp_path / "bad.yaml"
@@ -69,8 +91,11 @@ def test_malformed_config_files(tmp_path, yaml_text, needles):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("yaml_text", ["", "[]", "false", "0", "~", "# only a comment\n", "- run\n- model\n"],
-                         ids=["empty", "empty-list", "false", "zero", "null", "comment-only", "list"])
+@pytest.mark.parametrize(
+    "yaml_text",
+    ["", "[]", "false", "0", "~", "# only a comment\n", "- run\n- model\n"],
+    ids=["empty", "empty-list", "false", "zero", "null", "comment-only", "list"],
+)
 def test_config_whose_top_level_is_not_a_mapping(tmp_path, yaml_text):
     """Once read as the default config (a run on the real model), or a traceback with --set."""
     config = tmp_path / "bad.yaml"
@@ -81,8 +106,9 @@ def test_config_whose_top_level_is_not_a_mapping(tmp_path, yaml_text):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b"\x00\x01\x02binary"],
-                         ids=["not-utf8", "nul-bytes"])
+@pytest.mark.parametrize(
+    "content", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b"\x00\x01\x02binary"], ids=["not-utf8", "nul-bytes"]
+)
 def test_binary_config_file(tmp_path, content):
     config = tmp_path / "weights.yaml"
     config.write_bytes(content)
@@ -98,8 +124,9 @@ def test_resume_whose_stored_config_is_a_list(tmp_path):
 
 
 def test_bad_yaml_in_an_override_value(tmp_path):
-    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"),
-                                     "--set", "run.steps=[1")
+    result, output, seconds = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--set", "run.steps=[1"
+    )
     assert_refused(result, output, seconds, "--set run.steps=[1", "not valid YAML")
 
 
@@ -107,8 +134,11 @@ def test_bad_yaml_in_an_override_value(tmp_path):
 def test_shipped_configs_and_numeric_overrides_still_load(name):
     from evolora.config import load_config
 
-    config = load_config(f"tasks/{name}.yaml", ["population.teachers=4", "lora.alpha=16", "run.steps=2.0",
-                                                "model.num_threads=2", "eval.enabled=false"], seed=7)
+    config = load_config(
+        f"tasks/{name}.yaml",
+        ["population.teachers=4", "lora.alpha=16", "run.steps=2.0", "model.num_threads=2", "eval.enabled=false"],
+        seed=7,
+    )
     assert (config.population.teachers, config.lora.alpha, config.run.steps) == (4, 16.0, 2)
     assert type(config.run.steps) is int and type(config.lora.alpha) is float
     assert (config.model.num_threads, config.eval.enabled, config.run.seed) == (2, False, 7)
@@ -141,16 +171,18 @@ def test_impossible_values_and_negative_budgets(tmp_path, override, needles):
 
 
 def test_eval_path_that_is_a_directory(tmp_path):
-    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"),
-                                     "--set", f"task.params.eval_path={tmp_path}")
+    result, output, seconds = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--set", f"task.params.eval_path={tmp_path}"
+    )
     assert_refused(result, output, seconds, "eval_path", "is not a file", "--set task.params.eval_path")
 
 
 def test_model_path_that_is_a_file(tmp_path):
     weights = tmp_path / "model.bin"
     weights.write_bytes(b"\0" * 16)
-    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"),
-                                     "--set", f"model.name={weights}")
+    result, output, seconds = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--set", f"model.name={weights}"
+    )
     assert_refused(result, output, seconds, "is a file", "config.json")
 
 
@@ -174,33 +206,49 @@ def test_model_directory_with_a_corrupt_config(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{not json")
-    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"),
-                                     "--set", f"model.name={model}")
+    result, output, seconds = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--set", f"model.name={model}"
+    )
     assert_refused(result, output, seconds, "config.json")
 
 
 def test_rank_above_a_module_dimension(tmp_path):
-    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY,
-                                     "--set", "lora.rank=1024")
+    result, output, seconds = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY, "--set", "lora.rank=1024"
+    )
     assert_refused(result, output, seconds, "lora.rank", "64")
 
 
 def test_target_module_missing_from_the_model(tmp_path):
-    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY,
-                                     "--set", "lora.target_modules=[nope_proj]")
+    result, output, seconds = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY, "--set", "lora.target_modules=[nope_proj]"
+    )
     assert_refused(result, output, seconds, "nope_proj", "lora.target_modules")
 
 
 def test_role_too_small_for_crossover(tmp_path):
-    result, output, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), *TINY,
-                                     "--set", "population.teachers=1", "--set", "evolution.elitism=0",
-                                     "--set", "evolution.crossover_rate=1.0")
+    result, output, seconds = invoke(
+        "evolve",
+        "tasks/gsm.yaml",
+        "--out",
+        str(tmp_path / "run"),
+        *TINY,
+        "--set",
+        "population.teachers=1",
+        "--set",
+        "evolution.elitism=0",
+        "--set",
+        "evolution.crossover_rate=1.0",
+    )
     assert_refused(result, output, seconds, "population.teachers", "crossover")
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_refused_resumes_leave_the_run_resumable(tmp_path):
@@ -208,8 +256,12 @@ def test_refused_resumes_leave_the_run_resumable(tmp_path):
     result, output, _ = invoke("evolve", "tasks/gsm.yaml", "--out", str(out), *TINY)
     assert result.exit_code == 0, output
     before = _digest(out)
-    for bad in (["--set", "lora.rnak=2"], ["--set", "run.steps=-3"], ["--set", "run.steps"],
-                ["--set", "evolution.mutation.name=gausian"]):
+    for bad in (
+        ["--set", "lora.rnak=2"],
+        ["--set", "run.steps=-3"],
+        ["--set", "run.steps"],
+        ["--set", "evolution.mutation.name=gausian"],
+    ):
         result, output, seconds = invoke("evolve", "--resume", str(out), *bad)
         assert_refused(result, output, seconds)
         assert _digest(out) == before, f"a refused resume ({bad}) changed the run directory"
@@ -226,11 +278,13 @@ def test_refusing_a_config_does_not_load_the_ml_stack(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom evolora.cli import app\n"
-            f"r = CliRunner().invoke(app, ['evolve', 'tasks/gsm.yaml', '--out', {str(tmp_path / 'run')!r}, "
-            "'--set', 'evolution.mutation.name=gausian'])\n"
-            "assert r.exit_code == 2, r.output\n"
-            "print(sorted(m for m in ('peft', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom evolora.cli import app\n"
+        f"r = CliRunner().invoke(app, ['evolve', 'tasks/gsm.yaml', '--out', {str(tmp_path / 'run')!r}, "
+        "'--set', 'evolution.mutation.name=gausian'])\n"
+        "assert r.exit_code == 2, r.output\n"
+        "print(sorted(m for m in ('peft', 'transformers') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

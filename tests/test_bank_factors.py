@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from bank_helpers import random_bank
 
 

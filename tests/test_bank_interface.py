@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from evolora.bank import BANK_METHODS, Bank, LocalBank
-from evolora.distributed.sharded_bank import ShardedBank
 from evolora.bank.local import AdapterBank
+from evolora.distributed.sharded_bank import ShardedBank
 
 ROOT = Path(__file__).resolve().parents[1]
 

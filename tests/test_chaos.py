@@ -12,8 +12,8 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from crash_helpers import STEPS, TINY, finish, killed, start, strip
+
 from evolora.checkpoint import FILES, checkpoint_problem
 from evolora.io import read_jsonl
 
@@ -29,7 +29,7 @@ def _damage(checkpoints: list[Path], rng: random.Random) -> str:
         how = "truncated"
     else:
         at = rng.randrange(len(data))
-        target.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+        target.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
         how = "flipped a byte of"
     return f"{how} {target}"
 
@@ -38,8 +38,16 @@ def _damage(checkpoints: list[Path], rng: random.Random) -> str:
 def test_random_kills_and_a_damaged_checkpoint_still_end_like_an_undisturbed_run(crash_reference, tmp_path, seed):
     rng = random.Random(seed)
     out = tmp_path / "run"
-    killed(start("tasks/gsm.yaml", "--out", str(out), *TINY, kill=(rng.randint(2, STEPS - 1), signal.SIGKILL),
-                 mid_checkpoint=rng.random() < 0.5))
+    killed(
+        start(
+            "tasks/gsm.yaml",
+            "--out",
+            str(out),
+            *TINY,
+            kill=(rng.randint(2, STEPS - 1), signal.SIGKILL),
+            mid_checkpoint=rng.random() < 0.5,
+        )
+    )
     checkpoints = sorted((out / "checkpoints").glob("step_*"))
     intact = [p for p in checkpoints if checkpoint_problem(p) is None]
     assert intact, f"seed {seed}: a SIGKILL left no intact checkpoint in {checkpoints}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from evolora.model.tiny import tiny_tokenizer
 from evolora.generation.rollout import PLAIN_TEMPLATE, chat_prompt, fold_system, render_chat
+from evolora.model.tiny import tiny_tokenizer
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
 NO_SYSTEM = (  # what Gemma 2's template does with a system message
@@ -21,8 +21,10 @@ def test_a_template_without_system_role_gets_it_folded_into_the_first_user_turn(
     tokenizer.chat_template = NO_SYSTEM
     assert render_chat(tokenizer, MESSAGES) == "<turn>user\nBe brief.\n\n2+2?</turn>\n<turn>model\n"
     assert render_chat(tokenizer, MESSAGES[1:]) == "<turn>user\n2+2?</turn>\n<turn>model\n"
-    assert chat_prompt(tokenizer, MESSAGES) == tokenizer("<turn>user\nBe brief.\n\n2+2?</turn>\n<turn>model\n",
-                                                         add_special_tokens=False)["input_ids"]
+    assert (
+        chat_prompt(tokenizer, MESSAGES)
+        == tokenizer("<turn>user\nBe brief.\n\n2+2?</turn>\n<turn>model\n", add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_another_template_error_is_not_swallowed():

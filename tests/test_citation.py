@@ -38,7 +38,12 @@ def test_references():
     azr = refs["Absolute Zero: Reinforced Self-play Reasoning with Zero Data"]
     assert populora["doi"] == "10.48550/arXiv.2605.16727" and populora["year"] == 2026
     assert [a["family-names"] for a in populora["authors"]] == [
-        "Castanyer", "Bradway", "Wolf", "Lin", "Mavor-Parker", "Sargent"
+        "Castanyer",
+        "Bradway",
+        "Wolf",
+        "Lin",
+        "Mavor-Parker",
+        "Sargent",
     ]
     assert azr["doi"] == "10.48550/arXiv.2505.03335" and azr["year"] == 2025
     assert azr["authors"][0]["family-names"] == "Zhao"

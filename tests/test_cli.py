@@ -12,9 +12,22 @@ from evolora.cli import app
 from evolora.io import read_jsonl
 
 runner = CliRunner()
-TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.teacher_max_new_tokens=8",
-        "--set", "selfplay.student_max_new_tokens=8", "--set", "eval.limit=0", "--set", "run.steps=2",
-        "--set", "evolution.every=1"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=8",
+    "--set",
+    "selfplay.student_max_new_tokens=8",
+    "--set",
+    "eval.limit=0",
+    "--set",
+    "run.steps=2",
+    "--set",
+    "evolution.every=1",
+]
 
 
 def invoke(*args):
@@ -58,8 +71,9 @@ def test_unreadable_config_and_malformed_yaml(tmp_path):
 
 
 def test_missing_model_path_names_it(tmp_path):
-    result, seconds = invoke("evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "r"),
-                             "--set", f"model.name={tmp_path / 'nowhere'}")
+    result, seconds = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "r"), "--set", f"model.name={tmp_path / 'nowhere'}"
+    )
     assert result.exit_code == 2 and "nowhere" in result.output and seconds < 5
 
 
@@ -91,8 +105,9 @@ def test_operators_listing_names_every_kind():
 
 def test_toy_task_runs_every_phase_from_the_cli(tmp_path):
     out = tmp_path / "toy"
-    result, _ = invoke("evolve", "tasks/gsm.yaml", "--out", str(out), *TINY, "--set", "task.name=toy",
-                       "--set", "task.params={}")
+    result, _ = invoke(
+        "evolve", "tasks/gsm.yaml", "--out", str(out), *TINY, "--set", "task.name=toy", "--set", "task.params={}"
+    )
     assert result.exit_code == 0, result.output
     records = read_jsonl(out / "metrics.jsonl")
     assert all(r["validity_rate"] == 1.0 for r in records)

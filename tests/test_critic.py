@@ -10,6 +10,7 @@ import random
 
 import pytest
 import torch
+from run_helpers import TINY_OVERRIDES
 
 from evolora.callbacks import Checkpointer, JsonlLogger
 from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict, load_config
@@ -22,7 +23,6 @@ from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import Grade, parse_verdict
 from evolora.tasks.gsm import GSMTask
 from evolora.tasks.toy import ToyTask
-from run_helpers import TINY_OVERRIDES
 
 CRITICS = {"roles": {"teacher": 2, "student": 2, "critic": 2}}
 VOLATILE = ("seconds", "tokens_per_second", "peak_rss_mb")
@@ -55,8 +55,10 @@ def _run(config, out, task=None, steps=None):
 
 
 def _records(out):
-    return ([{k: v for k, v in r.items() if k not in VOLATILE} for r in read_jsonl(out / "metrics.jsonl")],
-            read_jsonl(out / "matches.jsonl"))
+    return (
+        [{k: v for k, v in r.items() if k not in VOLATILE} for r in read_jsonl(out / "metrics.jsonl")],
+        read_jsonl(out / "matches.jsonl"),
+    )
 
 
 # -- config ------------------------------------------------------------------------------------
@@ -70,12 +72,15 @@ def test_critics_are_an_optional_third_role_of_the_population_arm():
     assert config.selfplay.sampling("critic").max_new_tokens == 8
 
 
-@pytest.mark.parametrize(("sections", "words"), [
-    ({"selfplay": {"mode": "single_agent"}}, ["population.critics", "single_agent"]),
-    ({"selfplay": {"rewards": {"refuted": 0.5}}}, ["selfplay.rewards.refuted", "less than or equal to 0"]),
-    ({"selfplay": {"rewards": {"survived": -0.5}}}, ["selfplay.rewards.survived", "greater than or equal to 0"]),
-    ({"selfplay": {"critic_max_new_tokens": 0}}, ["selfplay.critic_max_new_tokens"]),
-])
+@pytest.mark.parametrize(
+    ("sections", "words"),
+    [
+        ({"selfplay": {"mode": "single_agent"}}, ["population.critics", "single_agent"]),
+        ({"selfplay": {"rewards": {"refuted": 0.5}}}, ["selfplay.rewards.refuted", "less than or equal to 0"]),
+        ({"selfplay": {"rewards": {"survived": -0.5}}}, ["selfplay.rewards.survived", "greater than or equal to 0"]),
+        ({"selfplay": {"critic_max_new_tokens": 0}}, ["selfplay.critic_max_new_tokens"]),
+    ],
+)
 def test_bad_critic_settings_are_refused_with_the_key(sections, words):
     with pytest.raises(ConfigError) as caught:
         _config(**sections)
@@ -97,12 +102,21 @@ def test_every_shipped_task_config_loads_and_the_critic_ones_have_three_roles():
 
 
 # -- prompts and parsing ---------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "verdict"), [
-    ("Verdict: correct", "correct"), ("Verdict: incorrect", "incorrect"), ("Verdict:  **Correct**.", "correct"),
-    ("Verdict: not correct", "incorrect"), ("Verdict: wrong, it is 12", "incorrect"), ("Verdict: 12", None),
-    ("Verdict:", None), ("correct is incorrect. Verdict: incorrect", "incorrect"), ("The answer is correct", "correct"),
-    ("Verdict: incorrectly", None),
-])
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ("Verdict: correct", "correct"),
+        ("Verdict: incorrect", "incorrect"),
+        ("Verdict:  **Correct**.", "correct"),
+        ("Verdict: not correct", "incorrect"),
+        ("Verdict: wrong, it is 12", "incorrect"),
+        ("Verdict: 12", None),
+        ("Verdict:", None),
+        ("correct is incorrect. Verdict: incorrect", "incorrect"),
+        ("The answer is correct", "correct"),
+        ("Verdict: incorrectly", None),
+    ],
+)
 def test_parse_verdict(text, verdict):
     assert parse_verdict(text) == verdict
 
@@ -159,15 +173,21 @@ def test_survival_is_off_by_default_and_signed_when_set():
 
 
 def test_review_rates_and_summary():
-    reviews = [Review("c0", "s0", 0, 0, "correct", "correct", ""), Review("c0", "s0", 0, 1, "incorrect", "correct", ""),
-               Review("c1", "s1", 1, 0, "incorrect", None, ""), Review("c1", "s1", 1, 1, "incorrect", "incorrect", "")]
+    reviews = [
+        Review("c0", "s0", 0, 0, "correct", "correct", ""),
+        Review("c0", "s0", 0, 1, "incorrect", "correct", ""),
+        Review("c1", "s1", 1, 0, "incorrect", None, ""),
+        Review("c1", "s1", 1, 1, "incorrect", "incorrect", ""),
+    ]
     assert review_rates(reviews) == {("s0", "c0"): 0.5, ("s1", "c1"): 0.5}
     summary = review_summary(reviews)
     assert summary["parse_rate"] == 0.75 and summary["agreement"] == 0.5
     assert summary["balanced_accuracy"] == pytest.approx((1.0 + 1 / 3) / 2) and summary["truly_correct"] == 0.25
     assert summary["said_correct"] == 0.5 and summary["contested"] == 0.0
-    assert summary["per_critic"] == {"c0": {"balanced_accuracy": 0.5, "said_correct": 1.0, "truly_correct": 0.5},
-                                     "c1": {"balanced_accuracy": None, "said_correct": 0.0, "truly_correct": 0.0}}
+    assert summary["per_critic"] == {
+        "c0": {"balanced_accuracy": 0.5, "said_correct": 1.0, "truly_correct": 0.5},
+        "c1": {"balanced_accuracy": None, "said_correct": 0.0, "truly_correct": 0.0},
+    }
 
 
 # -- the loop on the tiny model -----------------------------------------------------------------
@@ -225,8 +245,14 @@ def test_runs_without_critics_write_no_critic_keys(tmp_path, single_thread):
 def test_majority_and_best_of_n_pick_the_rows_they_promise():
     from evolora.critic.evaluation import _accepted, _majority
 
-    grades = [Grade("wrong", 3.0), Grade("correct", 5.0), Grade("format", None), Grade("correct", 5.0),
-              Grade("wrong", 3.0), Grade("wrong", 3.0)]
+    grades = [
+        Grade("wrong", 3.0),
+        Grade("correct", 5.0),
+        Grade("format", None),
+        Grade("correct", 5.0),
+        Grade("wrong", 3.0),
+        Grade("wrong", 3.0),
+    ]
     assert _majority([0, 1, 2], grades) == 0 and _majority([1, 0], grades) == 1  # a tie: the value seen first
     assert _majority([0, 1, 2, 3], grades) == 1 and _majority([3, 0, 4, 5], grades) == 0
     assert _majority([2], grades) == 2  # nothing parsed: the first row
@@ -245,7 +271,10 @@ def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_th
     assert evaluation["problems"] == 3 and evaluation["n"] == 2
     assert list(evaluation["judges"])[0] == "base" and list(evaluation["answerers"])[0] == "base"
     assert set(evaluation["judges"]) == {"base", *(m["id"] for m in summary["individuals"] if m["role"] == "critic")}
-    assert set(evaluation["answerers"]) == {"base", *(m["id"] for m in summary["individuals"] if m["role"] == "student")}
+    assert set(evaluation["answerers"]) == {
+        "base",
+        *(m["id"] for m in summary["individuals"] if m["role"] == "student"),
+    }
     for row in evaluation["answerers"].values():
         values = [row["greedy"], row["single"], row["majority"], *row["best_of_n"].values()]
         assert set(row["best_of_n"]) == set(evaluation["judges"]) and all(0 <= v <= 1 for v in values)
@@ -266,11 +295,14 @@ def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(
     """The critic samples and advantages of one critic that gave ``verdicts_per_answer[j]`` (k each)
     on answers of true class ``truths[j]``."""
     from evolora.critic import entropy_bonuses, score_reviews, verdict_sample
-    from evolora.learner import compute_advantages
     from evolora.generation.rollout import Completion
+    from evolora.learner import compute_advantages
 
-    reviews = [Review("c0", "s0", 0, j, truth, verdict, "") for j, (verdicts, truth) in
-               enumerate(zip(verdicts_per_answer, truths)) for verdict in verdicts]
+    reviews = [
+        Review("c0", "s0", 0, j, truth, verdict, "")
+        for j, (verdicts, truth) in enumerate(zip(verdicts_per_answer, truths))
+        for verdict in verdicts
+    ]
     scored, weights = score_reviews(reviews, rewards)
     reviews = [dataclasses.replace(r, reward=x) for r, x in zip(reviews, scored)]
     completion = Completion(text="", prompt_ids=(1, 2), completion_ids=(3,), adapter="c0", truncated=False)
@@ -278,8 +310,9 @@ def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(
     config = SelfPlayConfig(critic_samples=samples, critic_std=std, rewards=rewards)
     made = [verdict_sample(completion, r, w, config, b) for r, w, b in zip(reviews, weights, bonuses)]
     centred = frozenset(s.group for s in made if s.centred)
-    advantages = compute_advantages(torch.tensor([s.reward for s in made]), [s.group for s in made],
-                                    centred=centred) * torch.tensor([s.weight for s in made])
+    advantages = compute_advantages(
+        torch.tensor([s.reward for s in made]), [s.group for s in made], centred=centred
+    ) * torch.tensor([s.weight for s in made])
     return made, advantages.tolist()
 
 
@@ -288,8 +321,9 @@ def test_k_verdicts_per_answer_form_one_group_each_and_a_constant_critic_gets_ze
     for constant in ("correct", "incorrect"):
         made, advantages = _verdict_samples([[constant] * 4] * 4, truths, 4)
         assert len({s.group for s in made}) == 4 and advantages == [0.0] * 16
-    made, advantages = _verdict_samples([["correct", "incorrect"] * 2, ["correct"] * 4, ["correct"] * 3 + ["incorrect"],
-                                         ["incorrect"] * 4], truths, 4)
+    made, advantages = _verdict_samples(
+        [["correct", "incorrect"] * 2, ["correct"] * 4, ["correct"] * 3 + ["incorrect"], ["incorrect"] * 4], truths, 4
+    )
     assert [s.group for s in made[::4]] == ["critic:c0:0:0", "critic:c0:0:1", "critic:c0:0:2", "critic:c0:0:3"]
     assert [s.reward for s in made[:4]] == [1.0, -1.0, 1.0, -1.0]
     # 1 correct and 3 wrong answers (x 4 verdicts): w_correct = 16 / 8 = 2, w_incorrect = 16 / 24 = 2 / 3
@@ -307,7 +341,7 @@ def test_with_balanced_weights_the_push_towards_either_verdict_cancels_whatever_
         truths = ["correct"] * correct + ["incorrect"] * (6 - correct)
         total = 0.0
         for combo in itertools.product(["correct", "incorrect"], repeat=2):  # two verdicts per answer,
-            _, advantages = _verdict_samples([list(combo)] * 6, truths, 2)   # the same on every answer
+            _, advantages = _verdict_samples([list(combo)] * 6, truths, 2)  # the same on every answer
             total += sum(a * ((v == "correct") - 0.5) for a, v in zip(advantages, list(combo) * 6))
         assert total == pytest.approx(0.0, abs=1e-6)
         per_answer = []  # with one answer contested, its class alone moves the logit, towards its truth
@@ -329,9 +363,14 @@ def test_one_verdict_per_answer_keeps_one_group_per_critic_and_the_balanced_rewa
 def test_rewards_are_balanced_per_critic_not_over_the_step():
     from evolora.critic import score_reviews
 
-    reviews = [Review("c0", "s0", 0, 0, "correct", "correct", ""), Review("c0", "s0", 0, 1, "incorrect", "correct", ""),
-               Review("c1", "s1", 1, 0, "correct", "correct", ""), Review("c1", "s1", 1, 1, "incorrect", "correct", ""),
-               Review("c1", "s1", 1, 2, "incorrect", "correct", ""), Review("c1", "s1", 1, 3, "incorrect", "correct", "")]
+    reviews = [
+        Review("c0", "s0", 0, 0, "correct", "correct", ""),
+        Review("c0", "s0", 0, 1, "incorrect", "correct", ""),
+        Review("c1", "s1", 1, 0, "correct", "correct", ""),
+        Review("c1", "s1", 1, 1, "incorrect", "correct", ""),
+        Review("c1", "s1", 1, 2, "incorrect", "correct", ""),
+        Review("c1", "s1", 1, 3, "incorrect", "correct", ""),
+    ]
     rewards, weights = score_reviews(reviews, RewardConfig())
     assert rewards == pytest.approx([1.0, -1.0, 2.0, -2 / 3, -2 / 3, -2 / 3]) and sum(rewards[2:]) == pytest.approx(0)
     assert weights == pytest.approx([1.0, 1.0, 2.0, 2 / 3, 2 / 3, 2 / 3])
@@ -355,16 +394,20 @@ def test_pick_reviews_keeps_both_classes_and_the_limit():
 
 
 def test_review_rates_are_balanced_so_a_constant_critic_scores_one_half():
-    reviews = [Review("c0", "s0", 0, k, truth, "incorrect", "") for k, truth in
-               enumerate(["correct"] + ["incorrect"] * 9)]
+    reviews = [
+        Review("c0", "s0", 0, k, truth, "incorrect", "") for k, truth in enumerate(["correct"] + ["incorrect"] * 9)
+    ]
     assert review_rates(reviews) == {("s0", "c0"): 0.5}  # agreement 0.9, balanced accuracy 0.5
 
 
-@pytest.mark.parametrize(("sections", "words"), [
-    ({"selfplay": {"critic_samples": 0}}, ["selfplay.critic_samples", "greater than or equal to 1"]),
-    ({"selfplay": {"critic_reviews": 1}}, ["selfplay.critic_reviews", "greater than or equal to 2"]),
-    ({"selfplay": {"critic_entropy": -0.1}}, ["selfplay.critic_entropy", "greater than or equal to 0"]),
-])
+@pytest.mark.parametrize(
+    ("sections", "words"),
+    [
+        ({"selfplay": {"critic_samples": 0}}, ["selfplay.critic_samples", "greater than or equal to 1"]),
+        ({"selfplay": {"critic_reviews": 1}}, ["selfplay.critic_reviews", "greater than or equal to 2"]),
+        ({"selfplay": {"critic_entropy": -0.1}}, ["selfplay.critic_entropy", "greater than or equal to 0"]),
+    ],
+)
 def test_bad_verdict_counts_are_refused_with_the_key(sections, words):
     with pytest.raises(ConfigError) as caught:
         _config(**sections)
@@ -372,8 +415,10 @@ def test_bad_verdict_counts_are_refused_with_the_key(sections, words):
 
 
 def test_a_run_with_k_verdicts_reviews_each_picked_answer_k_times(tmp_path, single_thread):
-    config = _config(run={"steps": 2}, selfplay={"critic_samples": 3, "critic_reviews": 4,
-                                                  "rewards": {"refuted": -0.3, "survived": 0.6}})
+    config = _config(
+        run={"steps": 2},
+        selfplay={"critic_samples": 3, "critic_reviews": 4, "rewards": {"refuted": -0.3, "survived": 0.6}},
+    )
     _run(config, tmp_path)
     metrics, matches = _records(tmp_path)
     for record in metrics:
@@ -389,7 +434,9 @@ def test_a_run_with_k_verdicts_reviews_each_picked_answer_k_times(tmp_path, sing
         assert critic["reviews"] == 3 * len(per_answer)
         contested = sum(len({r["verdict"] for r in v}) > 1 for v in per_answer.values())
         assert critic["contested"] == pytest.approx(contested / len(per_answer))
-        differ = sum(len({r["verdict"] == r["truth"] for r in v}) > 1 for v in per_answer.values())  # format = wrong (-1)
+        differ = sum(
+            len({r["verdict"] == r["truth"] for r in v}) > 1 for v in per_answer.values()
+        )  # format = wrong (-1)
         assert 0 < differ <= contested
         assert sum(record["trained_samples"][c] for c in critics) == 3 * differ  # equal rewards train nothing
         for critic_id in critics:  # each critic's rewards are balanced: mean = its own TPR + TNR - 1
@@ -405,8 +452,9 @@ def test_a_run_with_k_verdicts_reviews_each_picked_answer_k_times(tmp_path, sing
         for g, match in enumerate(step):  # survival bonuses are averaged over the k verdicts
             base = [{"correct": 1.0, "wrong": -0.5}[grade] for grade in match["grades"]]
             for review in match["reviews"]:
-                base[review["attempt"]] += survival_bonus(review["verdict"], review["truth"],
-                                                          config.selfplay.rewards) / 3
+                base[review["attempt"]] += (
+                    survival_bonus(review["verdict"], review["truth"], config.selfplay.rewards) / 3
+                )
             assert match["student_rewards"] == pytest.approx(base)
 
 
@@ -444,6 +492,7 @@ def test_without_the_std_a_critic_group_keeps_the_size_of_its_reward_differences
     assert plain[12:] == pytest.approx([-0.5, -0.5, -0.5, 1.5])
     _, bonus = _verdict_samples(verdicts, truths, 4, beta=0.5, std=False)
     import math
+
     gap = 0.5 * (math.log(15) - math.log(1))  # -log q(incorrect) + log q(correct), q = 1/16, 15/16
     assert bonus[15] - bonus[12] == pytest.approx(2.0 + gap, abs=1e-5)  # the bonus keeps its size
     made, _ = _verdict_samples([["correct"]], ["correct"], 1, std=False)
@@ -453,11 +502,12 @@ def test_without_the_std_a_critic_group_keeps_the_size_of_its_reward_differences
 
 
 def test_verdict_scores_are_the_teacher_forced_log_odds_of_the_two_verdicts(tiny):
-    from evolora.critic.evaluation import VERDICT_WORDS, verdict_scores
-    from evolora.learner import Sample, completion_logprobs
     from bank_helpers import random_bank
+
+    from evolora.critic.evaluation import VERDICT_WORDS, verdict_scores
     from evolora.generation.rollout import chat_prompt
     from evolora.generation.routed import BASE
+    from evolora.learner import Sample, completion_logprobs
 
     model, tokenizer = tiny
     bank = random_bank(model, ["c0"], target_modules=("q_proj", "v_proj"), b_std=0.5)
@@ -466,12 +516,20 @@ def test_verdict_scores_are_the_teacher_forced_log_odds_of_the_two_verdicts(tiny
     scores = verdict_scores(bank, tokenizer, task, {BASE: "base", "c0": "c0"}, reviews, batch_size=3)
     prompt = tuple(chat_prompt(tokenizer, task.critic_prompt(*reviews[1]), task.critic_prefix))
     with torch.no_grad(), bank.model.disable_adapter():  # the base model, by PEFT, not by the router
-        logp = [float(completion_logprobs(bank.model, [Sample(prompt, tuple(tokenizer(w, add_special_tokens=False)[
-            "input_ids"]), 0.0, "")])[0].sum()) for pair in VERDICT_WORDS for w in pair]
+        logp = [
+            float(
+                completion_logprobs(
+                    bank.model, [Sample(prompt, tuple(tokenizer(w, add_special_tokens=False)["input_ids"]), 0.0, "")]
+                )[0].sum()
+            )
+            for pair in VERDICT_WORDS
+            for w in pair
+        ]
     expected = torch.logsumexp(torch.tensor(logp[:2]), 0) - torch.logsumexp(torch.tensor(logp[2:]), 0)
     assert scores["base"][1] == pytest.approx(float(expected), abs=1e-4)
     assert scores["c0"] != pytest.approx(scores["base"], abs=1e-6)  # the adapter changes the judge
     from evolora.critic.evaluation import auc
+
     assert auc([0.3, 0.1], ["correct", "incorrect"]) == 1.0 and auc([0.1], ["correct"]) is None
 
 

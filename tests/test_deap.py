@@ -14,15 +14,22 @@ from deap import algorithms, tools
 from peft import PeftModel
 from typer.testing import CliRunner
 
+from evolora.bank.local import AdapterBank
 from evolora.cli import app
 from evolora.config import ConfigError, config_from_dict
 from evolora.integrations.adapters import adapter_shapes
-from evolora.integrations.deap import (BankEvaluator, FitnessMin, LoRAIndividual, make_toolbox,
-                                       population_from_bank, random_population, save_individual)
+from evolora.integrations.deap import (
+    BankEvaluator,
+    FitnessMin,
+    LoRAIndividual,
+    make_toolbox,
+    population_from_bank,
+    random_population,
+    save_individual,
+)
 from evolora.io import read_jsonl
 from evolora.model import load_base
 from evolora.operators import REGISTRY
-from evolora.bank.local import AdapterBank
 from evolora.run import Run
 
 torch.set_num_threads(1)
@@ -81,24 +88,29 @@ def _snapshot(population):
 
 
 def _unchanged(population, snapshot):
-    return all(torch.equal(x, y) for ind, snap in zip(population, snapshot)
-               for n in snap for x, y in zip(ind.factors[n], snap[n]))
+    return all(
+        torch.equal(x, y)
+        for ind, snap in zip(population, snapshot)
+        for n in snap
+        for x, y in zip(ind.factors[n], snap[n])
+    )
 
 
 def test_ea_simple_two_generations_on_tiny_model(bank):
     population, generator = _population(bank)
-    originals, snapshot = list(population), _snapshot(population)   # eaSimple rewrites the list in place
+    originals, snapshot = list(population), _snapshot(population)  # eaSimple rewrites the list in place
     random.seed(0)
     toolbox = make_toolbox(evaluate=neg_loss(bank), generator=generator)
     hall = tools.HallOfFame(2)
-    final, logbook = algorithms.eaSimple(population, toolbox, cxpb=0.6, mutpb=0.6, ngen=2, stats=_stats(),
-                                         halloffame=hall, verbose=False)
+    final, logbook = algorithms.eaSimple(
+        population, toolbox, cxpb=0.6, mutpb=0.6, ngen=2, stats=_stats(), halloffame=hall, verbose=False
+    )
     assert isinstance(logbook, tools.Logbook) and logbook.select("gen") == [0, 1, 2]
     assert logbook.select("nevals")[0] == 6 and sum(logbook.select("nevals")[1:]) > 0
     assert len(final) == 6 and all(ind.fitness.valid for ind in final)
     assert len(hall) == 2 and hall[0].fitness >= hall[1].fitness
     assert max(logbook.select("max")) == pytest.approx(hall[0].fitness.values[0])
-    assert _unchanged(originals, snapshot)           # operators never wrote into the parents' tensors
+    assert _unchanged(originals, snapshot)  # operators never wrote into the parents' tensors
     shapes = adapter_shapes(bank.get_factors("E0"))
     assert all(adapter_shapes(ind.factors) == shapes for ind in final)
 
@@ -106,18 +118,33 @@ def test_ea_simple_two_generations_on_tiny_model(bank):
 def test_ea_mu_plus_lambda_with_registry_selection(bank):
     population, generator = _population(bank, seed=1)
     random.seed(1)
-    toolbox = make_toolbox(evaluate=neg_loss(bank), generator=generator, crossover="layer_swap",
-                           mutation=("gaussian", {"sigma": 0.2}), selection=("truncation", {"fraction": 0.5}))
+    toolbox = make_toolbox(
+        evaluate=neg_loss(bank),
+        generator=generator,
+        crossover="layer_swap",
+        mutation=("gaussian", {"sigma": 0.2}),
+        selection=("truncation", {"fraction": 0.5}),
+    )
     hall = tools.HallOfFame(1)
-    final, logbook = algorithms.eaMuPlusLambda(population, toolbox, mu=6, lambda_=8, cxpb=0.4, mutpb=0.4, ngen=2,
-                                               stats=_stats(), halloffame=hall, verbose=False)
+    final, logbook = algorithms.eaMuPlusLambda(
+        population,
+        toolbox,
+        mu=6,
+        lambda_=8,
+        cxpb=0.4,
+        mutpb=0.4,
+        ngen=2,
+        stats=_stats(),
+        halloffame=hall,
+        verbose=False,
+    )
     assert len(final) == 6 and logbook.select("gen") == [0, 1, 2]
     assert all(ind.fitness.valid for ind in final)
     assert hall[0].fitness.values[0] >= logbook.select("max")[0]
     ranked = population[:4]
     for value, ind in enumerate(ranked):
         ind.fitness.values = (float(value),)
-    chosen = toolbox.select(ranked, 20)                  # truncation 0.5: only the top two ever
+    chosen = toolbox.select(ranked, 20)  # truncation 0.5: only the top two ever
     assert {id(ind) for ind in chosen} <= {id(ranked[2]), id(ranked[3])}
 
 
@@ -160,17 +187,19 @@ def test_unknown_operator_or_parameter_names_what_is_allowed():
 
 # -- a user-defined operator: one call (or 'module:function'), then CLI, YAML, loop and DEAP alike -----
 
+
 def test_user_mutation_registered_once_runs_in_deap(bank):
-    REGISTRY.register("mutation", "sign_flip", sign_flip)                 # the one call
+    REGISTRY.register("mutation", "sign_flip", sign_flip)  # the one call
     population, generator = _population(bank, size=4, seed=2)
     random.seed(2)
     before = CALLS["sign_flip"]
     for mutation in ("sign_flip", (USER_MUTATION, {"scale": 0.5})):
         toolbox = make_toolbox(evaluate=neg_loss(bank), generator=generator, mutation=mutation)
         algorithms.eaSimple(population, toolbox, cxpb=0.0, mutpb=1.0, ngen=1, verbose=False)
-    assert CALLS["sign_flip"] - before == 8                               # every offspring mutated, twice over
-    (child,) = make_toolbox(evaluate=len, generator=generator, mutation=(USER_MUTATION, {"scale": 0.5})
-                            ).mutate(copy.deepcopy(population[0]))
+    assert CALLS["sign_flip"] - before == 8  # every offspring mutated, twice over
+    (child,) = make_toolbox(evaluate=len, generator=generator, mutation=(USER_MUTATION, {"scale": 0.5})).mutate(
+        copy.deepcopy(population[0])
+    )
     for name, (a, b) in population[0].factors.items():
         assert torch.equal(child.factors[name][1], -0.5 * b)
 
@@ -178,30 +207,56 @@ def test_user_mutation_registered_once_runs_in_deap(bank):
 def test_user_mutation_from_yaml_drives_the_evolution_loop(tmp_path, toy_task, tiny_config):
     data = tiny_config.model_dump(mode="json")
     data["run"]["steps"] = 1
-    data["evolution"] = {**data["evolution"], "crossover_rate": 0.0, "at_last_step": True,
-                         "mutation": {"name": USER_MUTATION, "params": {"scale": 2.0}}}
+    data["evolution"] = {
+        **data["evolution"],
+        "crossover_rate": 0.0,
+        "at_last_step": True,
+        "mutation": {"name": USER_MUTATION, "params": {"scale": 2.0}},
+    }
     config = config_from_dict(data)
     assert config.evolution.mutation.name == USER_MUTATION
     with pytest.raises(ConfigError, match="unknown parameter 'scael'"):
-        config_from_dict({**data, "evolution": {**data["evolution"], "mutation": {"name": USER_MUTATION,
-                                                                                  "params": {"scael": 1}}}})
+        config_from_dict(
+            {**data, "evolution": {**data["evolution"], "mutation": {"name": USER_MUTATION, "params": {"scael": 1}}}}
+        )
     model, tokenizer = load_base("tiny-random")
     run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
     before = CALLS["sign_flip"]
     record, _ = run.run_step()
-    assert [b["operator"] for b in record["births"]] == [USER_MUTATION] * 2   # one child per role
+    assert [b["operator"] for b in record["births"]] == [USER_MUTATION] * 2  # one child per role
     assert CALLS["sign_flip"] - before == 2
 
 
 def test_user_mutation_from_the_cli(tmp_path):
     config = tmp_path / "user.yaml"
-    config.write_text(GSM_YAML.read_text().replace("mutation: {name: lowrank_gaussian, params: {}}",
-                                                   f"mutation: {{name: '{USER_MUTATION}', params: {{}}}}"))
+    config.write_text(
+        GSM_YAML.read_text().replace(
+            "mutation: {name: lowrank_gaussian, params: {}}", f"mutation: {{name: '{USER_MUTATION}', params: {{}}}}"
+        )
+    )
     assert USER_MUTATION in config.read_text()
-    flags = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.teacher_max_new_tokens=8",
-             "--set", "selfplay.student_max_new_tokens=8", "--set", "eval.limit=0", "--set", "run.steps=1",
-             "--set", "evolution.every=1", "--set", "evolution.crossover_rate=0", "--set", "model.num_threads=1",
-             "--set", "evolution.at_last_step=true"]
+    flags = [
+        "--set",
+        "model.name=tiny-random",
+        "--set",
+        "lora.rank=2",
+        "--set",
+        "selfplay.teacher_max_new_tokens=8",
+        "--set",
+        "selfplay.student_max_new_tokens=8",
+        "--set",
+        "eval.limit=0",
+        "--set",
+        "run.steps=1",
+        "--set",
+        "evolution.every=1",
+        "--set",
+        "evolution.crossover_rate=0",
+        "--set",
+        "model.num_threads=1",
+        "--set",
+        "evolution.at_last_step=true",
+    ]
     result = CliRunner().invoke(app, ["evolve", str(config), "--out", str(tmp_path / "run"), *flags])
     assert result.exit_code == 0, result.output
     births = [b for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") for b in r["births"]]

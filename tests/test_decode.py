@@ -7,15 +7,14 @@ prefill shared by rows with the same prompt and adapter, and the sampling draw.
 
 from __future__ import annotations
 
-
 import pytest
 import torch
+from bank_helpers import random_bank
 
 from evolora.generation.decode import BufferLayer, decode, skinny_linears
-from evolora.generation.types import Sampling
-from bank_helpers import random_bank
 from evolora.generation.rollout import chat_prompt, left_pad
 from evolora.generation.routed import BASE, routed
+from evolora.generation.types import Sampling
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 NAMES = ["A0", "A1", BASE, "A1", "A0", "A2"]
@@ -33,15 +32,29 @@ def setup(tiny):
 
 def _hf(bank, ids, attention, eos, pad, tokens, **sampling):
     with torch.no_grad(), routed(bank, NAMES):
-        out = bank.model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=tokens, pad_token_id=pad,
-                                  eos_token_id=sorted(eos), **sampling)
-    return out[:, ids.shape[1]:]
+        out = bank.model.generate(
+            input_ids=ids,
+            attention_mask=attention,
+            max_new_tokens=tokens,
+            pad_token_id=pad,
+            eos_token_id=sorted(eos),
+            **sampling,
+        )
+    return out[:, ids.shape[1] :]
 
 
 def _ours(bank, ids, attention, eos, pad, tokens, **sampling):
     with torch.no_grad():
-        return decode(bank.model, ids, attention, NAMES, Sampling(max_new_tokens=tokens, **sampling), eos_ids=eos,
-                      pad_id=pad, context=lambda names: routed(bank, names))
+        return decode(
+            bank.model,
+            ids,
+            attention,
+            NAMES,
+            Sampling(max_new_tokens=tokens, **sampling),
+            eos_ids=eos,
+            pad_id=pad,
+            context=lambda names: routed(bank, names),
+        )
 
 
 def _eos_that_ends_some_rows(reference: torch.Tensor) -> set[int]:
@@ -72,8 +85,18 @@ def test_sampling_equals_generate_seed_for_seed(setup, temperature, top_p):
     bank, tokenizer, ids, attention = setup
     pad = tokenizer.pad_token_id
     torch.manual_seed(3)
-    free = _hf(bank, ids, attention, {tokenizer.eos_token_id}, pad, 14, do_sample=True, temperature=temperature,
-               top_p=top_p, top_k=0)
+    free = _hf(
+        bank,
+        ids,
+        attention,
+        {tokenizer.eos_token_id},
+        pad,
+        14,
+        do_sample=True,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=0,
+    )
     eos = _eos_that_ends_some_rows(free)
     torch.manual_seed(4)
     ref = _hf(bank, ids, attention, eos, pad, 14, do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
@@ -90,7 +113,8 @@ def test_duplicate_prompts_share_prefill_and_match_alone(setup):
     assert torch.equal(ours[1], ours[3]) and torch.equal(ours[0], ours[4])
     calls = []
     handle = bank.model.get_base_model().model.register_forward_pre_hook(
-        lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape), with_kwargs=True)
+        lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
     try:
         _ours(bank, ids, attention, eos, pad, 2, greedy=True, temperature=1.0, top_p=1.0)
     finally:
@@ -98,9 +122,16 @@ def test_duplicate_prompts_share_prefill_and_match_alone(setup):
     assert calls[0][0] == 4  # six rows: two (prompt, adapter) pairs twice
     for row in (0, 1, 5):
         with torch.no_grad():
-            single = decode(bank.model, ids[row:row + 1], attention[row:row + 1], [NAMES[row]],
-                            Sampling(max_new_tokens=10, greedy=True), eos_ids=eos, pad_id=pad,
-                            context=lambda names: routed(bank, names))
+            single = decode(
+                bank.model,
+                ids[row : row + 1],
+                attention[row : row + 1],
+                [NAMES[row]],
+                Sampling(max_new_tokens=10, greedy=True),
+                eos_ids=eos,
+                pad_id=pad,
+                context=lambda names: routed(bank, names),
+            )
         assert torch.equal(single[0], ours[row, : single.shape[1]])
 
 

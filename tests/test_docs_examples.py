@@ -33,8 +33,11 @@ pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` s
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "tutorials").glob("*.md"))]
-FENCE = re.compile(r"(?:^<!-- skip-test: (?P<skip>[^\n]*?) -->\n)?^```(?P<language>\w+)(?P<attrs>[^\n]*)\n"
-                   r"(?P<code>.*?)^```[ \t]*$", re.M | re.S)
+FENCE = re.compile(
+    r"(?:^<!-- skip-test: (?P<skip>[^\n]*?) -->\n)?^```(?P<language>\w+)(?P<attrs>[^\n]*)\n"
+    r"(?P<code>.*?)^```[ \t]*$",
+    re.M | re.S,
+)
 
 torch.set_num_threads(1)
 
@@ -78,8 +81,11 @@ def run_page(page: Path, directory: Path, monkeypatch) -> dict:
         if block.title:
             (directory / block.title).write_text(block.code)
     namespace: dict = {"__name__": "__docs__"}
-    runnable = [(block, after) for block, after in zip(page_blocks, [*page_blocks[1:], None])
-                if block.language == "python" and not block.title]
+    runnable = [
+        (block, after)
+        for block, after in zip(page_blocks, [*page_blocks[1:], None])
+        if block.language == "python" and not block.title
+    ]
     for index, (block, after) in enumerate(runnable):
         code = compile(block.code, f"{page.name}[python {index}]", "exec")
         if block.skip is None:
@@ -124,8 +130,13 @@ def _check_ray(namespace: dict, directory: Path) -> None:
     assert namespace["workers"] == 2
 
 
-CHECKS = {"README.md": _check_readme, "custom-operator.md": _check_custom_operator, "strategies.md": _check_strategies,
-          "deap-evotorch.md": _check_deap_evotorch, "ray.md": _check_ray}
+CHECKS = {
+    "README.md": _check_readme,
+    "custom-operator.md": _check_custom_operator,
+    "strategies.md": _check_strategies,
+    "deap-evotorch.md": _check_deap_evotorch,
+    "ray.md": _check_ray,
+}
 """Page name -> a check of the values its examples computed."""
 
 
@@ -211,7 +222,7 @@ def shown_commands(page: Path) -> list[tuple[list[str], str]]:
         if block.language == "bash" and after.language == "output":
             words = shlex.split(block.code.split("#")[0])
             program = next(i for i, word in enumerate(words) if word.endswith("evolora"))
-            shown.append((words[program + 1:], after.code))
+            shown.append((words[program + 1 :], after.code))
     return shown
 
 

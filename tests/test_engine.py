@@ -25,12 +25,23 @@ class FakeGraphDecoder:
     def __init__(self, bank):
         self.bank, self.calls, self.refreshed = bank, 0, []
 
-    def decode(self, input_ids, attention, names, sampling, *, eos_ids, pad_id, generator, stopped=None,
-               min_new_tokens=0):
+    def decode(
+        self, input_ids, attention, names, sampling, *, eos_ids, pad_id, generator, stopped=None, min_new_tokens=0
+    ):
         self.calls += 1
-        return decode(self.bank.model, input_ids, attention, names, sampling, eos_ids=eos_ids, pad_id=pad_id,
-                      generator=generator, context=lambda rows: routed(self.bank, rows), stopped=stopped,
-                      min_new_tokens=min_new_tokens)
+        return decode(
+            self.bank.model,
+            input_ids,
+            attention,
+            names,
+            sampling,
+            eos_ids=eos_ids,
+            pad_id=pad_id,
+            generator=generator,
+            context=lambda rows: routed(self.bank, rows),
+            stopped=stopped,
+            min_new_tokens=min_new_tokens,
+        )
 
     def refresh(self, slots):
         self.refreshed.append(list(slots))
@@ -38,8 +49,9 @@ class FakeGraphDecoder:
 
 def _bank(tiny):
     model, tokenizer = tiny
-    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3,
-                       tokenizer=tokenizer)
+    bank = random_bank(
+        model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3, tokenizer=tokenizer
+    )
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("a problem", "another one", "x")]
     return bank, tokenizer, prompts
 
@@ -138,13 +150,16 @@ def test_the_engine_key_is_checked_when_the_config_loads():
 @pytest.mark.parametrize("routing, engine", [("routed", "eager"), ("peft", "peft")])
 def test_a_stored_routing_key_still_loads_as_its_engine(routing, engine):
     assert config_from_dict({"selfplay": {"routing": routing}}).generation.engine == engine
-    assert config_from_dict({"selfplay": {"routing": routing},
-                             "generation": {"engine": "auto"}}).generation.engine == "auto"
+    assert (
+        config_from_dict({"selfplay": {"routing": routing}, "generation": {"engine": "auto"}}).generation.engine
+        == "auto"
+    )
 
 
 def test_importing_the_engine_loads_no_task():
-    code = ("import sys, evolora.generation.engine; "
-            "print(sorted(m for m in sys.modules if m.startswith('evolora.tasks')))")
+    code = (
+        "import sys, evolora.generation.engine; print(sorted(m for m in sys.modules if m.startswith('evolora.tasks')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -206,6 +221,10 @@ def test_graph_engine_batches_fit_the_largest_bucket(tiny):
     bank.engine = graph = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
     seen = []
     graph.decode_batch = lambda ids, *args, **kw: seen.append(len(ids)) or ids[:, :1]
-    bank.rollout([prompts[0]] * (max(BUCKETS) + 3), ["A0"] * (max(BUCKETS) + 3),
-                 Sampling(max_new_tokens=1, greedy=True), batch_size=4096)
+    bank.rollout(
+        [prompts[0]] * (max(BUCKETS) + 3),
+        ["A0"] * (max(BUCKETS) + 3),
+        Sampling(max_new_tokens=1, greedy=True),
+        batch_size=4096,
+    )
     assert seen == [max(BUCKETS), 3]

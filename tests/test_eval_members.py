@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from run_helpers import config_with
 
 from evolora.evaluation.members import fittest
 from evolora.evaluation.rerun import evaluate_run
 from evolora.model import load_base
 from evolora.report.verdict import run_verdict
 from evolora.run import Run
-from run_helpers import config_with
 
 
 def test_fittest_takes_the_highest_fitness_and_the_first_of_a_tie():
@@ -41,19 +41,23 @@ def test_fittest_evaluates_one_student_chosen_by_fitness_with_the_same_answers(t
     answers = (tmp_path / "fittest" / "final" / "held_out.jsonl").read_text().splitlines()
     assert {json.loads(a)["member"] for a in answers} == {"base", chosen}
     assert [i["held_out"] is None for i in summary["individuals"] if i["role"] == "student"].count(True) == 1
-    assert run_verdict(summary, [])["sentence"].startswith(f"The fittest student ({chosen}, chosen by the run's fitness")
+    assert run_verdict(summary, [])["sentence"].startswith(
+        f"The fittest student ({chosen}, chosen by the run's fitness"
+    )
     assert "chosen on these problems" in run_verdict(every, [])["sentence"]
 
 
 def test_a_rerun_under_fittest_evaluates_the_fittest_and_drops_the_others_numbers(tmp_path, single_thread):
     _, every = _finished(tmp_path, "all", "all")
     model, tokenizer = load_base("tiny-random")
-    held = evaluate_run(tmp_path / "all", model=model, tokenizer=tokenizer, overrides=["eval.members=fittest"],
-                        out=tmp_path / "again")
+    held = evaluate_run(
+        tmp_path / "all", model=model, tokenizer=tokenizer, overrides=["eval.members=fittest"], out=tmp_path / "again"
+    )
     fitness = every["fitness"]["members"]
     chosen = max((m for m in every["held_out"] if m != "base"), key=lambda m: fitness[m]["fitness"])
     assert set(held) == {"base", chosen}
     summary = json.loads((tmp_path / "again" / "final" / "summary.json").read_text())
     assert summary["held_out_members"] == "fittest"
     assert {i["id"]: i["held_out"] is not None for i in summary["individuals"] if i["role"] == "student"} == {
-        m: m == chosen for m in every["held_out"] if m != "base"}
+        m: m == chosen for m in every["held_out"] if m != "base"
+    }

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 import torch
+from run_helpers import finished_arith_run
 from typer.testing import CliRunner
 
+from evolora.bank.local import AdapterBank
 from evolora.cli import app
 from evolora.evaluation.rerun import evaluate_run
 from evolora.model import load_base
-from evolora.bank.local import AdapterBank
-from run_helpers import finished_arith_run
 
 
 def test_load_adapter_round_trips_a_saved_adapter(tmp_path, single_thread):
@@ -72,15 +72,18 @@ def test_evaluate_run_under_overrides_writes_a_new_record_and_keeps_the_run(tiny
     run_dir, grid = tmp_path / "run", tmp_path / "grid18"
     finished_arith_run(tiny_config, run_dir)
     (run_dir / "metrics.jsonl").write_text('{"step": 0, "solve_rate": 0.25}\n')  # the run here logs none
-    before = {p: p.read_bytes() for p in (run_dir / "config.yaml", run_dir / "final" / "summary.json",
-                                           run_dir / "final" / "held_out.jsonl")}
+    before = {
+        p: p.read_bytes()
+        for p in (run_dir / "config.yaml", run_dir / "final" / "summary.json", run_dir / "final" / "held_out.jsonl")
+    }
     with pytest.raises(ValueError, match="give --out DIR"):
         evaluate_run(run_dir, overrides=["task.params.eval_per_cell=2"])
     with pytest.raises(ValueError, match="the run directory itself"):
         evaluate_run(run_dir, out=run_dir)
     model, tokenizer = load_base("tiny-random")
-    held_out = evaluate_run(run_dir, limit=18, overrides=["task.params.eval_per_cell=2"], out=grid,
-                            model=model, tokenizer=tokenizer)
+    held_out = evaluate_run(
+        run_dir, limit=18, overrides=["task.params.eval_per_cell=2"], out=grid, model=model, tokenizer=tokenizer
+    )
     assert all(p.read_bytes() == raw for p, raw in before.items())  # the run's own record is untouched
     assert all(r["total"] == 18 and set(g["total"] for g in r["by_group"].values()) == {2} for r in held_out.values())
     assert len(held_out["base"]["by_group"]) == 9  # 3 digits x 3 operators, 2 problems each
@@ -89,8 +92,9 @@ def test_evaluate_run_under_overrides_writes_a_new_record_and_keeps_the_run(tiny
     assert "eval_per_cell: 2" in (grid / "config.yaml").read_text()
     assert (grid / "metrics.jsonl").read_bytes() == (run_dir / "metrics.jsonl").read_bytes()
     assert len((grid / "final" / "held_out.jsonl").read_text().splitlines()) == 18 * len(held_out)
-    result = CliRunner().invoke(app, ["evaluate", str(run_dir), "--samples", "2", "--set", "eval.limit=3",
-                                      "--out", str(tmp_path / "x")])
+    result = CliRunner().invoke(
+        app, ["evaluate", str(run_dir), "--samples", "2", "--set", "eval.limit=3", "--out", str(tmp_path / "x")]
+    )
     assert result.exit_code == 2 and "apply to greedy evaluation" in result.output
 
 
@@ -98,13 +102,24 @@ def test_study_reevaluate_script_writes_records_once_and_evaluates_the_base_once
     study, out = tmp_path / "study", tmp_path / "grid9"
     for name, mode in (("population-s0", "population"), ("single_agent-s0", "single_agent")):
         finished_arith_run(tiny_config, study / name, mode)
-    command = [sys.executable, "benchmarks/study_reevaluate.py", str(study), "--out", str(out),
-               "--set", "task.params.eval_per_cell=1", "--limit", "9"]
+    command = [
+        sys.executable,
+        "benchmarks/study_reevaluate.py",
+        str(study),
+        "--out",
+        str(out),
+        "--set",
+        "task.params.eval_per_cell=1",
+        "--limit",
+        "9",
+    ]
     first = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     assert "2 finished runs, 0 already re-evaluated" in first.stdout and "[2/2] single_agent-s0" in first.stdout
-    summaries = {name: json.loads((out / name / "final" / "summary.json").read_text())
-                 for name in ("population-s0", "single_agent-s0")}
+    summaries = {
+        name: json.loads((out / name / "final" / "summary.json").read_text())
+        for name in ("population-s0", "single_agent-s0")
+    }
     assert all(s["held_out"]["base"]["total"] == 9 for s in summaries.values())
     assert summaries["population-s0"]["held_out"]["base"] == summaries["single_agent-s0"]["held_out"]["base"]
     assert summaries["single_agent-s0"]["held_out_eval"]["base_from"] == "population-s0"

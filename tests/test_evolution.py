@@ -5,15 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
+from evolora.bank.local import AdapterBank
 from evolora.config import EvolutionConfig, OperatorChoice
 from evolora.evolution import evolve
 from evolora.operators.selection import num_replaced
-from evolora.bank.local import AdapterBank
 from evolora.population import Population
 
 
-@pytest.mark.parametrize(("size", "gamma", "elitism", "expected"),
-                         [(4, 0.25, 1, 1), (4, 0.5, 1, 2), (2, 0.25, 1, 1), (2, 1.0, 1, 1), (8, 0.0, 1, 0), (3, 0.34, 0, 2)])
+@pytest.mark.parametrize(
+    ("size", "gamma", "elitism", "expected"),
+    [(4, 0.25, 1, 1), (4, 0.5, 1, 2), (2, 0.25, 1, 1), (2, 1.0, 1, 1), (8, 0.0, 1, 0), (3, 0.34, 0, 2)],
+)
 def test_num_replaced(size, gamma, elitism, expected):
     assert num_replaced(size, gamma, elitism) == expected
 
@@ -37,7 +39,9 @@ def test_bottom_is_replaced_by_children_of_the_role(setup, rate, operator):
     config = EvolutionConfig(gamma=0.3, elitism=1, crossover_rate=rate)
     births = evolve(bank, population, fitness, config, step=7, generator=torch.Generator().manual_seed(0))
     assert [(b.role, b.replaced, b.child, b.operator) for b in births] == [
-        ("teacher", "t1", "t3", operator), ("student", "s0", "s3", operator)]
+        ("teacher", "t1", "t3", operator),
+        ("student", "s0", "s3", operator),
+    ]
     for birth in births:
         assert len(birth.parents) == (2 if rate == 1.0 else 1)
         assert all(p[0] == birth.role[0] for p in birth.parents)  # parents from the same role
@@ -65,8 +69,11 @@ def test_same_generator_same_children(setup, tiny):
 
 def test_user_operator_from_module_path(setup):
     bank, population, fitness = setup
-    config = EvolutionConfig(gamma=0.3, crossover_rate=0.0,
-                             mutation=OperatorChoice(name="evolora.operators.mutation:gaussian", params={"sigma": 0.5}))
+    config = EvolutionConfig(
+        gamma=0.3,
+        crossover_rate=0.0,
+        mutation=OperatorChoice(name="evolora.operators.mutation:gaussian", params={"sigma": 0.5}),
+    )
     births = evolve(bank, population, fitness, config, step=1, generator=torch.Generator().manual_seed(0))
     assert {b.operator for b in births} == {"evolora.operators.mutation:gaussian"}
 

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from run_helpers import config_with
 
 from evolora.breeding import response_record, selection_record
 from evolora.config.fitness import FitnessConfig
@@ -17,12 +18,19 @@ from evolora.operators.breeding import deviation, heritability, selection_differ
 from evolora.ratings import Ratings
 from evolora.selfplay import GameRecord
 from evolora.tasks.base import HeldOutItem
-from run_helpers import config_with
 
 
 def _game(teacher: str, problem: str | None) -> GameRecord:
-    return GameRecord(teacher=teacher, student="s0", proposal_text=str(problem), problem=problem, program=None,
-                      valid=problem is not None, reason="ok" if problem else "parse", answer=1.0 if problem else None)
+    return GameRecord(
+        teacher=teacher,
+        student="s0",
+        proposal_text=str(problem),
+        problem=problem,
+        program=None,
+        valid=problem is not None,
+        reason="ok" if problem else "parse",
+        answer=1.0 if problem else None,
+    )
 
 
 def test_breeders_equation_by_hand():
@@ -44,7 +52,13 @@ def test_exam_takes_the_newest_distinct_problems_in_turn_from_each_teacher_then_
     window.add(2, [_game("t0", "4 + 4"), _game("t1", "1+1"), _game("t1", "5 + 5")])
     dev = [HeldOutItem("9 + 9", 18.0), HeldOutItem("5 + 5", 10.0)]
     items, sources = exam_items(window, dev, FitnessConfig(name="exam", problems=4, size=2))
-    assert [i.question for i in items] == ["5 + 5", "4 + 4", "1+1", "2 + 2", "9 + 9"]  # t1, t0, t1, t0; dev "5 + 5" seen
+    assert [i.question for i in items] == [
+        "5 + 5",
+        "4 + 4",
+        "1+1",
+        "2 + 2",
+        "9 + 9",
+    ]  # t1, t0, t1, t0; dev "5 + 5" seen
     assert sources == ["t1", "t0", "t1", "t0", DEV]
     no_top_up, _ = exam_items(window, dev, FitnessConfig(name="exam", problems=2, top_up=False))
     assert [i.question for i in no_top_up] == ["5 + 5", "4 + 4"]
@@ -88,10 +102,12 @@ def test_a_child_inherits_its_parents_rating_as_they_stood_before_the_event():
 
 
 def test_selection_and_response_records_by_hand():
-    members = {"s0": {"role": "student", "fitness": 0.9, "held_out": 0.5},
-               "s1": {"role": "student", "fitness": 0.5, "held_out": 0.3},
-               "s2": {"role": "student", "fitness": 0.1, "held_out": 0.1},
-               "t0": {"role": "teacher", "fitness": 0.0}}
+    members = {
+        "s0": {"role": "student", "fitness": 0.9, "held_out": 0.5},
+        "s1": {"role": "student", "fitness": 0.5, "held_out": 0.3},
+        "s2": {"role": "student", "fitness": 0.1, "held_out": 0.1},
+        "t0": {"role": "teacher", "fitness": 0.0},
+    }
     births = [Birth(5, "student", "s2", "s3", ("s0",), "lowrank_gaussian")]
     selection = selection_record(members, births)
     student = selection["student"]
@@ -99,11 +115,16 @@ def test_selection_and_response_records_by_hand():
     assert student["differential"]["fitness"] == pytest.approx(0.4)
     assert student["differential"]["held_out"] == pytest.approx(0.2)
     assert student["replaced_deviation"]["fitness"] == pytest.approx(-0.4) and "teacher" not in selection
-    now = {"s0": {"role": "student", "fitness": 0.6}, "s1": {"role": "student", "fitness": 0.6},
-           "s3": {"role": "student", "fitness": 0.9}}
+    now = {
+        "s0": {"role": "student", "fitness": 0.6},
+        "s1": {"role": "student", "fitness": 0.6},
+        "s3": {"role": "student", "fitness": 0.9},
+    }
     response = response_record({"step": 5, "selection": selection}, 10, now)["student"]
     assert response["response"]["fitness"] == pytest.approx(0.2)
-    assert response["heritability"]["fitness"] == pytest.approx(0.5) and response["gain"]["fitness"] == pytest.approx(0.6)
+    assert response["heritability"]["fitness"] == pytest.approx(0.5) and response["gain"]["fitness"] == pytest.approx(
+        0.6
+    )
     assert "held_out" not in response["response"]  # not measured now
 
 
@@ -124,8 +145,11 @@ def test_exam_fitness_config_and_an_exam_without_a_dev_set():
 def test_every_event_records_the_exam_and_the_breeders_equation_and_resume_replays_it(tmp_path, single_thread):
     from evolora.run import Run
 
-    config = config_with(evolution={"every": 1, "audit": 3, "fitness": {"name": "exam", "problems": 4, "size": 3}},
-                         task={"name": "arith", "params": {}}, run={"steps": 3, "checkpoint_every": 1})
+    config = config_with(
+        evolution={"every": 1, "audit": 3, "fitness": {"name": "exam", "problems": 4, "size": 3}},
+        task={"name": "arith", "params": {}},
+        run={"steps": 3, "checkpoint_every": 1},
+    )
     run = Run(config, tmp_path / "full")
     records = [run.run_step()[0] for _ in range(2)]
     first, second = records

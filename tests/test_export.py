@@ -18,15 +18,47 @@ from typer.testing import CliRunner
 from evolora import __version__
 from evolora.cli import app
 from evolora.config import load_run_config
-from evolora.export import (EVOLORA_BIBTEX, POPULORA_BIBTEX, ExportError, choose_member, lineage_of,
-                            model_card, plan_export)
+from evolora.export import (
+    EVOLORA_BIBTEX,
+    POPULORA_BIBTEX,
+    ExportError,
+    choose_member,
+    lineage_of,
+    model_card,
+    plan_export,
+)
 
 runner = CliRunner()
-TOY = ["--set", "model.name=tiny-random", "--set", "model.dtype=float32", "--set", "lora.rank=2", "--set", "lora.init_b_std=0.05",
-       "--set", "task.name=toy", "--set", "task.params={}", "--set", "selfplay.proposals_per_teacher=2",
-       "--set", "selfplay.samples_per_problem=2", "--set", "selfplay.teacher_max_new_tokens=8",
-       "--set", "selfplay.student_max_new_tokens=6", "--set", "evolution.every=1", "--set", "eval.limit=2",
-       "--set", "eval.max_new_tokens=5", "--set", "run.steps=2"]
+TOY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "model.dtype=float32",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "lora.init_b_std=0.05",
+    "--set",
+    "task.name=toy",
+    "--set",
+    "task.params={}",
+    "--set",
+    "selfplay.proposals_per_teacher=2",
+    "--set",
+    "selfplay.samples_per_problem=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=8",
+    "--set",
+    "selfplay.student_max_new_tokens=6",
+    "--set",
+    "evolution.every=1",
+    "--set",
+    "eval.limit=2",
+    "--set",
+    "eval.max_new_tokens=5",
+    "--set",
+    "run.steps=2",
+]
 CFF = Path(__file__).resolve().parents[1] / "CITATION.cff"
 PROMPT = "<s>user\nWhat is 2 + 3?</s>\n<s>assistant\n"
 NO_PEFT = """import sys
@@ -58,8 +90,8 @@ def export(*args: str):
 
 def bank_logits(run_dir: Path, member: str, input_ids: torch.Tensor) -> torch.Tensor:
     """The member's logits through the run's adapter bank (the way the run computed them)."""
-    from evolora.model import load_base
     from evolora.bank.local import AdapterBank
+    from evolora.model import load_base
 
     lora = load_run_config(run_dir).lora
     base, _ = load_base("tiny-random")
@@ -99,8 +131,13 @@ def test_merged_member_loads_without_peft_generates_and_matches_the_bank(finishe
     with torch.no_grad():
         assert (base(**inputs).logits - expected).abs().max().item() > 1e-3  # the adapter changes the logits
     assert (out / "model.safetensors").stat().st_mode & 0o044 == 0o044  # readable like any other file
-    fresh = subprocess.run([sys.executable, "-c", NO_PEFT, str(out)], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    fresh = subprocess.run(
+        [sys.executable, "-c", NO_PEFT, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert fresh.returncode == 0 and fresh.stdout.split() == ["LlamaForCausalLM", "peft-imported=False"], fresh.stderr
 
 
@@ -162,18 +199,29 @@ def rows(*specs):
 
 def test_best_is_held_out_accuracy_then_conservative_rating():
     held = lambda a: {"accuracy": a, "correct": int(a * 4), "total": 4}  # noqa: E731
-    summary = {"individuals": rows(("t0", "teacher", 9.0, None), ("s0", "student", 5.0, held(0.25)),
-                                   ("s1", "student", 1.0, held(0.5)), ("s2", "student", 7.0, held(0.5))),
-               "held_out_source": "toy"}
+    summary = {
+        "individuals": rows(
+            ("t0", "teacher", 9.0, None),
+            ("s0", "student", 5.0, held(0.25)),
+            ("s1", "student", 1.0, held(0.5)),
+            ("s2", "student", 7.0, held(0.5)),
+        ),
+        "held_out_source": "toy",
+    }
     best, criterion = choose_member(summary)
     assert best["id"] == "s2" and criterion.startswith("best student by held-out accuracy: 50.0% (2/4) on toy")
     summary["individuals"][1]["held_out"] = None  # one candidate without held-out accuracy: ratings decide
     best, criterion = choose_member(summary)
     assert best["id"] == "s2" and "μ − 3σ = 7.00" in criterion
-    fittest = {"individuals": rows(("s0", "student", 5.0, None), ("s1", "student", 1.0, held(0.25))),
-               "held_out_source": "toy", "held_out_members": "fittest"}  # eval.members: fittest chose s1
+    fittest = {
+        "individuals": rows(("s0", "student", 5.0, None), ("s1", "student", 1.0, held(0.25))),
+        "held_out_source": "toy",
+        "held_out_members": "fittest",
+    }  # eval.members: fittest chose s1
     best, criterion = choose_member(fittest)
-    assert best["id"] == "s1" and criterion.startswith("the fittest student by the run's fitness, the one evaluated: 25.0%")
+    assert best["id"] == "s1" and criterion.startswith(
+        "the fittest student by the run's fitness, the one evaluated: 25.0%"
+    )
     agent = {"individuals": rows(("a0", "agent", -3.0, None))}
     assert choose_member(agent)[0]["id"] == "a0"
     assert choose_member(summary, "t0") == (summary["individuals"][0], "asked for by id")
@@ -184,11 +232,13 @@ def test_best_is_held_out_accuracy_then_conservative_rating():
 
 
 def test_lineage_follows_every_parent_oldest_first():
-    lineage = [{"id": "s0", "role": "student", "parents": [], "operator": "init", "born_step": 0},
-               {"id": "s1", "role": "student", "parents": [], "operator": "init", "born_step": 0},
-               {"id": "s2", "role": "student", "parents": ["s0", "s1"], "operator": "svd_merge", "born_step": 10},
-               {"id": "s3", "role": "student", "parents": ["s2"], "operator": "lowrank_gaussian", "born_step": 20},
-               {"id": "s4", "role": "student", "parents": ["s1"], "operator": "lowrank_gaussian", "born_step": 20}]
+    lineage = [
+        {"id": "s0", "role": "student", "parents": [], "operator": "init", "born_step": 0},
+        {"id": "s1", "role": "student", "parents": [], "operator": "init", "born_step": 0},
+        {"id": "s2", "role": "student", "parents": ["s0", "s1"], "operator": "svd_merge", "born_step": 10},
+        {"id": "s3", "role": "student", "parents": ["s2"], "operator": "lowrank_gaussian", "born_step": 20},
+        {"id": "s4", "role": "student", "parents": ["s1"], "operator": "lowrank_gaussian", "born_step": 20},
+    ]
     found = lineage_of({"lineage": lineage}, "s3")
     assert [(e["id"], e["parents"]) for e in found] == [("s0", []), ("s1", []), ("s2", ["s0", "s1"]), ("s3", ["s2"])]
 

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from run_helpers import config_with
 
 from evolora.report.verdict import run_verdict
 from evolora.run import Run
@@ -13,7 +14,6 @@ from evolora.tasks.base import normalise_problem
 from evolora.tasks.gsm import GSMTask
 from evolora.tasks.gsm_family import family_items
 from evolora.tasks.gsm_seeds import function_value, load_seeds, simple_seeds
-from run_helpers import config_with
 
 
 def test_family_items_are_distinct_true_and_follow_the_teachers_seed_mix():
@@ -53,8 +53,11 @@ def test_family_items_refuse_bad_arguments():
 
 
 def test_a_run_reports_the_family_beside_the_held_out_set(tmp_path, single_thread):
-    config = config_with(task={"name": "gsm", "params": {"proposal": "numbers", "simple_fraction": 1.0}},
-                         eval={"limit": 2, "family": 3, "max_new_tokens": 4}, run={"steps": 1})
+    config = config_with(
+        task={"name": "gsm", "params": {"proposal": "numbers", "simple_fraction": 1.0}},
+        eval={"limit": 2, "family": 3, "max_new_tokens": 4},
+        run={"steps": 1},
+    )
     run = Run(config, tmp_path / "run")
     first = run.task.family_held_out(1, 0, set())[0][0]
     run.memory.answers[normalise_problem(first.question)] = first.answer  # as if a teacher had proposed it
@@ -78,8 +81,11 @@ def test_without_family_the_summary_has_no_family_key(tmp_path, single_thread):
 
 
 def test_eval_limit_zero_turns_the_family_off_too(tmp_path, single_thread):
-    config = config_with(task={"name": "gsm", "params": {"proposal": "numbers", "simple_fraction": 1.0}},
-                         eval={"limit": 0, "family": 3}, run={"steps": 1})
+    config = config_with(
+        task={"name": "gsm", "params": {"proposal": "numbers", "simple_fraction": 1.0}},
+        eval={"limit": 0, "family": 3},
+        run={"steps": 1},
+    )
     run = Run(config, tmp_path / "run")
     assert "held_out_family" not in run.finish()
     run.close()

@@ -16,9 +16,9 @@ import torch
 from evolora.bank.local import AdapterBank
 from evolora.evaluation import held_out_accuracy
 from evolora.evaluation.base_cache import base_key
+from evolora.generation.rollout import chat_prompt
 from evolora.model import load_base
 from evolora.tasks import make_task
-from evolora.generation.rollout import chat_prompt
 
 LOGGER = "evolora.evaluation.base_cache"
 
@@ -27,8 +27,9 @@ LOGGER = "evolora.evaluation.base_cache"
 def setup(tiny_config, single_thread):
     model, tokenizer = load_base("tiny-random")
     bank = AdapterBank(model, ["A"], rank=2, alpha=4, target_modules=("q_proj", "v_proj"), tokenizer=tokenizer)
-    eval_config = tiny_config.eval.model_copy(update={"enabled": True, "base": True, "cache_base": True,
-                                                      "limit": 4, "max_new_tokens": 4})
+    eval_config = tiny_config.eval.model_copy(
+        update={"enabled": True, "base": True, "cache_base": True, "limit": 4, "max_new_tokens": 4}
+    )
     return bank, tokenizer, eval_config
 
 
@@ -58,12 +59,16 @@ def test_a_valid_entry_is_used(setup, tmp_path):
     assert evaluate(setup) == {**first, "cached": True}
 
 
-@pytest.mark.parametrize("damage, reason", [
-    ("labels", "its content does not match its SHA-256"),
-    ("truncate", "damaged: not JSON"),
-    ("key", "it holds another key"),
-    ("old", "format None, not 2"),
-], ids=["altered-labels", "truncated", "another-key", "old-format"])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        ("labels", "its content does not match its SHA-256"),
+        ("truncate", "damaged: not JSON"),
+        ("key", "it holds another key"),
+        ("old", "format None, not 2"),
+    ],
+    ids=["altered-labels", "truncated", "another-key", "old-format"],
+)
 def test_a_damaged_or_altered_entry_is_rebuilt_with_one_line(damage, reason, setup, tmp_path, caplog):
     first = evaluate(setup)
     (path,) = entries(tmp_path)

@@ -40,12 +40,17 @@ HOSTILE_FILES = {
     "huge-key": ("x" * 10_000 + ": 1\n", ["not valid YAML"]),
     "duplicate-flow": ("lora: {rank: 8, alpha: 16, rank: 4}\n", ["key 'rank' appears twice", "columns 8 and 28"]),
     "duplicate-block": ("run:\n  steps: 3\n  seed: 1\n  steps: 5\n", ["key 'steps' appears twice", "lines 2 and 4"]),
-    "duplicate-section": ("run: {steps: 1}\nmodel: {name: tiny-random}\nrun: {steps: 2}\n", ["key 'run'", "lines 1 and 3"]),
+    "duplicate-section": (
+        "run: {steps: 1}\nmodel: {name: tiny-random}\nrun: {steps: 2}\n",
+        ["key 'run'", "lines 1 and 3"],
+    ),
     "nul-escape": ('model:\n  name: "tiny\\0random"\n', ["control character U+0000"]),
     "bell-escape": ('task:\n  params: {eval_path: "a\\x07b"}\n', ["control character U+0007"]),
     "deep-nesting": ("a: " + "[" * 50_000 + "]" * 50_000 + "\n", ["nest more than"]),
-    "many-values": ("lora:\n  target_modules: [" + ", ".join(["q_proj"] * (MAX_NODES + 10)) + "]\n",
-                    [f"more than {MAX_NODES:,} values"]),
+    "many-values": (
+        "lora:\n  target_modules: [" + ", ".join(["q_proj"] * (MAX_NODES + 10)) + "]\n",
+        [f"more than {MAX_NODES:,} values"],
+    ),
     "huge-file": ("# padding\n" * 120_000, ["characters (at most 1,048,576)"]),
     "long-yaml-error": ("run:\n  steps: [" + "z" * 100_000 + "\n", ["not valid YAML", "line 3"]),
 }
@@ -88,8 +93,10 @@ HOSTILE_SETS = {
     "nul-escape": ('model.name="tiny\\0random"', ["control character U+0000"]),
     "duplicate-key": ("lora={rank: 8, rank: 4}", ["key 'rank' appears twice"]),
     "bad-yaml-long": ("run.steps=[" + "z" * 100_000, ["not valid YAML"]),
-    "alias-bomb": ("task.params=" + "{" + alias_bomb(6, 9).replace("\n", ", ").rstrip(", ") + "}",
-                   ["values, aliases expanded"]),
+    "alias-bomb": (
+        "task.params=" + "{" + alias_bomb(6, 9).replace("\n", ", ").rstrip(", ") + "}",
+        ["values, aliases expanded"],
+    ),
 }
 
 
@@ -107,19 +114,23 @@ def test_alias_bomb_in_a_fresh_process_is_fast_and_small(tmp_path):
     config = tmp_path / "bomb.yaml"
     config.write_text(alias_bomb())
     # VmHWM, not ru_maxrss: Linux carries the forking parent's peak into a child's ru_maxrss across exec
-    script = ("import sys; from evolora.config import load_config, ConfigError\n"
-              f"try: load_config({str(config)!r})\n"
-              "except ConfigError as e: print('refused', e)\n"
-              "hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0]\n"
-              "print('rss_mb', int(hwm.split()[1]) // 1024)")
+    script = (
+        "import sys; from evolora.config import load_config, ConfigError\n"
+        f"try: load_config({str(config)!r})\n"
+        "except ConfigError as e: print('refused', e)\n"
+        "hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0]\n"
+        "print('rss_mb', int(hwm.split()[1]) // 1024)"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert "refused" in done.stdout, done.stdout + done.stderr[-500:]
     assert int(done.stdout.split("rss_mb")[1]) < 500, done.stdout
 
 
 def test_plain_anchors_merges_and_numbers_still_load():
-    text = ("defaults: &d {rank: 4, alpha: 8}\nlora:\n  <<: *d\n  rank: 2\nsteps: 1_000\nlr: 5.0e-5\n"
-            "names: [a, b]\nmulti: \"line one\\nline two\\tend\"\n")
+    text = (
+        "defaults: &d {rank: 4, alpha: 8}\nlora:\n  <<: *d\n  rank: 2\nsteps: 1_000\nlr: 5.0e-5\n"
+        'names: [a, b]\nmulti: "line one\\nline two\\tend"\n'
+    )
     data = load_yaml(text)
     assert data["lora"] == {"rank": 2, "alpha": 8}  # an explicit key overrides a merged one (YAML's rule)
     assert data["steps"] == 1000 and data["lr"] == 5e-5
@@ -139,7 +150,8 @@ def test_the_library_raises_config_error_not_yaml_errors(tmp_path):
 
 def test_long_values_in_validation_messages_are_shortened(tmp_path):
     """A wrong-typed value of 4,000 characters is quoted in at most 80."""
-    result = runner.invoke(app, ["evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"),
-                                 "--set", "run.steps=" + "y" * 4000])
+    result = runner.invoke(
+        app, ["evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--set", "run.steps=" + "y" * 4000]
+    )
     assert result.exit_code == 2
     assert "y" * 81 not in result.output and len(result.output.encode()) <= 500, result.output[:600]

@@ -32,7 +32,10 @@ def embedded(monkeypatch, tmp_path, single_thread):
     gguf.write_bytes(b"GGUF fake")
     monkeypatch.setattr(model_module, "_gguf_path", lambda key: gguf)
     conversions = []
-    real_model, real_tokenizer = transformers.AutoModelForCausalLM.from_pretrained, transformers.AutoTokenizer.from_pretrained
+    real_model, real_tokenizer = (
+        transformers.AutoModelForCausalLM.from_pretrained,
+        transformers.AutoTokenizer.from_pretrained,
+    )
 
     def model_from(source, *args, **kwargs):
         if "gguf_file" not in kwargs:

@@ -10,10 +10,10 @@ import errno
 import os
 
 import pytest
+from run_helpers import finished_cli_run, tree_digest
 from typer.testing import CliRunner
 
 from evolora.cli import app
-from run_helpers import finished_cli_run, tree_digest
 
 runner = CliRunner()
 

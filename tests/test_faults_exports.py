@@ -20,16 +20,42 @@ from evolora.cli import app
 from evolora.run_dir import StaleFinal, final_step
 
 runner = CliRunner()
-TOY = ["--set", "model.name=tiny-random", "--set", "model.dtype=float32", "--set", "lora.rank=2",
-       "--set", "task.name=toy", "--set", "task.params={}", "--set", "selfplay.proposals_per_teacher=2",
-       "--set", "selfplay.samples_per_problem=2", "--set", "selfplay.teacher_max_new_tokens=6",
-       "--set", "selfplay.student_max_new_tokens=4", "--set", "evolution.every=1", "--set", "eval.limit=2",
-       "--set", "eval.max_new_tokens=4", "--set", "run.steps=2"]
+TOY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "model.dtype=float32",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "task.name=toy",
+    "--set",
+    "task.params={}",
+    "--set",
+    "selfplay.proposals_per_teacher=2",
+    "--set",
+    "selfplay.samples_per_problem=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=6",
+    "--set",
+    "selfplay.student_max_new_tokens=4",
+    "--set",
+    "evolution.every=1",
+    "--set",
+    "eval.limit=2",
+    "--set",
+    "eval.max_new_tokens=4",
+    "--set",
+    "run.steps=2",
+]
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,26 @@ import pytest
 
 from evolora.io import read_jsonl
 
-TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.proposals_per_teacher=1",
-        "--set", "selfplay.samples_per_problem=2", "--set", "selfplay.teacher_max_new_tokens=4",
-        "--set", "selfplay.student_max_new_tokens=4", "--set", "eval.limit=0", "--set", "run.steps=1",
-        "--set", "evolution.every=1"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "selfplay.proposals_per_teacher=1",
+    "--set",
+    "selfplay.samples_per_problem=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=4",
+    "--set",
+    "selfplay.student_max_new_tokens=4",
+    "--set",
+    "eval.limit=0",
+    "--set",
+    "run.steps=1",
+    "--set",
+    "evolution.every=1",
+]
 CLI = [sys.executable, "-c", "from evolora.cli import app; app()"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
 REPETITIONS = int(os.environ.get("EVOLORA_RACE_REPETITIONS", "3"))
@@ -43,18 +59,25 @@ def assert_complete(run: Path, steps: int = 1) -> None:
 
 def race(command: list[str]) -> list[tuple[int, str]]:
     """Start ``command`` twice at once; (exit code, output) of each."""
-    procs = [subprocess.Popen([*CLI, *command], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
-    return [(proc.returncode, proc.communicate(timeout=300)[0]) if proc.wait(timeout=300) is not None else (-1, "")
-            for proc in procs]
+    procs = [
+        subprocess.Popen([*CLI, *command], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
+    return [
+        (proc.returncode, proc.communicate(timeout=300)[0]) if proc.wait(timeout=300) is not None else (-1, "")
+        for proc in procs
+    ]
 
 
 def assert_one_writer(results: list[tuple[int, str]], rep: int) -> None:
     for code, output in results:
         flat = " ".join(output.split())
-        assert "Traceback" not in output and "cannot write to output directory" not in flat, f"rep {rep}: {output[-800:]}"
-        assert code == 0 or (code == 2 and ("is in use by process" in flat or "already holds a run" in flat)), \
+        assert "Traceback" not in output and "cannot write to output directory" not in flat, (
+            f"rep {rep}: {output[-800:]}"
+        )
+        assert code == 0 or (code == 2 and ("is in use by process" in flat or "already holds a run" in flat)), (
             f"rep {rep}, exit {code}: {output[-800:]}"
+        )
     assert any(code == 0 for code, _ in results), f"rep {rep}: neither finished"
 
 
@@ -92,8 +115,11 @@ def finished(tmp_path: Path) -> Path:
 
 
 def digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def test_a_run_written_before_the_lock_is_taken_is_not_overwritten(tmp_path, single_thread):

@@ -10,11 +10,11 @@ import errno
 import os
 
 import pytest
+from run_helpers import TOY_ARGS, finished_cli_run, tree_digest
 from typer.testing import CliRunner
 
 from evolora.checkpoint import checkpoint_problem, latest_checkpoint
 from evolora.cli import app
-from run_helpers import TOY_ARGS, finished_cli_run, tree_digest
 
 runner = CliRunner()
 
@@ -32,7 +32,7 @@ ADVICE = {
 def error_lines(output: str) -> list[str]:
     """The lines from ``error:`` to the end of the output (the command's last words)."""
     assert "error:" in output, output
-    return output[output.index("error:"):].strip().splitlines()
+    return output[output.index("error:") :].strip().splitlines()
 
 
 def check_line(output: str, code: int) -> str:
@@ -60,8 +60,9 @@ def test_an_os_error_during_a_checkpoint_is_one_line_and_keeps_the_last_one(tmp_
 
     monkeypatch.setattr(checkpoint, "_write", write)
     out = tmp_path / "run"
-    result = runner.invoke(app, ["evolve", "tasks/gsm.yaml", "--out", str(out), *TOY_ARGS,
-                                 "--set", "run.checkpoint_every=1", "--no-eval"])
+    result = runner.invoke(
+        app, ["evolve", "tasks/gsm.yaml", "--out", str(out), *TOY_ARGS, "--set", "run.checkpoint_every=1", "--no-eval"]
+    )
     assert result.exit_code == 2, result.output
     line = " ".join(check_line(result.output, code).split())
     assert "the checkpoint of step 1 is intact" in line and f"--resume {out}" in "".join(result.output.split("\n"))

@@ -10,11 +10,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from run_helpers import finished_cli_run, tree_digest
 from typer.testing import CliRunner
 
 from evolora.cli import app
 from evolora.io import read_jsonl
-from run_helpers import finished_cli_run, tree_digest
 
 runner = CliRunner()
 DAMAGE = b'\xff\xfe\x00garbage\n42\n[1, 2]\nnull\n{"step": 9, "torn'

@@ -5,13 +5,13 @@ model does, with the allowed range (exit 2, one line)."""
 from __future__ import annotations
 
 import pytest
+from run_helpers import TOY_ARGS
 from typer.testing import CliRunner
 
 from evolora.cli import app
 from evolora.config import ConfigError, load_config
 from evolora.config.run import MAX_SEED
 from evolora.streams import rollout_seed, step_streams
-from run_helpers import TOY_ARGS
 
 runner = CliRunner()
 
@@ -29,8 +29,9 @@ def test_the_cli_refuses_such_a_seed_before_any_model_loads(seed, tmp_path, monk
     import evolora.model
 
     monkeypatch.setattr(evolora.model, "load_base", lambda *a, **k: pytest.fail("a model was loaded"))
-    result = runner.invoke(app, ["evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--seed", str(seed),
-                                 *TOY_ARGS])
+    result = runner.invoke(
+        app, ["evolve", "tasks/gsm.yaml", "--out", str(tmp_path / "run"), "--seed", str(seed), *TOY_ARGS]
+    )
     flat = " ".join(result.output.split())
     assert result.exit_code == 2 and "run.seed: a seed is an integer in [0, 2**63 - 1]" in flat, result.output
     assert "Traceback" not in result.output and not (tmp_path / "run").exists()
@@ -44,8 +45,11 @@ def test_every_stream_of_the_largest_seed_can_be_built():
 
 def test_seeds_below_2_to_the_43_keep_their_rollout_streams():
     """A run recorded before the modulus replays as it did."""
-    assert [rollout_seed(s, t) for s, t in ((0, 1), (9, 3), (2**40, 5))] == [1, 9 * 1_000_003 + 3,
-                                                                            2**40 * 1_000_003 + 5]
+    assert [rollout_seed(s, t) for s, t in ((0, 1), (9, 3), (2**40, 5))] == [
+        1,
+        9 * 1_000_003 + 3,
+        2**40 * 1_000_003 + 5,
+    ]
 
 
 @pytest.mark.parametrize("seed", [0, MAX_SEED])

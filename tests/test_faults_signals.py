@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from run_helpers import finished_cli_run, tree_digest
 
 CLI = [sys.executable, "-c", "from evolora.cli import app; app()"]
@@ -29,8 +28,13 @@ def finished_run(tmp_path_factory, single_thread):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill"])
 def test_evaluate_killed_midway_keeps_every_record(finished_run, sig):
     before = tree_digest(finished_run)
-    proc = subprocess.Popen([*CLI, "evaluate", str(finished_run), "--samples", "64", "--limit", "8"], env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "evaluate", str(finished_run), "--samples", "64", "--limit", "8"],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     seen = []
     for line in proc.stdout:  # the command names the adapters it reads before it loads a model
         seen.append(line)

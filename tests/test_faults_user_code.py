@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 import torch
+from run_helpers import TOY_ARGS
 from typer.testing import CliRunner
 
 from evolora.cli import app
@@ -19,10 +20,9 @@ from evolora.config.operator_choice import CONTRACTS, guard_operator, resolve_op
 from evolora.io import read_jsonl
 from evolora.operators import REGISTRY
 from evolora.user_code import UserCodeError
-from run_helpers import TOY_ARGS
 
 MODULE = "faulty_user_ops"
-SOURCE = textwrap.dedent('''
+SOURCE = textwrap.dedent("""
     import torch
 
     MODE = {"flaky": "raise"}
@@ -60,7 +60,7 @@ SOURCE = textwrap.dedent('''
         if MODE["flaky"] == "raise":
             raise RuntimeError("not fixed yet")
         return {name: (a.clone(), b.clone()) for name, (a, b) in parent.items()}
-''')
+""")
 runner = CliRunner()
 
 
@@ -84,8 +84,10 @@ def _forget_user_ops() -> None:
 
 def adapter(rank: int = 2) -> dict:
     generator = torch.Generator().manual_seed(0)
-    return {"q": (torch.randn(rank, 6, generator=generator), torch.randn(5, rank, generator=generator)),
-            "v": (torch.randn(rank, 6, generator=generator), torch.randn(4, rank, generator=generator))}
+    return {
+        "q": (torch.randn(rank, 6, generator=generator), torch.randn(5, rank, generator=generator)),
+        "v": (torch.randn(rank, 6, generator=generator), torch.randn(4, rank, generator=generator)),
+    }
 
 
 def operators(**choices):
@@ -93,12 +95,15 @@ def operators(**choices):
     return resolve_operators(config.evolution)
 
 
-@pytest.mark.parametrize("name, problem", [
-    ("raising", "raised ZeroDivisionError: division by zero in my mutation"),
-    ("nan_child", "returned non-finite values (NaN or inf) in module 'q'"),
-    ("wrong_rank", "returned shapes A (1, 6), B (5, 1) for module 'q', not (2, 6), (5, 2)"),
-    ("not_an_adapter", "returned a list, not an adapter"),
-])
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("raising", "raised ZeroDivisionError: division by zero in my mutation"),
+        ("nan_child", "returned non-finite values (NaN or inf) in module 'q'"),
+        ("wrong_rank", "returned shapes A (1, 6), B (5, 1) for module 'q', not (2, 6), (5, 2)"),
+        ("not_an_adapter", "returned a list, not an adapter"),
+    ],
+)
 def test_a_mutation_breaking_its_contract_is_named(name, problem, user_ops):
     spec, params = operators(mutation=f"{MODULE}:{name}").mutation
     with pytest.raises(UserCodeError) as caught:
@@ -111,8 +116,11 @@ def test_a_mutation_breaking_its_contract_is_named(name, problem, user_ops):
 def test_a_crossover_and_a_selection_breaking_their_contracts_are_named(user_ops):
     chosen = operators(crossover=f"{MODULE}:extra_dimension", selection=f"{MODULE}:out_of_range")
     spec, params = chosen.crossover
-    with pytest.raises(UserCodeError, match=r"evolution.crossover 'faulty_user_ops:extra_dimension' returned "
-                                            r"shapes A \(1, 2, 6\)"):
+    with pytest.raises(
+        UserCodeError,
+        match=r"evolution.crossover 'faulty_user_ops:extra_dimension' returned "
+        r"shapes A \(1, 2, 6\)",
+    ):
         spec.fn([adapter(), adapter()], [1.0, 0.0], generator=torch.Generator(), **params)
     spec, params = chosen.selection
     with pytest.raises(UserCodeError, match=r"returned indices \[3, 3\] outside \[0, 3\)"):
@@ -136,8 +144,19 @@ def test_a_good_user_operator_returns_its_result_and_evolora_operators_are_not_w
 
 
 def run_args(out, mutation: str) -> list[str]:
-    return ["evolve", "tasks/gsm.yaml", "--out", str(out), *TOY_ARGS, "--set", f"evolution.mutation={mutation}",
-            "--set", "evolution.crossover_rate=0", "--set", "evolution.every=1"]
+    return [
+        "evolve",
+        "tasks/gsm.yaml",
+        "--out",
+        str(out),
+        *TOY_ARGS,
+        "--set",
+        f"evolution.mutation={mutation}",
+        "--set",
+        "evolution.crossover_rate=0",
+        "--set",
+        "evolution.every=1",
+    ]
 
 
 def error_lines(output: str) -> list[str]:
@@ -147,7 +166,8 @@ def error_lines(output: str) -> list[str]:
 
 
 def test_the_cli_names_a_failing_operator_in_at_most_3_lines_and_verbose_adds_the_traceback(
-        user_ops, tmp_path, single_thread):
+    user_ops, tmp_path, single_thread
+):
     result = runner.invoke(app, run_args(tmp_path / "run", f"{MODULE}:raising"))
     assert result.exit_code == 2, result.output
     flat = " ".join(result.output.split())

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from run_helpers import TOY_ARGS
 from typer.testing import CliRunner
 
 from evolora.cli import app
@@ -20,10 +21,9 @@ from evolora.generation.types import Sampling
 from evolora.generation.user_engine import CONTRACT
 from evolora.io import read_jsonl
 from evolora.user_code import UserCodeError
-from run_helpers import TOY_ARGS
 
 MODULE = "faulty_user_engines"
-SOURCE = textwrap.dedent('''
+SOURCE = textwrap.dedent("""
     import torch
 
     from evolora.generation.engine import EagerEngine
@@ -51,7 +51,7 @@ SOURCE = textwrap.dedent('''
             if MODE["flaky"] == "raise":
                 raise RuntimeError("not fixed yet")
             return super().generate(prompts, adapters, sampling, **options)
-''')
+""")
 runner = CliRunner()
 
 
@@ -89,8 +89,9 @@ def build(name: str, bank_parts):
 def test_an_engine_that_raises_while_built_is_named(user_engines, bank_parts):
     with pytest.raises(UserCodeError) as caught:
         build("Raising", bank_parts)
-    assert str(caught.value) == (f"generation.engine '{MODULE}:Raising' raised KeyError: 'cuda:7' while it was "
-                                 f"built; the contract: {CONTRACT}")
+    assert str(caught.value) == (
+        f"generation.engine '{MODULE}:Raising' raised KeyError: 'cuda:7' while it was built; the contract: {CONTRACT}"
+    )
 
 
 def test_an_engine_breaking_its_contract_is_named_and_keeps_its_class(user_engines, bank_parts):
@@ -98,11 +99,16 @@ def test_an_engine_breaking_its_contract_is_named_and_keeps_its_class(user_engin
     engine = build("DropsARow", bank_parts)
     assert type(engine).__name__ == "DropsARow" and isinstance(engine, EagerEngine)
     prompts = [tokenizer("1+1=")["input_ids"]] * 2
-    with pytest.raises(UserCodeError, match=rf"generation.engine '{MODULE}:DropsARow' generate returned 1 "
-                                            r"completions for 2 prompts; the contract: cls\(model"):
+    with pytest.raises(
+        UserCodeError,
+        match=rf"generation.engine '{MODULE}:DropsARow' generate returned 1 "
+        r"completions for 2 prompts; the contract: cls\(model",
+    ):
         engine.generate(prompts, ["A", "B"], Sampling(max_new_tokens=2, greedy=True))
     engine = build("NanLogprobs", bank_parts)
-    samples = EagerEngine(bank.model, tokenizer, bank).generate(prompts, ["A", "B"], Sampling(max_new_tokens=2, greedy=True))
+    samples = EagerEngine(bank.model, tokenizer, bank).generate(
+        prompts, ["A", "B"], Sampling(max_new_tokens=2, greedy=True)
+    )
     with pytest.raises(UserCodeError, match="logprobs returned NaN log-probs"):
         engine.logprobs(["A", "B"], samples)
 
@@ -121,10 +127,12 @@ def error_lines(output: str) -> list[str]:
     return lines[start:]
 
 
-@pytest.mark.parametrize("name, problem", [("Raising", "raised KeyError: 'cuda:7' while it was built"),
-                                           ("DropsARow", "generate returned")])
+@pytest.mark.parametrize(
+    "name, problem", [("Raising", "raised KeyError: 'cuda:7' while it was built"), ("DropsARow", "generate returned")]
+)
 def test_the_cli_names_a_failing_engine_in_at_most_3_lines_and_verbose_adds_the_traceback(
-        user_engines, tmp_path, single_thread, name, problem):
+    user_engines, tmp_path, single_thread, name, problem
+):
     result = runner.invoke(app, run_args(tmp_path / "run", f"{MODULE}:{name}"))
     assert result.exit_code == 2, result.output
     flat = " ".join(result.output.split())

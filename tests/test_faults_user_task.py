@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+from run_helpers import TOY_ARGS
 from typer.testing import CliRunner
 
 from evolora.cli import app
@@ -18,10 +19,9 @@ from evolora.io import read_jsonl
 from evolora.tasks import TASKS, make_task
 from evolora.tasks.user_task import CONTRACT
 from evolora.user_code import UserCodeError
-from run_helpers import TOY_ARGS
 
 MODULE = "faulty_user_tasks"
-SOURCE = textwrap.dedent('''
+SOURCE = textwrap.dedent("""
     from evolora.tasks.toy import ToyTask
 
     MODE = {"flaky": "raise"}
@@ -55,7 +55,7 @@ SOURCE = textwrap.dedent('''
             if MODE["flaky"] == "raise":
                 raise RuntimeError("not fixed yet")
             return super().grade(completion, answer)
-''')
+""")
 runner = CliRunner()
 
 
@@ -87,11 +87,14 @@ def test_a_task_that_fails_while_built_is_named_when_the_config_loads(user_tasks
         load_config("tasks/gsm.yaml", ["task.name=no_such_tasks:Task", "task.params={}"])
 
 
-@pytest.mark.parametrize("name, call, problem", [
-    ("GradesAsText", lambda task: task.grade("2", 2), "grade returned a str, not a Grade"),
-    ("DropsAVerdict", lambda task: task.verify([None, None]), "verify returned 1 verdicts for 2 proposals"),
-    ("StringPrompt", lambda task: task.solve_prompt("1+1"), "solve_prompt returned str 'solve 1+1', not a list"),
-])
+@pytest.mark.parametrize(
+    "name, call, problem",
+    [
+        ("GradesAsText", lambda task: task.grade("2", 2), "grade returned a str, not a Grade"),
+        ("DropsAVerdict", lambda task: task.verify([None, None]), "verify returned 1 verdicts for 2 proposals"),
+        ("StringPrompt", lambda task: task.solve_prompt("1+1"), "solve_prompt returned str 'solve 1+1', not a list"),
+    ],
+)
 def test_a_task_method_breaking_its_contract_is_named(user_tasks, name, call, problem):
     task = make_task(f"{MODULE}:{name}")
     assert type(task).__name__ == name  # the class stays the user's

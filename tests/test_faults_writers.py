@@ -24,11 +24,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from run_helpers import TOY_ARGS, finished_cli_run, tree_digest
 from typer.testing import CliRunner
 
 from evolora.cli import app
 from evolora.run_dir import OutRefused, check_out
-from run_helpers import TOY_ARGS, finished_cli_run, tree_digest
 
 runner = CliRunner()
 CLI = [sys.executable, "-c", "from evolora.cli import app; app()"]
@@ -54,10 +54,18 @@ def run(finished, tmp_path) -> Path:
 @contextmanager
 def held_by_another_process(directory: Path):
     """A separate process holding ``directory``'s lock for the ``with`` block; yields its PID."""
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from evolora.run_dir import lock_run_dir\n"
-        f"with lock_run_dir({str(directory)!r}):\n    print('held', flush=True); time.sleep(120)")],
-        stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import time; from evolora.run_dir import lock_run_dir\n"
+                f"with lock_run_dir({str(directory)!r}):\n    print('held', flush=True); time.sleep(120)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder.pid
@@ -83,9 +91,11 @@ def no_model(monkeypatch):
 
 
 # -- locks ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", [["evaluate"], ["evaluate", "--samples", "2", "--k", "1"],
-                                     ["export", "--no-merge"], ["export"]],
-                         ids=["evaluate", "evaluate-sampled", "export-adapter", "export-merged"])
+@pytest.mark.parametrize(
+    "command",
+    [["evaluate"], ["evaluate", "--samples", "2", "--k", "1"], ["export", "--no-merge"], ["export"]],
+    ids=["evaluate", "evaluate-sampled", "export-adapter", "export-merged"],
+)
 def test_a_writer_refuses_a_run_another_process_holds_and_writes_nothing(command, run, no_model):
     before = tree_digest(run)
     with held_by_another_process(run) as pid:
@@ -135,8 +145,10 @@ def test_evaluate_overlapping_a_resume_never_writes_an_older_summary(finished, t
         run = tmp_path / f"run{rep}"
         shutil.copytree(finished, run)
         commands = [["evolve", "--resume", str(run), "--set", "run.steps=3"], ["evaluate", str(run)]]
-        procs = [subprocess.Popen([*CLI, *c], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for c in commands]
+        procs = [
+            subprocess.Popen([*CLI, *c], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for c in commands
+        ]
         results = [(proc.communicate(timeout=300)[0], proc.returncode) for proc in procs]
         for output, code in results:
             flat = " ".join(output.split())
@@ -174,12 +186,17 @@ def test_evaluate_out_into_another_run_is_refused_before_any_work(run, finished,
     assert tree_digest(other) == before and tree_digest(run) == mine
 
 
-@pytest.mark.parametrize("command", [["evaluate", "{run}", "--out", "{out}"], ["report", "{run}", "--out", "{out}"],
-                                     ["compare", "{run}", "{run}", "--out", "{out}"],
-                                     ["evolve", "tasks/gsm.yaml", "--out", "{out}", *TOY_ARGS],
-                                     ["study", "tasks/gsm.yaml", "--seeds", "0", "--arms", "population", "--out", "{out}",
-                                      *TOY_ARGS]],
-                         ids=["evaluate", "report", "compare", "evolve", "study"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["evaluate", "{run}", "--out", "{out}"],
+        ["report", "{run}", "--out", "{out}"],
+        ["compare", "{run}", "{run}", "--out", "{out}"],
+        ["evolve", "tasks/gsm.yaml", "--out", "{out}", *TOY_ARGS],
+        ["study", "tasks/gsm.yaml", "--seeds", "0", "--arms", "population", "--out", "{out}", *TOY_ARGS],
+    ],
+    ids=["evaluate", "report", "compare", "evolve", "study"],
+)
 def test_out_naming_an_existing_file_is_refused_in_one_line(command, run, tmp_path, no_model):
     out = tmp_path / "taken.txt"
     out.write_text("keep me")
@@ -190,9 +207,14 @@ def test_out_naming_an_existing_file_is_refused_in_one_line(command, run, tmp_pa
     assert out.read_text() == "keep me"
 
 
-@pytest.mark.parametrize("command", [["report", "{run}", "--out", "{other}"],
-                                     ["study", "tasks/gsm.yaml", "--seeds", "0", "--arms", "population", "--out",
-                                      "{other}", *TOY_ARGS]], ids=["report", "study"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "{run}", "--out", "{other}"],
+        ["study", "tasks/gsm.yaml", "--seeds", "0", "--arms", "population", "--out", "{other}", *TOY_ARGS],
+    ],
+    ids=["report", "study"],
+)
 def test_report_and_study_out_into_a_run_are_refused(command, run, finished, tmp_path, no_model):
     import shutil
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from run_helpers import config_with
 
 from evolora.config import ConfigError
 from evolora.config.fitness import FitnessConfig
@@ -12,7 +13,6 @@ from evolora.fitness import member_fitness, pooled_rank_correlation, rank_correl
 from evolora.run import Run
 from evolora.tasks import ArithTask
 from evolora.tasks.gsm import GSMTask
-from run_helpers import config_with
 
 
 def test_fitness_config_takes_a_bare_name_or_a_mapping():
@@ -40,8 +40,7 @@ def test_arith_dev_set_is_disjoint_from_the_held_out_grid_at_any_size():
 def test_gsm_dev_set_is_a_train_slice_or_none(tmp_path):
     assert GSMTask().dev_set(8) is None  # only the test split ships
     path = tmp_path / "train.jsonl"
-    path.write_text("".join(f'{{"question": "q{i}", "answer": "<<1+{i}={1 + i}>> #### {1 + i}"}}\n'
-                            for i in range(10)))
+    path.write_text("".join(f'{{"question": "q{i}", "answer": "<<1+{i}={1 + i}>> #### {1 + i}"}}\n' for i in range(10)))
     dev = GSMTask(train_path=str(path)).dev_set(3)
     assert [(i.question, i.answer) for i in dev] == [("q7", 8.0), ("q8", 9.0), ("q9", 10.0)]
 
@@ -64,8 +63,11 @@ def test_member_fitness_rating_validation_and_blend():
 def test_rank_correlations():
     assert rank_correlation({"a": 1, "b": 2, "c": 3}, {"a": 0.1, "b": 0.2, "c": 0.3}) == pytest.approx(1.0)
     assert rank_correlation({"a": 1, "b": 2}, {"a": 0.1, "b": 0.2}) is None  # too few members
-    runs = [({"a": 1.0, "b": 2.0}, {"a": 0.1, "b": 0.3}), ({"a": 5.0, "b": 4.0}, {"a": 0.5, "b": 0.2}),
-            ({"a": 0.0, "b": 1.0}, {"a": 0.4, "b": 0.3})]
+    runs = [
+        ({"a": 1.0, "b": 2.0}, {"a": 0.1, "b": 0.3}),
+        ({"a": 5.0, "b": 4.0}, {"a": 0.5, "b": 0.2}),
+        ({"a": 0.0, "b": 1.0}, {"a": 0.4, "b": 0.3}),
+    ]
     pooled = pooled_rank_correlation(runs)
     assert (pooled["members"], pooled["concordant"], pooled["discordant"], pooled["tied"]) == (6, 2, 1, 0)
     assert 0 < pooled["rho"] < 1
@@ -79,8 +81,11 @@ def test_validation_fitness_is_refused_without_a_dev_set(tmp_path):
 
 
 def test_every_evolution_event_records_each_members_fitness(tmp_path, single_thread):
-    config = config_with(evolution={"every": 2, "fitness": {"name": "validation", "size": 6}},
-                     task={"name": "arith", "params": {}}, run={"steps": 3})
+    config = config_with(
+        evolution={"every": 2, "fitness": {"name": "validation", "size": 6}},
+        task={"name": "arith", "params": {}},
+        run={"steps": 3},
+    )
     run = Run(config, tmp_path / "run")
     first, _ = run.run_step()
     assert "fitness" not in first  # no evolution event, no dev evaluation
@@ -98,12 +103,17 @@ def test_every_evolution_event_records_each_members_fitness(tmp_path, single_thr
     final = summary["fitness"]
     assert final["dev_size"] == 6 and set(final["rank_correlation"]) == {"rating", "validation", "fitness"}
     assert {m for m, e in final["members"].items() if e["validation"] is not None} == {
-        m.id for m in run.population.role("student")}
+        m.id for m in run.population.role("student")
+    }
 
 
 def test_held_out_learning_curve_every_k_steps(tmp_path, single_thread):
-    config = config_with(eval={"every": 2, "curve_limit": 3, "limit": 3}, task={"name": "arith", "params": {}},
-                     evolution={"every": 10}, run={"steps": 2})
+    config = config_with(
+        eval={"every": 2, "curve_limit": 3, "limit": 3},
+        task={"name": "arith", "params": {}},
+        evolution={"every": 10},
+        run={"steps": 2},
+    )
     run = Run(config, tmp_path / "run")
     first, _ = run.run_step()
     second, _ = run.run_step()
@@ -137,8 +147,9 @@ def test_held_out_reliability_script_on_the_committed_population_size_records():
     from run_helpers import benchmark_module
 
     study = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "study-popsize"
-    result = benchmark_module("held_out_reliability").main([str(study), "--arms", "size4", "--seeds", "0-1",
-                                                             "--sizes", "135", "--splits", "20"])
+    result = benchmark_module("held_out_reliability").main(
+        [str(study), "--arms", "size4", "--seeds", "0-1", "--sizes", "135", "--splits", "20"]
+    )
     entry = result["size4"]
     assert entry["runs"] == 2 and entry["pairs"] == 12  # 4 students per run: 6 pairs each
     assert 0 < entry["differ_min"] <= entry["differ_mean"] <= entry["differ_max"] < 270

@@ -24,8 +24,11 @@ def _gpu_commands() -> list[str]:
     for block in re.findall(r"^```bash\n(.*?)^```", PAGE, re.M | re.S):
         for line in block.splitlines():
             command = line.split("#", 1)[0].strip()
-            if (command.startswith("evolora evolve tasks/") and "run.backend=ray" not in command
-                    and ("model.device=cuda" in command or "gsm-gpu.yaml" in command)):
+            if (
+                command.startswith("evolora evolve tasks/")
+                and "run.backend=ray" not in command
+                and ("model.device=cuda" in command or "gsm-gpu.yaml" in command)
+            ):
                 lines.append(command)
     return lines
 

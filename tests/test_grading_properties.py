@@ -28,11 +28,17 @@ GSM_STRICT = GSMTask(require_marker=True)
 ARITH = ArithTask()
 
 READERS = {
-    "final_number": final_number, "marked_number": marked_number, "equation_result": equation_result,
-    "arithmetic_answer": arithmetic_answer, "parse_number": parse_number, "program_answer": program_answer,
-    "gsm.grade": lambda text: GSM.grade(text, 42.0), "gsm.grade(require_marker)": lambda text: GSM_STRICT.grade(text, 42.0),
+    "final_number": final_number,
+    "marked_number": marked_number,
+    "equation_result": equation_result,
+    "arithmetic_answer": arithmetic_answer,
+    "parse_number": parse_number,
+    "program_answer": program_answer,
+    "gsm.grade": lambda text: GSM.grade(text, 42.0),
+    "gsm.grade(require_marker)": lambda text: GSM_STRICT.grade(text, 42.0),
     "arith.grade": lambda text: ARITH.grade(text, 42.0),
-    "gsm.parse_proposal": GSM.parse_proposal, "arith.parse_proposal": ARITH.parse_proposal,
+    "gsm.parse_proposal": GSM.parse_proposal,
+    "arith.parse_proposal": ARITH.parse_proposal,
 }
 
 
@@ -101,8 +107,14 @@ def test_doubled_sign_is_no_number():
 
 
 def test_float_noise_in_a_reference_still_matches():
-    for reference, written in ((0.1 + 0.2, "0.3"), (sum([0.1] * 40), "4"), (0.1 * 3 * 60, "$18.00"),
-                               (18.0, "18"), (0.1 + 0.2 - 0.3, "0"), (1 / 3, "0.333333")):
+    for reference, written in (
+        (0.1 + 0.2, "0.3"),
+        (sum([0.1] * 40), "4"),
+        (0.1 * 3 * 60, "$18.00"),
+        (18.0, "18"),
+        (0.1 + 0.2 - 0.3, "0"),
+        (1 / 3, "0.333333"),
+    ):
         assert GSM.grade(f"#### {written}", reference).label == "correct", (reference, written)
     assert GSM.grade("#### 4.5", sum([0.1] * 40)).label == "wrong"
     assert GSM.grade("#### 18.0000001", 18.0).label == "wrong"  # an integer answer compares exactly
@@ -126,7 +138,9 @@ def test_gsm_parse_proposal_is_not_quadratic_in_newlines():
 def test_gsm_trailing_label_is_not_polynomial_in_spaces():
     text = "Tom has 3 apples.\ncode" + " " * 300 + "x\n```python\nprint(3)\n```"
     assert _seconds(GSM.parse_proposal, text) < BOUND_S
-    assert GSM.parse_proposal("Tom has 3 apples.\n**Program:**\n```python\nprint(3)\n```").problem == "Tom has 3 apples."
+    assert (
+        GSM.parse_proposal("Tom has 3 apples.\n**Program:**\n```python\nprint(3)\n```").problem == "Tom has 3 apples."
+    )
 
 
 def test_unclosed_boxed_is_not_quadratic():
@@ -170,16 +184,56 @@ def test_adversarial_input_is_read_in_bounded_time(name):
 
 
 # ---------------------------------------------------------------- properties
-PIECES = ["=", " = ", " ", "\n", "\n\n", "####", "#### ", "\\boxed{", "}", "{", "\\text{", "\\frac{1}{2}", "$", "*", "**",
-          "-", "--", "+", ".", ",", "/", "%", "answer is ", "Answer:", "Problem:", "```python\n", "```", "print(",
-          "12", "3", "1,234", "0.5", "1e3", "４２", "٤٢", "−", "apples", "code", "\u2028"]
+PIECES = [
+    "=",
+    " = ",
+    " ",
+    "\n",
+    "\n\n",
+    "####",
+    "#### ",
+    "\\boxed{",
+    "}",
+    "{",
+    "\\text{",
+    "\\frac{1}{2}",
+    "$",
+    "*",
+    "**",
+    "-",
+    "--",
+    "+",
+    ".",
+    ",",
+    "/",
+    "%",
+    "answer is ",
+    "Answer:",
+    "Problem:",
+    "```python\n",
+    "```",
+    "print(",
+    "12",
+    "3",
+    "1,234",
+    "0.5",
+    "1e3",
+    "４２",
+    "٤٢",
+    "−",
+    "apples",
+    "code",
+    "\u2028",
+]
 _RUN = st.tuples(st.sampled_from(PIECES), st.integers(1, 2000)).map(lambda pair: pair[0] * pair[1])
 TEXTS = st.one_of(
     st.text(max_size=20000),
     st.lists(st.sampled_from(PIECES), max_size=60).map("".join),
     st.lists(st.one_of(_RUN, st.sampled_from(PIECES)), max_size=12).map(lambda parts: "".join(parts)[:20000]),
 )
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FAST = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @FAST
@@ -196,9 +250,21 @@ def test_any_text_is_read_in_bounded_time_without_raising(text):
 
 def _encodings(n: int) -> list[str]:
     plain, commas = str(n), f"{n:,}"
-    return [plain, commas, f"${commas}.00", f"#### {plain}", f"#### {commas}", f"\\boxed{{{commas}}}",
-            f"The answer is {plain}.", f"**{plain}**", f"{plain}.0", _fullwidth(plain), _arabic_indic(plain),
-            f"#### {_fullwidth(commas)}", f"#### {_arabic_indic(plain)}"]
+    return [
+        plain,
+        commas,
+        f"${commas}.00",
+        f"#### {plain}",
+        f"#### {commas}",
+        f"\\boxed{{{commas}}}",
+        f"The answer is {plain}.",
+        f"**{plain}**",
+        f"{plain}.0",
+        _fullwidth(plain),
+        _arabic_indic(plain),
+        f"#### {_fullwidth(commas)}",
+        f"#### {_arabic_indic(plain)}",
+    ]
 
 
 def _reference(n: int):
@@ -206,7 +272,7 @@ def _reference(n: int):
 
 
 @FAST
-@given(st.one_of(st.integers(-10**15, 10**15), st.integers(-10**60, 10**60)))
+@given(st.one_of(st.integers(-(10**15), 10**15), st.integers(-(10**60), 10**60)))
 def test_encodings_of_the_right_integer_grade_correct_and_neighbours_wrong(n):
     reference = _reference(n)
     for written in _encodings(n):
@@ -218,7 +284,7 @@ def test_encodings_of_the_right_integer_grade_correct_and_neighbours_wrong(n):
 
 
 @FAST
-@given(st.integers(-2**40, 2**40), st.sampled_from([math.inf, -math.inf]))
+@given(st.integers(-(2**40), 2**40), st.sampled_from([math.inf, -math.inf]))
 def test_a_float_reference_one_ulp_off_an_integer_still_matches_it(n, direction):
     noisy = math.nextafter(float(n), direction)
     assert noisy != n

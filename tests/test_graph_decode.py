@@ -8,11 +8,10 @@ factors refreshed in place, and the sampling draw on fixed buffers.
 
 from __future__ import annotations
 
-
 import pytest
 import torch
-
 from bank_helpers import random_bank
+
 from evolora.generation.decode import decode
 from evolora.generation.graph import BUCKETS, GraphDecoder, bucket
 from evolora.generation.mismatch import path_logprobs
@@ -41,15 +40,33 @@ def setup(tiny):
 def _eager(bank, ids, attention, names, tokens, eos, pad, seed=5, stopped=None, min_new_tokens=0, **sampling):
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        return decode(bank.model, ids, attention, names, Sampling(max_new_tokens=tokens, **sampling), eos_ids=eos,
-                      pad_id=pad, generator=generator, stopped=stopped, context=lambda rows: routed(bank, rows),
-                      min_new_tokens=min_new_tokens)
+        return decode(
+            bank.model,
+            ids,
+            attention,
+            names,
+            Sampling(max_new_tokens=tokens, **sampling),
+            eos_ids=eos,
+            pad_id=pad,
+            generator=generator,
+            stopped=stopped,
+            context=lambda rows: routed(bank, rows),
+            min_new_tokens=min_new_tokens,
+        )
 
 
 def _graph(engine, ids, attention, names, tokens, eos, pad, seed=5, *, greedy, temperature, top_p, **options):
     sampling = Sampling(max_new_tokens=tokens, greedy=greedy, temperature=temperature, top_p=top_p)
-    return engine.decode(ids, attention, names, sampling, eos_ids=eos, pad_id=pad,
-                         generator=torch.Generator().manual_seed(seed), **options)
+    return engine.decode(
+        ids,
+        attention,
+        names,
+        sampling,
+        eos_ids=eos,
+        pad_id=pad,
+        generator=torch.Generator().manual_seed(seed),
+        **options,
+    )
 
 
 def _eos_that_ends_some_rows(free: torch.Tensor) -> set[int]:
@@ -57,8 +74,11 @@ def _eos_that_ends_some_rows(free: torch.Tensor) -> set[int]:
     eos: set[int] = set()
     for token in torch.bincount(free[:, 1:].flatten(), minlength=128).argsort(descending=True).tolist():
         trial = eos | {token}
-        ends = [int(torch.nonzero(torch.isin(row, torch.tensor(sorted(trial))))[0]) for row in free[:, 1:]
-                if torch.isin(row, torch.tensor(sorted(trial))).any()]
+        ends = [
+            int(torch.nonzero(torch.isin(row, torch.tensor(sorted(trial))))[0])
+            for row in free[:, 1:]
+            if torch.isin(row, torch.tensor(sorted(trial))).any()
+        ]
         if len(ends) < len(free):
             eos = trial
             if len(ends) >= 2 and len(set(ends)) > 1:
@@ -66,8 +86,15 @@ def _eos_that_ends_some_rows(free: torch.Tensor) -> set[int]:
     raise AssertionError("no tokens end only some rows")
 
 
-@pytest.mark.parametrize("sampling, check_every", [(GREEDY, 1), (GREEDY, 8), (dict(greedy=False, temperature=1.0, top_p=1.0), 3),
-                                                   (dict(greedy=False, temperature=0.7, top_p=0.9), 8)])
+@pytest.mark.parametrize(
+    "sampling, check_every",
+    [
+        (GREEDY, 1),
+        (GREEDY, 8),
+        (dict(greedy=False, temperature=1.0, top_p=1.0), 3),
+        (dict(greedy=False, temperature=0.7, top_p=0.9), 8),
+    ],
+)
 def test_tokens_equal_eager_as_rows_end_and_the_bucket_snaps(setup, sampling, check_every):
     bank, tokenizer, ids, attention = setup
     pad = tokenizer.pad_token_id
@@ -87,8 +114,9 @@ def test_sampled_tokens_equal_with_min_new_tokens_and_every_row_ending(setup):
     free = _eager(bank, ids, attention, NAMES, 30, set(), pad, seed=9, **options)
     eos = set(free[:, 3:].flatten().unique().tolist()[:40])  # common tokens: every row ends early
     ref = _eager(bank, ids, attention, NAMES, 30, eos, pad, seed=9, min_new_tokens=3, **options)
-    ours = _graph(GraphDecoder(bank, check_every=4), ids, attention, NAMES, 30, eos, pad, seed=9,
-                  min_new_tokens=3, **options)
+    ours = _graph(
+        GraphDecoder(bank, check_every=4), ids, attention, NAMES, 30, eos, pad, seed=9, min_new_tokens=3, **options
+    )
     assert ref.shape[1] < 30 and torch.equal(ours, ref)
     assert not any(t in eos for t in ref[:, :3].flatten().tolist())
 
@@ -101,8 +129,17 @@ def test_stop_strings_checked_every_k_steps_give_eager_tokens(setup):
     stop = next(c for text in texts for c in text if 1 < sum(c in t for t in texts) < len(texts) and c.strip())
     stopped = StopOnText(tokenizer, (stop,), 0).tails
     ref = _eager(bank, ids, attention, NAMES, 20, {tokenizer.eos_token_id}, pad, stopped=stopped, **GREEDY)
-    ours = _graph(GraphDecoder(bank, check_every=5), ids, attention, NAMES, 20, {tokenizer.eos_token_id}, pad,
-                  stopped=stopped, **GREEDY)
+    ours = _graph(
+        GraphDecoder(bank, check_every=5),
+        ids,
+        attention,
+        NAMES,
+        20,
+        {tokenizer.eos_token_id},
+        pad,
+        stopped=stopped,
+        **GREEDY,
+    )
     assert (ref == pad).any() and torch.equal(ours, ref)
 
 
@@ -119,8 +156,9 @@ def test_refresh_copies_changed_factors_in_place(setup):
     ref = _eager(bank, ids, attention, NAMES, 12, eos, pad, **GREEDY)
     assert torch.equal(fresh, ref) and not torch.equal(ref, before)
     assert not torch.equal(stale[[1, 3]], ref[[1, 3]])  # the A1 rows: decode steps used the old factors
-    assert stacked == [g.lora.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups
-                       if g.lora is not None]
+    assert stacked == [
+        g.lora.a.data_ptr() for _, _, groups in engine.weights.layers for g in groups if g.lora is not None
+    ]
     with pytest.raises(KeyError, match="unknown adapter slots"):
         engine.refresh(["nope"])
 
@@ -154,8 +192,9 @@ def test_static_step_logprobs_within_the_mismatch_budget(dtype, budget):
     ours = [logits.log_softmax(-1).gather(1, out[:, :1])]
     with torch.no_grad():
         for s in range(out.shape[1] - 1):
-            logits = decode_step(engine.weights, out[:, s], b.position[:6], b.column, b.kv[:, :, :6], b.valid[:6],
-                                 b.onehot[:6], 128)
+            logits = decode_step(
+                engine.weights, out[:, s], b.position[:6], b.column, b.kv[:, :, :6], b.valid[:6], b.onehot[:6], 128
+            )
             b.position += 1
             b.column += 1
             ours.append(logits.log_softmax(-1).gather(1, out[:, s + 1 : s + 2]))
@@ -204,22 +243,32 @@ def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny
     from evolora.generation.types import Segment
 
     model, tokenizer = tiny
-    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3,
-                       tokenizer=tokenizer)
+    bank = random_bank(
+        model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=3, tokenizer=tokenizer
+    )
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": t}]) for t in ("a problem", "another one", "x")]
     names = ["A0", "A1", BASE]
-    calls = [(Sampling(max_new_tokens=10, greedy=greedy, temperature=0.8, top_p=0.9), ()),
-             (Sampling(max_new_tokens=16, greedy=True, stop=("e",), keep_stop=False), ()),
-             (Sampling(max_new_tokens=9, temperature=0.01),
-              (Segment(max_new_tokens=5), Segment(forced="\n```python\n", max_new_tokens=6)))]
-    eager = [bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
-             for sampling, segments in calls]
+    calls = [
+        (Sampling(max_new_tokens=10, greedy=greedy, temperature=0.8, top_p=0.9), ()),
+        (Sampling(max_new_tokens=16, greedy=True, stop=("e",), keep_stop=False), ()),
+        (
+            Sampling(max_new_tokens=9, temperature=0.01),
+            (Segment(max_new_tokens=5), Segment(forced="\n```python\n", max_new_tokens=6)),
+        ),
+    ]
+    eager = [
+        bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
+        for sampling, segments in calls
+    ]
     bank.engine = GraphEngine(bank.model, tokenizer, bank, GraphDecoder)
-    graph = [bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
-             for sampling, segments in calls]
+    graph = [
+        bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
+        for sampling, segments in calls
+    ]
     for ours, ref in zip(graph, eager):
-        assert [(c.completion_ids, c.truncated, c.mask) for c in ours] == [(c.completion_ids, c.truncated, c.mask)
-                                                                            for c in ref]
+        assert [(c.completion_ids, c.truncated, c.mask) for c in ours] == [
+            (c.completion_ids, c.truncated, c.mask) for c in ref
+        ]
     bank.init_factors("A1", torch.Generator().manual_seed(8), b_std=0.5)  # the bank refreshes its engine
     greedy10 = Sampling(max_new_tokens=10, greedy=True)
     after = bank.rollout(prompts, names, greedy10)
@@ -233,9 +282,7 @@ def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
     its ``F.rms_norm`` equals HF's RMSNorm bitwise."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from evolora.generation.static_step import _norm, qkv_order, step_tables
-
-    from evolora.generation.static_step import StaticWeights
+    from evolora.generation.static_step import StaticWeights, _norm, qkv_order, step_tables
 
     bank = setup[0]
     w = StaticWeights(bank, swapped_copy=True)
@@ -244,16 +291,23 @@ def test_fused_rotary_and_norm_equal_hfs_ops_bitwise_in_fp32(setup):
     hidden = torch.randn(rows, w.head.shape[1], generator=generator)
     position = torch.tensor([0, 3, 7, 30, 100])
     y = torch.randn(rows, hq + 2 * hk, d, generator=generator)
-    assert w.flipped and torch.equal(w.layers[0][2][0].weight, torch.cat(
-        [w.layers[0][1].q_proj.base_layer.weight, w.layers[0][1].k_proj.base_layer.weight,
-         w.layers[0][1].v_proj.base_layer.weight])[qkv_order(hq, hk, d, True)])
+    assert w.flipped and torch.equal(
+        w.layers[0][2][0].weight,
+        torch.cat(
+            [
+                w.layers[0][1].q_proj.base_layer.weight,
+                w.layers[0][1].k_proj.base_layer.weight,
+                w.layers[0][1].v_proj.base_layer.weight,
+            ]
+        )[qkv_order(hq, hk, d, True)],
+    )
     laid = y.flatten(1)[:, qkv_order(hq, hk, d, True)].view(rows, 2, hk, hq // hk + 2, d)
     cos, sin = step_tables(w, hidden, position)
     ours = laid[:, 0] * cos + laid[:, 1] * sin
     c, s = w.rotary(hidden, position[:, None])
-    q, k = apply_rotary_pos_emb(y[:, :hq, None], y[:, hq:hq + hk, None], c, s)  # (R, H, 1, D): as HF's layout
+    q, k = apply_rotary_pos_emb(y[:, :hq, None], y[:, hq : hq + hk, None], c, s)  # (R, H, 1, D): as HF's layout
     assert w.fold_scaling and torch.equal(ours[:, :, 2:].reshape(rows, hq, d), q[:, :, 0] * w.scaling)
-    assert torch.equal(ours[:, :, 0], k[:, :, 0]) and torch.equal(ours[:, :, 1], y[:, hq + hk:])
+    assert torch.equal(ours[:, :, 0], k[:, :, 0]) and torch.equal(ours[:, :, 1], y[:, hq + hk :])
     layer = w.layers[0][0]
     assert torch.equal(_norm(hidden, layer.input_layernorm), layer.input_layernorm(hidden))
 

@@ -55,8 +55,12 @@ def test_numbers_mode_proposals_are_right_by_construction_on_the_labelled_sample
     for seed in [*load_seeds(), *simple_seeds()]:
         seeds.setdefault(seed.function, []).append(seed)
     assert len(NUMBERS) >= 50
-    kept = [r for r in NUMBERS if not grounding_reasons(r["problem"], r["program"], r["answer"])
-            and not seed_reasons(r["problem"], r["program"], seeds, r["answer"])]
+    kept = [
+        r
+        for r in NUMBERS
+        if not grounding_reasons(r["problem"], r["program"], r["answer"])
+        and not seed_reasons(r["problem"], r["program"], seeds, r["answer"])
+    ]
     true = sum(r["consistent"] for r in kept)
     assert len(kept) >= 50 and true / len(kept) >= 0.9  # measured: 121 of 121
     assert true / sum(r["consistent"] for r in NUMBERS) >= RECALL_FLOOR

@@ -12,8 +12,10 @@ from evolora.tasks.gsm import GSMTask
 from evolora.tasks.gsm_data import _program_from_calculations
 from evolora.tasks.gsm_seeds import Seed, cues, load_seeds, seed_from_program, seed_reasons, split_program
 
-CLIPS = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-         "How many clips did Natalia sell altogether in April and May?")
+CLIPS = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?"
+)
 CLIPS_ANSWER = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
 
 
@@ -40,18 +42,35 @@ def test_every_shipped_seed_reproduces_its_gsm8k_answer_shape():
         assert split_program(seed.program) == (seed.function, [Fraction(str(v)) for v in seed.values])
 
 
-@pytest.mark.parametrize("problem, call, expected", [
-    ("Tom sold 30 cups in June, and half as many in July. How many cups did he sell altogether?", "30", []),
-    ("Tom sold 30 cups in June, and twice as many in July. How many cups did he sell altogether?", "30", ["cues"]),
-    ("Tom sold 30 cups in June and 12, half as many, in July. How many cups did he sell altogether?", "30", ["quantity_order"]),
-    ("Tom sold 48 cups in June, and half as many in July. How many cups did he sell altogether?", "48", ["copied_seed"]),
-    ("Tom sold 30 cups in June, and half as many in July. How many cups did he sell altogether?", "30, 2", ["structure"]),
-])
+@pytest.mark.parametrize(
+    "problem, call, expected",
+    [
+        ("Tom sold 30 cups in June, and half as many in July. How many cups did he sell altogether?", "30", []),
+        ("Tom sold 30 cups in June, and twice as many in July. How many cups did he sell altogether?", "30", ["cues"]),
+        (
+            "Tom sold 30 cups in June and 12, half as many, in July. How many cups did he sell altogether?",
+            "30",
+            ["quantity_order"],
+        ),
+        (
+            "Tom sold 48 cups in June, and half as many in July. How many cups did he sell altogether?",
+            "48",
+            ["copied_seed"],
+        ),
+        (
+            "Tom sold 30 cups in June, and half as many in July. How many cups did he sell altogether?",
+            "30, 2",
+            ["structure"],
+        ),
+    ],
+)
 def test_seed_reasons(problem, call, expected):
     seed = _seed()
     program = f"{seed.function}\nprint(answer({call}))"
     assert seed_reasons(problem, program, {seed.function: [seed]}) == expected
-    assert seed_reasons(problem, "def answer(a):\n    return a * 3\nprint(answer(30))", {seed.function: [seed]}) == ["structure"]
+    assert seed_reasons(problem, "def answer(a):\n    return a * 3\nprint(answer(30))", {seed.function: [seed]}) == [
+        "structure"
+    ]
 
 
 def test_cues_hold_relation_and_number_words():
@@ -76,11 +95,16 @@ def test_seeded_mode_forces_the_seed_function_and_parses_the_new_problem():
     task = GSMTask(proposal="seeded", workers=1, runs=1)
     request = task.proposal_request(random.Random(3))
     seed = next(s for s in task._seeded.seeds if s.problem == request.examples[0])
-    assert request.prefix == f"```python\n{seed.function}\nprint(answer(" and seed.problem in request.messages[1]["content"]
+    assert (
+        request.prefix == f"```python\n{seed.function}\nprint(answer("
+        and seed.problem in request.messages[1]["content"]
+    )
     assert [s.forced for s in request.segments] == ["", "```\nProblem:"]
     args = ", ".join(str(int(v) + 1) for v in seed.values)
     proposal = task.parse_proposal(request.prefix + f"{args}))\n```\nProblem: A new problem text here?")
-    assert proposal.problem == "A new problem text here?" and proposal.program == f"{seed.function}\nprint(answer({args}))"
+    assert (
+        proposal.problem == "A new problem text here?" and proposal.program == f"{seed.function}\nprint(answer({args}))"
+    )
     assert task.parse_proposal(request.prefix + f"{args}))\n```\nProblem: ok") is None  # < 3 words
     task.close()
 
@@ -94,13 +118,18 @@ def test_numbers_mode_fills_the_template_and_the_verdict_follows_the_program():
     new = task.parse_proposal(request.prefix + "30))\n")
     same = task.parse_proposal(request.prefix + "48))\n")
     odd = task.parse_proposal(request.prefix + "31))\n")
-    assert new.problem.startswith("Natalia sold clips to 30 of her friends") and new.program.endswith("print(answer(30))")
+    assert new.problem.startswith("Natalia sold clips to 30 of her friends") and new.program.endswith(
+        "print(answer(30))"
+    )
     try:
         verdicts = task.verify([new, same, odd])
     finally:
         task.close()
     assert [(v.valid, v.answer, v.reason) for v in verdicts] == [
-        (True, 45.0, "ok"), (False, 72.0, "copied_seed"), (False, 46.5, "fractional_count")]
+        (True, 45.0, "ok"),
+        (False, 72.0, "copied_seed"),
+        (False, 46.5, "fractional_count"),
+    ]
 
 
 def test_an_unknown_proposal_mode_fails_before_any_model_loads():

@@ -13,8 +13,8 @@ from evolora.sandbox import run_program
 from evolora.tasks import TASKS, GSMTask, make_task, register_task
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
 from evolora.tasks.gsm import EXAMPLES_PATH, format_proposal, program_answer
-from evolora.tasks.numeric import final_number, parse_number
 from evolora.tasks.number_equality import numbers_equal
+from evolora.tasks.numeric import final_number, parse_number
 
 GSM8K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"  # ../shared beside the repo
 needs_gsm8k = pytest.mark.skipif(not (GSM8K / "test.jsonl").is_file(), reason="GSM8K not here")
@@ -23,11 +23,33 @@ needs_gsm8k = pytest.mark.skipif(not (GSM8K / "test.jsonl").is_file(), reason="G
 # ---------------------------------------------------------------- numeric parsing
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("18", 18.0), ("1,234", 1234.0), ("$5.50", 5.5), ("3/4", 0.75), ("-2", -2.0),
-     ("1e3", 1000.0), ("50%", 50.0), ("7.", 7.0), (" 12.0\n", 12.0), ("−3", -3.0),
-     ("$-4", -4.0), ("-$4", -4.0), ("\\frac{3}{4}", 0.75), (".5", 0.5), ("**9**", 9.0),
-     ("", None), ("abc", None), ("12 apples", None), ("1/0", None), ("nan", None),
-     ("inf", None), ("1e999", None), ("1,23", None), ("[1, 2]", None), ("None", None)],
+    [
+        ("18", 18.0),
+        ("1,234", 1234.0),
+        ("$5.50", 5.5),
+        ("3/4", 0.75),
+        ("-2", -2.0),
+        ("1e3", 1000.0),
+        ("50%", 50.0),
+        ("7.", 7.0),
+        (" 12.0\n", 12.0),
+        ("−3", -3.0),
+        ("$-4", -4.0),
+        ("-$4", -4.0),
+        ("\\frac{3}{4}", 0.75),
+        (".5", 0.5),
+        ("**9**", 9.0),
+        ("", None),
+        ("abc", None),
+        ("12 apples", None),
+        ("1/0", None),
+        ("nan", None),
+        ("inf", None),
+        ("1e999", None),
+        ("1,23", None),
+        ("[1, 2]", None),
+        ("None", None),
+    ],
 )
 def test_parse_number(text, value):
     assert parse_number(text) == value
@@ -35,19 +57,21 @@ def test_parse_number(text, value):
 
 @pytest.mark.parametrize(
     ("completion", "value"),
-    [("9 * 2 = 18\n#### 18", 18.0),
-     ("#### $1,080.", 1080.0),
-     ("first 5\n#### 7\nthen 9", 7.0),
-     ("She has \\boxed{42} apples, 3 left", 42.0),
-     ("\\boxed{\\frac{1}{2}}", 0.5),
-     ("\\boxed{12 \\text{ dollars}}", 12.0),
-     ("So the answer is 36. Check 6*6.", 36.0),
-     ("Answer: -3", -3.0),
-     ("**Final answer:** 2.5 hours", 2.5),
-     ("He had 3, then 10-4 = 6 apples.", 6.0),
-     ("It costs $5.50 each.", 5.5),
-     ("no number here", None),
-     ("", None)],
+    [
+        ("9 * 2 = 18\n#### 18", 18.0),
+        ("#### $1,080.", 1080.0),
+        ("first 5\n#### 7\nthen 9", 7.0),
+        ("She has \\boxed{42} apples, 3 left", 42.0),
+        ("\\boxed{\\frac{1}{2}}", 0.5),
+        ("\\boxed{12 \\text{ dollars}}", 12.0),
+        ("So the answer is 36. Check 6*6.", 36.0),
+        ("Answer: -3", -3.0),
+        ("**Final answer:** 2.5 hours", 2.5),
+        ("He had 3, then 10-4 = 6 apples.", 6.0),
+        ("It costs $5.50 each.", 5.5),
+        ("no number here", None),
+        ("", None),
+    ],
 )
 def test_final_number(completion, value):
     assert final_number(completion) == value
@@ -204,10 +228,12 @@ def test_solve_prompt(task):
 
 @pytest.mark.parametrize(
     ("completion", "grade"),
-    [("2 + 2 = 4\n#### 4", Grade("correct", 4.0)),
-     ("#### 4.0000000001", Grade("wrong", 4.0000000001)),  # an integer answer compares exactly
-     ("The answer is 5", Grade("wrong", 5.0)),
-     ("I do not know.", Grade("format", None))],
+    [
+        ("2 + 2 = 4\n#### 4", Grade("correct", 4.0)),
+        ("#### 4.0000000001", Grade("wrong", 4.0000000001)),  # an integer answer compares exactly
+        ("The answer is 5", Grade("wrong", 5.0)),
+        ("I do not know.", Grade("format", None)),
+    ],
 )
 def test_grade(task, completion, grade):
     assert task.grade(completion, 4.0) == grade
@@ -253,8 +279,6 @@ def test_held_out_malformed_file(tmp_path):
         GSMTask(eval_path=str(bad)).held_out(3, random.Random(0))
 
 
-
-
 @needs_gsm8k
 def test_train_examples_come_from_gsm8k_with_programs():
     task = GSMTask(train_path=str(GSM8K / "train.jsonl"), gsm8k_fraction=1.0, num_examples=2, grounding=False)
@@ -269,8 +293,14 @@ def test_train_examples_come_from_gsm8k_with_programs():
 def test_structured_request_segments_and_simple_examples(task):
     from evolora.tasks.gsm import EXAMPLE_SETS, PROGRAM_FENCE
 
-    structured = GSMTask(structured=True, forced_print=True, program_temperature=0.2, example_set="simple",
-                         problem_tokens=40, program_tokens=50)
+    structured = GSMTask(
+        structured=True,
+        forced_print=True,
+        program_temperature=0.2,
+        example_set="simple",
+        problem_tokens=40,
+        program_tokens=50,
+    )
     request = structured.proposal_request(random.Random(0))
     assert request.prefix == "Problem:" and len(request.examples) == 2
     assert all(e in request.messages[-1]["content"] for e in request.examples)

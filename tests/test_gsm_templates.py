@@ -17,7 +17,17 @@ def test_templates_count_valid_attempts_and_learnable_within_the_first_steps(tmp
     ]
     (tmp_path / "matches.jsonl").write_text("".join(json.dumps(m) + "\n" for m in matches))
     table = benchmark_module("gsm_templates").template_table([tmp_path], steps=4)
-    assert table["Problem: A box holds {a} eggs."] == {"proposals": 2, "valid": 2, "attempts": 8, "correct": 5,
-                                                       "learnable": 1}
-    assert table["Problem: A bus has {a} seats."] == {"proposals": 1, "valid": 0, "attempts": 0, "correct": 0,
-                                                      "learnable": 0}
+    assert table["Problem: A box holds {a} eggs."] == {
+        "proposals": 2,
+        "valid": 2,
+        "attempts": 8,
+        "correct": 5,
+        "learnable": 1,
+    }
+    assert table["Problem: A bus has {a} seats."] == {
+        "proposals": 1,
+        "valid": 0,
+        "attempts": 0,
+        "correct": 0,
+        "learnable": 0,
+    }

@@ -7,22 +7,21 @@ import random
 
 import numpy as np
 import pytest
+import torch
+from bank_helpers import rated_pair
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import evolora.selfplay.guidance
 from evolora.config import ConfigError, SelfPlayConfig, config_from_dict
-import torch
-
-from evolora.learner import compute_advantages
 from evolora.generation.rollout import Completion
-from evolora.selfplay import play_step
+from evolora.learner import compute_advantages
 from evolora.metrics import operator_count
+from evolora.selfplay import play_step
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.arith_eval import evaluate_expression
 from evolora.tasks.arith_steps import reduction_steps, worked_answer
 from evolora.tasks.arith_text import random_expression
-from bank_helpers import rated_pair
 
 
 def _step(tiny, monkeypatch, guidance: str):
@@ -37,15 +36,24 @@ def _step(tiny, monkeypatch, guidance: str):
         return [Completion(a, tuple(p), (6, 7), next(answers), False) for p, a in zip(prompts, adapters)]
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
-    config = SelfPlayConfig(proposals_per_teacher=2, samples_per_problem=2, teacher_max_new_tokens=9,
-                            guidance=guidance)
-    outcome = play_step(bank, tokenizer, ArithTask(), teachers, students, ratings, config,
-                        rng=random.Random(0), np_rng=np.random.default_rng(0))
+    config = SelfPlayConfig(proposals_per_teacher=2, samples_per_problem=2, teacher_max_new_tokens=9, guidance=guidance)
+    outcome = play_step(
+        bank,
+        tokenizer,
+        ArithTask(),
+        teachers,
+        students,
+        ratings,
+        config,
+        rng=random.Random(0),
+        np_rng=np.random.default_rng(0),
+    )
     return outcome, tokenizer, students[0].id, teachers[0].id
 
 
-@pytest.mark.parametrize("guidance, guided", [("none", [False, False]), ("unsolved", [False, True]),
-                                              ("all", [True, True])])
+@pytest.mark.parametrize(
+    "guidance, guided", [("none", [False, False]), ("unsolved", [False, True]), ("all", [True, True])]
+)
 def test_reference_joins_only_the_groups_it_should(tiny, monkeypatch, guidance, guided):
     outcome, tokenizer, student, teacher = _step(tiny, monkeypatch, guidance)
     games = outcome.games

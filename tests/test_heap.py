@@ -60,14 +60,16 @@ def test_without_glibc_it_is_a_no_op(monkeypatch):
 def test_a_bank_update_runs_with_large_blocks_mapped(tiny, mallopt_calls, monkeypatch):
     """The heap is trimmed first, then the threshold is 1 MB while the update's forward and
     backward run, and fixed again after it."""
-    import evolora.bank.local as population
     from bank_helpers import random_bank
+
+    import evolora.bank.local as population
     from evolora.learner import Sample
 
     seen = []
     real = population.policy_update_many
-    monkeypatch.setattr(population, "policy_update_many",
-                        lambda *a, **k: seen.append(list(mallopt_calls)) or real(*a, **k))
+    monkeypatch.setattr(
+        population, "policy_update_many", lambda *a, **k: seen.append(list(mallopt_calls)) or real(*a, **k)
+    )
     trims = []
     monkeypatch.setattr(heap, "trim", lambda: trims.append((len(seen), list(mallopt_calls))) or True)
     bank = random_bank(tiny[0], ["A0"], target_modules=("q_proj",), b_std=0.1)

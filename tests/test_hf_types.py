@@ -25,15 +25,19 @@ def untyped_parameters(source: str) -> list[str]:
 
 
 def test_the_scan_finds_untyped_and_wrongly_typed_parameters():
-    source = ("def a(model, tokenizer: Tokenizer): ...\n"
-              "def b(model: CausalLM | None = None, *, tokenizer: Any = None): ...\n"
-              "def c(model: 'CausalLM', tokenizer: 'Tokenizer', models: list): ...\n"
-              "f = lambda tokenizer: tokenizer\n")
+    source = (
+        "def a(model, tokenizer: Tokenizer): ...\n"
+        "def b(model: CausalLM | None = None, *, tokenizer: Any = None): ...\n"
+        "def c(model: 'CausalLM', tokenizer: 'Tokenizer', models: list): ...\n"
+        "f = lambda tokenizer: tokenizer\n"
+    )
     assert untyped_parameters(source) == ["a:1 model", "b:2 tokenizer", "lambda:4 tokenizer"]
 
 
 def test_every_model_and_tokenizer_parameter_is_typed_with_its_alias():
     untyped = []
     for path in sorted([*ROOT.glob("evolora/**/*.py"), *ROOT.glob("operators/**/*.py")]):
-        untyped += [f"{path.relative_to(ROOT)} {where}" for where in untyped_parameters(path.read_text(encoding="utf-8"))]
+        untyped += [
+            f"{path.relative_to(ROOT)} {where}" for where in untyped_parameters(path.read_text(encoding="utf-8"))
+        ]
     assert not untyped, f"model/tokenizer parameters without CausalLM/Tokenizer (evolora.hf_types): {untyped}"

@@ -111,8 +111,12 @@ def _run_corpus(monkeypatch, static_check: bool) -> dict[str, dict]:
         result = sandbox.run_program(path.read_text(encoding="utf-8"), **LIMITS)
         leftover = _session_members(spawned.pid) if spawned.pid else []
         changed = _snapshot(root) != before or sentinel.read_text() != SENTINEL_TEXT
-        return {"result": result, "leftover": leftover, "sentinel_changed": changed,
-                "pwned": [str(p) for p in PWNED if p.exists()]}
+        return {
+            "result": result,
+            "leftover": leftover,
+            "sentinel_changed": changed,
+            "pwned": [str(p) for p in PWNED if p.exists()],
+        }
 
     try:
         with ThreadPoolExecutor(4) as pool:

@@ -55,7 +55,9 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for alias in node.names:
                 child = f"{base}.{alias.name}"
                 targets.add(child if child in modules else base)
@@ -74,14 +76,19 @@ def test_no_function_is_over_the_statement_budget():
     over = {}
     for path in _modules().values():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _statements(_body(node)) > MAX_FUNCTION_STATEMENTS:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and _statements(_body(node)) > MAX_FUNCTION_STATEMENTS
+            ):
                 over[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = _statements(_body(node))
     assert not over, f"functions over {MAX_FUNCTION_STATEMENTS} statements: {over}; split them by concern"
 
 
 def test_the_budget_counts_statements_not_lines():
     wide = ast.parse('def f(x):\n    """Doc."""\n    if x:\n        return 1\n    return 2\n').body[0]
-    tall = ast.parse('def f(x):\n    if (\n        x\n    ):\n        return (\n            1\n        )\n    return 2\n').body[0]
+    tall = ast.parse(
+        "def f(x):\n    if (\n        x\n    ):\n        return (\n            1\n        )\n    return 2\n"
+    ).body[0]
     assert _statements(_body(wide)) == _statements(_body(tall)) == 3
 
 
@@ -94,7 +101,7 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         for target in sorted(graph.get(name, ())):
             if state.get(target) == 1:
                 trail = path + [name]
-                return trail[trail.index(target):] + [target]
+                return trail[trail.index(target) :] + [target]
             if target not in state and (cycle := visit(target, path + [name])):
                 return cycle
         state[name] = 2
@@ -139,7 +146,8 @@ def test_packages_import_each_other_without_a_cycle():
         graph.setdefault(source, set()).add(target)
     cycle = _find_cycle(graph)
     assert cycle is None, f"package cycle: {' -> '.join(cycle)}; made by the module imports\n" + "\n".join(
-        f"  {a} -> {b}: " + ", ".join(f"{m} -> {t}" for m, t in sorted(edges[a, b])) for a, b in zip(cycle, cycle[1:]))
+        f"  {a} -> {b}: " + ", ".join(f"{m} -> {t}" for m, t in sorted(edges[a, b])) for a, b in zip(cycle, cycle[1:])
+    )
 
 
 def test_the_cycle_finder_finds_cycles():
@@ -166,10 +174,16 @@ def test_tests_import_shared_helpers_one_way():
     stray = []
     for path in sorted((ROOT / "tests").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
-                [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
-            stray += [f"{path.name}: {name}" for name in names
-                      if name.startswith(("tests.", "test_", "conftest")) or name == "tests"]
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else ([alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            )
+            stray += [
+                f"{path.name}: {name}"
+                for name in names
+                if name.startswith(("tests.", "test_", "conftest")) or name == "tests"
+            ]
     assert not stray, f"import shared test code from a *_helpers module instead: {stray}"
 
 

@@ -6,20 +6,20 @@ import copy
 
 import pytest
 import torch
+from run_helpers import TINY_OVERRIDES
 
+from evolora.bank.local import AdapterBank
 from evolora.callbacks import JsonlLogger
 from evolora.config import ConfigError, EvolutionConfig, config_from_dict, dump_config
+from evolora.config.operator_choice import resolve_operators
 from evolora.evolution import evolve
 from evolora.game import ARMS, Game
 from evolora.io import read_jsonl
 from evolora.league import League
 from evolora.learner import make_optimizer
 from evolora.model import load_base
-from evolora.config.operator_choice import resolve_operators
-from evolora.bank.local import AdapterBank
 from evolora.population import Population
 from evolora.run import Run
-from run_helpers import TINY_OVERRIDES
 
 
 def _config(population: dict, **sections):
@@ -39,16 +39,19 @@ def test_the_general_roles_form_equals_the_named_form_and_is_stored_named():
     assert "teachers: 2" in dump_config(general) and "roles" not in dump_config(general)
 
 
-@pytest.mark.parametrize(("population", "words"), [
-    ({"roles": {"teacher": 2, "student": 2}, "teachers": 2}, ["population.roles and population.teachers", "once"]),
-    ({"roles": {"teacher": 2, "critic": 2}}, ["'student'", "teacher, student"]),
-    ({"roles": {"teacher": 2, "student": 2, "judge": 2}}, ["unknown role 'judge'", "teacher, student, critic"]),
-    ({"roles": {"teacher": 2, "student": 2, "critic": 0}}, ["population.roles.critic", "1 to 64"]),
-    ({"roles": {"teacher": 2}}, ["'student'"]),
-    ({"roles": {"teacher": 0, "student": 2}}, ["population.roles.teacher", "1 to 64"]),
-    ({"roles": {"teacher": True, "student": 2}}, ["population.roles.teacher"]),
-    ({"roles": [2, 2]}, ["map each role"]),
-])
+@pytest.mark.parametrize(
+    ("population", "words"),
+    [
+        ({"roles": {"teacher": 2, "student": 2}, "teachers": 2}, ["population.roles and population.teachers", "once"]),
+        ({"roles": {"teacher": 2, "critic": 2}}, ["'student'", "teacher, student"]),
+        ({"roles": {"teacher": 2, "student": 2, "judge": 2}}, ["unknown role 'judge'", "teacher, student, critic"]),
+        ({"roles": {"teacher": 2, "student": 2, "critic": 0}}, ["population.roles.critic", "1 to 64"]),
+        ({"roles": {"teacher": 2}}, ["'student'"]),
+        ({"roles": {"teacher": 0, "student": 2}}, ["population.roles.teacher", "1 to 64"]),
+        ({"roles": {"teacher": True, "student": 2}}, ["population.roles.teacher"]),
+        ({"roles": [2, 2]}, ["map each role"]),
+    ],
+)
 def test_bad_roles_are_refused_with_the_key_to_change(population, words):
     with pytest.raises(ConfigError) as caught:
         _config(population)
@@ -73,8 +76,13 @@ def test_arms_are_data_and_the_single_agent_is_one_role_on_both_sides():
 
 def test_population_ids_slots_and_roles_follow_the_declared_mapping():
     population = Population.initial({"teacher": 2, "student": 1, "critic": 2})
-    assert [(m.id, m.slot) for m in population.members] == [("t0", "T0"), ("t1", "T1"), ("s0", "S0"),
-                                                            ("c0", "C0"), ("c1", "C1")]
+    assert [(m.id, m.slot) for m in population.members] == [
+        ("t0", "T0"),
+        ("t1", "T1"),
+        ("s0", "S0"),
+        ("c0", "C0"),
+        ("c1", "C1"),
+    ]
     assert population.roles == ["teacher", "student", "critic"]
     proposers, solvers = population.players(Game(proposer="student", solver="critic"))
     assert [m.id for m in proposers] == ["s0"] and [m.id for m in solvers] == ["c0", "c1"]
@@ -116,11 +124,14 @@ def test_league_evolve_equals_plain_evolve_and_enters_every_child(league, tiny):
     expected = evolve(bank, plain, fitness, config, step=2, generator=torch.Generator().manual_seed(5))
     for slot, factors in snapshot.items():
         bank.set_factors(slot, factors)
-    births = league.evolve(bank, config, step=2, generator=torch.Generator().manual_seed(5),
-                           operators=resolve_operators(config))
+    births = league.evolve(
+        bank, config, step=2, generator=torch.Generator().manual_seed(5), operators=resolve_operators(config)
+    )
     assert births == expected and {b.role for b in births} == {"teacher", "critic"}
     assert [m.id for m in league.population.members] == [m.id for m in plain.members]
-    assert {b.child for b in births} <= set(league.optimizers) and not {b.replaced for b in births} & set(league.ratings.ids)
+    assert {b.child for b in births} <= set(league.optimizers) and not {b.replaced for b in births} & set(
+        league.ratings.ids
+    )
     assert [entry["id"] for entry in league.lineage[6:]] == [b.child for b in births]
 
 
@@ -129,8 +140,9 @@ def test_league_cull_replaces_with_a_mutated_copy_of_the_best_peer(league):
     league.ratings.record_match("c2", "t0", 1.0)  # c2 beats t0: the best critic
     bank.snapshot()  # every slot's last finite factors, the donor's among them
     victim = league.population.by_id("c0")
-    event = league.cull(victim, bank, resolve_operators(EvolutionConfig()).mutation, step=3,
-                        generator=torch.Generator().manual_seed(1))
+    event = league.cull(
+        victim, bank, resolve_operators(EvolutionConfig()).mutation, step=3, generator=torch.Generator().manual_seed(1)
+    )
     assert event == {"child": "c3", "donor": "c2"}
     child = league.population.by_id("c3")
     assert child.slot == victim.slot and child.parents == ("c2",) and child.born_step == 3
@@ -139,12 +151,17 @@ def test_league_cull_replaces_with_a_mutated_copy_of_the_best_peer(league):
 
 def test_the_roles_form_runs_the_same_records_as_the_named_form(toy_task, tmp_path, single_thread):
     records = {}
-    for name, population in (("named", {"teachers": 2, "students": 2}), ("roles", {"roles": {"teacher": 2, "student": 2}})):
+    for name, population in (
+        ("named", {"teachers": 2, "students": 2}),
+        ("roles", {"roles": {"teacher": 2, "student": 2}}),
+    ):
         model, tokenizer = load_base("tiny-random")
         config = _config(population, run={"steps": 2, "seed": 0})
         Run(config, tmp_path / name, model=model, tokenizer=tokenizer, task=toy_task).train([JsonlLogger()])
         drop = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second", "peak_rss_mb")}  # noqa: E731
-        records[name] = ([drop(r) for r in read_jsonl(tmp_path / name / "metrics.jsonl")],
-                         read_jsonl(tmp_path / name / "matches.jsonl"))
+        records[name] = (
+            [drop(r) for r in read_jsonl(tmp_path / name / "metrics.jsonl")],
+            read_jsonl(tmp_path / name / "matches.jsonl"),
+        )
     assert records["named"] == records["roles"] and len(records["named"][0]) == 2
     assert {b["role"] for r in records["roles"][0] for b in r["births"]} == {"teacher", "student"}

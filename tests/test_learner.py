@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+from bank_helpers import random_bank
 
 from evolora.advantages import compute_advantages
-from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update
-from bank_helpers import random_bank
 from evolora.bank.local import AdapterBank
+from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update
 
 
 def test_grpo_advantages_centre_and_scale_per_group():
@@ -177,8 +177,7 @@ def test_nonfinite_rewards_are_dropped_and_counted_not_zeroed(algorithm):
         bank = AdapterBank(load_base("tiny-random")[0], ["A0"], rank=4, alpha=8, target_modules=("q_proj", "v_proj"))
         bank.init_factors("A0", torch.Generator().manual_seed(0), b_std=0.1)
         optimizer = make_optimizer(bank.parameters("A0"), lr=1e-2, weight_decay=0.0)
-        outcomes.append((policy_update(bank, "A0", optimizer, samples, algorithm=algorithm),
-                         bank.get_factors("A0")))
+        outcomes.append((policy_update(bank, "A0", optimizer, samples, algorithm=algorithm), bank.get_factors("A0")))
     (clean, clean_factors), (mixed, mixed_factors) = outcomes
     assert (clean.nonfinite_rewards, mixed.nonfinite_rewards) == (0, 2)
     assert mixed.samples == clean.samples == 2 and mixed.finite and math.isfinite(mixed.loss)
@@ -195,8 +194,9 @@ def test_checkpointed_layers_give_the_same_update(monkeypatch):
     factors = []
     for on in (True, False):
         monkeypatch.setattr(learner, "CHECKPOINT_LAYERS", on)
-        bank = AdapterBank(load_base("tiny-random")[0], ["A0", "A1"], rank=4, alpha=8,
-                           target_modules=("q_proj", "v_proj", "down_proj"))
+        bank = AdapterBank(
+            load_base("tiny-random")[0], ["A0", "A1"], rank=4, alpha=8, target_modules=("q_proj", "v_proj", "down_proj")
+        )
         for slot in bank.slots:
             bank.init_factors(slot, torch.Generator().manual_seed(0), b_std=0.1)
         jobs = {s: (make_optimizer(bank.parameters(s), lr=1e-2, weight_decay=0.0), samples) for s in bank.slots}

@@ -18,16 +18,37 @@ pytest.importorskip("wandb", reason="the dev extra installs wandb: pip install -
 
 from evolora.cli import app  # noqa: E402
 from evolora.config import ConfigError, RunConfig, config_from_dict  # noqa: E402
-from evolora.io import read_jsonl  # noqa: E402
 from evolora.config.run import OPTIONAL_PACKAGES  # noqa: E402
+from evolora.io import read_jsonl  # noqa: E402
 from evolora.loggers import LOGGERS, births_markdown, scalars  # noqa: E402
 
 runner = CliRunner()
-TOY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "task.name=toy", "--set", "task.params={}",
-       "--set", "selfplay.proposals_per_teacher=2", "--set", "selfplay.samples_per_problem=2",
-       "--set", "selfplay.teacher_max_new_tokens=8", "--set", "selfplay.student_max_new_tokens=6",
-       "--set", "evolution.every=1", "--set", "eval.limit=2", "--set", "eval.max_new_tokens=4",
-       "--set", "run.checkpoint_every=1"]
+TOY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "task.name=toy",
+    "--set",
+    "task.params={}",
+    "--set",
+    "selfplay.proposals_per_teacher=2",
+    "--set",
+    "selfplay.samples_per_problem=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=8",
+    "--set",
+    "selfplay.student_max_new_tokens=6",
+    "--set",
+    "evolution.every=1",
+    "--set",
+    "eval.limit=2",
+    "--set",
+    "eval.max_new_tokens=4",
+    "--set",
+    "run.checkpoint_every=1",
+]
 LOGGED = "run.loggers=[jsonl,tensorboard,wandb]"
 
 
@@ -71,11 +92,11 @@ def wandb_records(run_dir: Path) -> list:
         data, pos, block, chunk = Path(path).read_bytes(), 7, 32768, b""
         assert data[:4] == b":W&B"
         while pos + 7 <= len(data):
-            _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+            _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
             if block - pos % block < 7 or (kind == 0 and length == 0):
                 pos += block - pos % block
                 continue
-            chunk, pos = chunk + data[pos + 7:pos + 7 + length], pos + 7 + length
+            chunk, pos = chunk + data[pos + 7 : pos + 7 + length], pos + 7 + length
             if kind in (1, 4):  # FULL or LAST
                 record = wandb_internal_pb2.Record()
                 record.ParseFromString(chunk)
@@ -92,21 +113,55 @@ def wandb_history(run_dir: Path) -> list[dict]:
     return rows
 
 
-RECORD = {"step": 3, "reward": {"teacher": -0.25, "student": None}, "validity_rate": 0.5, "solve_rate": None,
-          "format_error_rate": 0.0, "ratings": {"s1": {"role": "student", "mu": 27.0, "sigma": 6.0, "elo": 1010.0}},
-          "loss": {"s1": 0.125}, "entropy": {"s1": 2.5}, "mean_entropy": 2.5, "complexity": {"count": 2, "mean": 7.5},
-          "coverage": 4, "tokens": 100, "tokens_per_second": float("nan"),
-          "seconds": {"train": 0.5, "total": 2.0}, "peak_rss_mb": 512.0,
-          "births": [{"step": 3, "role": "student", "replaced": "s0", "child": "s2", "parents": ["s1", "s3"],
-                      "operator": "svd_merge"}]}
+RECORD = {
+    "step": 3,
+    "reward": {"teacher": -0.25, "student": None},
+    "validity_rate": 0.5,
+    "solve_rate": None,
+    "format_error_rate": 0.0,
+    "ratings": {"s1": {"role": "student", "mu": 27.0, "sigma": 6.0, "elo": 1010.0}},
+    "loss": {"s1": 0.125},
+    "entropy": {"s1": 2.5},
+    "mean_entropy": 2.5,
+    "complexity": {"count": 2, "mean": 7.5},
+    "coverage": 4,
+    "tokens": 100,
+    "tokens_per_second": float("nan"),
+    "seconds": {"train": 0.5, "total": 2.0},
+    "peak_rss_mb": 512.0,
+    "births": [
+        {
+            "step": 3,
+            "role": "student",
+            "replaced": "s0",
+            "child": "s2",
+            "parents": ["s1", "s3"],
+            "operator": "svd_merge",
+        }
+    ],
+}
 
 
 def test_scalars_flatten_a_record_leaving_out_missing_values():
     assert scalars(RECORD) == {
-        "reward/teacher": -0.25, "rate/validity": 0.5, "rate/format_error": 0.0, "rating_mu/s1": 27.0,
-        "rating_conservative/s1": 9.0, "elo/s1": 1010.0, "loss/s1": 0.125, "entropy/s1": 2.5, "entropy/mean": 2.5,
-        "complexity/count": 2.0, "complexity/mean": 7.5, "coverage": 4.0, "throughput/tokens": 100.0,
-        "seconds/train": 0.5, "seconds/total": 2.0, "births": 1.0, "memory/peak_rss_mb": 512.0}
+        "reward/teacher": -0.25,
+        "rate/validity": 0.5,
+        "rate/format_error": 0.0,
+        "rating_mu/s1": 27.0,
+        "rating_conservative/s1": 9.0,
+        "elo/s1": 1010.0,
+        "loss/s1": 0.125,
+        "entropy/s1": 2.5,
+        "entropy/mean": 2.5,
+        "complexity/count": 2.0,
+        "complexity/mean": 7.5,
+        "coverage": 4.0,
+        "throughput/tokens": 100.0,
+        "seconds/train": 0.5,
+        "seconds/total": 2.0,
+        "births": 1.0,
+        "memory/peak_rss_mb": 512.0,
+    }
     assert births_markdown(RECORD["births"]).splitlines()[2] == "| s2 | s0 | student | svd_merge | s1, s3 |"
     assert births_markdown([]) is None
 
@@ -202,12 +257,16 @@ def test_missing_package_exits_2_with_the_pip_command_before_a_model_loads(logge
     import evolora.model
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a, **k: None if name == OPTIONAL_PACKAGES[logger] else real(name, *a, **k))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a, **k: None if name == OPTIONAL_PACKAGES[logger] else real(name, *a, **k),
+    )
     monkeypatch.setattr(evolora.model, "load_base", lambda *a, **k: pytest.fail("a model was loaded"))
     out = tmp_path / "run"
-    result = runner.invoke(app, ["evolve", "tasks/gsm.yaml", "--out", str(out), *TOY,
-                                 "--set", f"run.loggers=[jsonl,{logger}]"])
+    result = runner.invoke(
+        app, ["evolve", "tasks/gsm.yaml", "--out", str(out), *TOY, "--set", f"run.loggers=[jsonl,{logger}]"]
+    )
     assert result.exit_code == 2, result.output
     output = " ".join(result.output.split())
     assert "run.loggers" in output and f"pip install 'evolora[{logger}]'" in output
@@ -230,8 +289,20 @@ def test_a_tracker_that_fails_to_start_exits_2_naming_it(tmp_path, monkeypatch, 
     monkeypatch.setitem(evolora.loggers.LOGGERS, "jsonl", Probe)
     monkeypatch.setitem(evolora.loggers.LOGGERS, "tensorboard", Broken)
     out = tmp_path / "run"
-    result = runner.invoke(app, ["evolve", "tasks/gsm.yaml", "--out", str(out), *TOY, "--set", "run.steps=1",
-                                 "--set", "run.loggers=[jsonl,tensorboard]"])
+    result = runner.invoke(
+        app,
+        [
+            "evolve",
+            "tasks/gsm.yaml",
+            "--out",
+            str(out),
+            *TOY,
+            "--set",
+            "run.steps=1",
+            "--set",
+            "run.loggers=[jsonl,tensorboard]",
+        ],
+    )
     output = " ".join(result.output.split())
     assert result.exit_code == 2, output
     assert "cannot start the tensorboard logger (RuntimeError: no login)" in output

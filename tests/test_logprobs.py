@@ -16,7 +16,11 @@ def _reference(hidden, weight, targets):
 @pytest.mark.parametrize("chunk", [1, 5, 64])
 def test_chunked_logprobs_entropy_and_grads_equal_full_log_softmax(chunk):
     gen = torch.Generator().manual_seed(0)
-    hidden = torch.randn(37, 8, generator=gen, ).requires_grad_(True)
+    hidden = torch.randn(
+        37,
+        8,
+        generator=gen,
+    ).requires_grad_(True)
     weight = torch.randn(50, 8, generator=gen).requires_grad_(True)
     targets = torch.randint(0, 50, (37,), generator=gen)
     upstream = torch.randn(37, generator=gen)

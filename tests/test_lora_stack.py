@@ -25,8 +25,11 @@ def _reference(x, a, b, slots):
         if slot < 0:
             rows.append(torch.zeros(sum(WIDTHS), dtype=torch.float64))
             continue
-        rows.append(torch.cat([SCALE * (b[slot][j].double() @ (a[slot][j].double() @ x[m].double()))
-                               for j in range(len(WIDTHS))]))
+        rows.append(
+            torch.cat(
+                [SCALE * (b[slot][j].double() @ (a[slot][j].double() @ x[m].double())) for j in range(len(WIDTHS))]
+            )
+        )
     return torch.stack(rows)
 
 
@@ -52,7 +55,7 @@ def _dense(a, b, slots_count=P):
     for p in range(slots_count):
         block = torch.zeros(len(WIDTHS) * R, sum(WIDTHS))
         for j, width in enumerate(WIDTHS):
-            block[j * R:(j + 1) * R, offsets[j]:offsets[j] + width] = b[p][j].t() * SCALE
+            block[j * R : (j + 1) * R, offsets[j] : offsets[j] + width] = b[p][j].t() * SCALE
         stack.write_(p, a[p], block)
     return stack
 
@@ -72,7 +75,7 @@ def test_the_dense_stack_reorders_columns_and_rewrites_in_place(case):
     address = stack.b.data_ptr()
     plain = _dense(a, b)
     for p in range(P):
-        stack.write_(p, a[p], plain.b[p * len(WIDTHS) * R:(p + 1) * len(WIDTHS) * R])
+        stack.write_(p, a[p], plain.b[p * len(WIDTHS) * R : (p + 1) * len(WIDTHS) * R])
     assert stack.b.data_ptr() == address
     out = stack.add_(base[:, order].clone(), x, slot_onehot(slots, P))
     want = plain.add_(base.clone(), x, slot_onehot(slots, P))[:, order]
@@ -92,9 +95,9 @@ def test_the_gathered_stack_equals_the_reference_grouped_or_not(case, order):
     pieces = stack.shrink(x.view(len(slots), 1, D_IN), 1)
     start = 0
     for j, width in enumerate(WIDTHS):
-        part = out[:, :, start:start + width].contiguous()
+        part = out[:, :, start : start + width].contiguous()
         stack.expand_(part, pieces[j], j)
-        out[:, :, start:start + width] = part
+        out[:, :, start : start + width] = part
         start += width
     want = base.double() + _reference(x, a, b, slots)
     assert _close(out.view(len(slots), -1).double(), want)
@@ -111,9 +114,9 @@ def test_the_masked_delta_equals_the_reference_and_keeps_the_graph(case):
         mask = torch.zeros(len(slots), 1, len(used) * R)
         for m, slot in enumerate(slots.tolist()):
             if slot >= 0:
-                mask[m, 0, position[slot] * R:(position[slot] + 1) * R] = SCALE
+                mask[m, 0, position[slot] * R : (position[slot] + 1) * R] = SCALE
         start = sum(WIDTHS[:j])
-        out = masked_delta_(base[:, None, start:start + width].clone(), x[:, None], a_cat, b_cat, mask)
+        out = masked_delta_(base[:, None, start : start + width].clone(), x[:, None], a_cat, b_cat, mask)
         out.sum().backward()
         assert a_cat.grad is not None and b_cat.grad is not None
         outs.append(out.detach()[:, 0])
@@ -128,4 +131,4 @@ def test_a_bf16_output_gets_the_fp32_delta_rounded_once(case):
     want = (bf16.float() + _reference(x.to(torch.bfloat16).float(), a, b, slots).float()).to(torch.bfloat16)
     dense = _dense(a, b).add_(bf16.clone(), x.to(torch.bfloat16), slot_onehot(slots, P))
     assert dense.dtype == torch.bfloat16
-    assert (dense.float() - want.float()).abs().max() <= 2 ** -7 * want.float().abs().max()
+    assert (dense.float() - want.float()).abs().max() <= 2**-7 * want.float().abs().max()

@@ -69,7 +69,8 @@ def test_all_zero_weights_fall_back_to_uniform():
 def test_empirical_frequencies_follow_distribution():
     rng = np.random.default_rng(1)
     counts = Counter(
-        s for _ in range(20000)
+        s
+        for _ in range(20000)
         for _, s in pfsp_pairs(["t0"], STUDENTS, RATINGS, scheme="per_teacher_with_replacement", rng=rng)
     )
     freq = np.array([counts[s] for s in STUDENTS]) / 20000

@@ -9,10 +9,25 @@ import pytest
 import torch
 
 import evolora.metrics as metrics
-from evolora.metrics import (ast_depth, coverage, cyclomatic_complexity, expression_depth, expression_metrics,
-                             finite_mean, lines_of_code, matchup_matrix, max_digits, mean_token_entropy,
-                             operator_count, program_metrics, proposal_complexity, response_length_stats,
-                             signature, token_entropy, variable_count)
+from evolora.metrics import (
+    ast_depth,
+    coverage,
+    cyclomatic_complexity,
+    expression_depth,
+    expression_metrics,
+    finite_mean,
+    lines_of_code,
+    matchup_matrix,
+    max_digits,
+    mean_token_entropy,
+    operator_count,
+    program_metrics,
+    proposal_complexity,
+    response_length_stats,
+    signature,
+    token_entropy,
+    variable_count,
+)
 from evolora.selfplay import GameRecord
 
 PROGRAM = """\
@@ -36,8 +51,14 @@ def test_doctests():
 # ---------------------------------------------------------------- programs
 @pytest.mark.parametrize(
     ("source", "depth"),
-    [("", 0), ("x = 1", 2), ("print(x)", 3), ("if a:\n    y = b + 1", 4), ("x = f(g(h(1)))", 5),
-     ("def f():\n    return 1", 3)],
+    [
+        ("", 0),
+        ("x = 1", 2),
+        ("print(x)", 3),
+        ("if a:\n    y = b + 1", 4),
+        ("x = f(g(h(1)))", 5),
+        ("def f():\n    return 1", 3),
+    ],
 )
 def test_ast_depth(source, depth):
     assert ast_depth(source) == depth
@@ -50,10 +71,17 @@ def test_ast_depth_of_program():
 
 @pytest.mark.parametrize(
     ("source", "complexity"),
-    [("x = 1", 1), ("if a:\n    x = 1", 2), ("if a:\n    x = 1\nelif b:\n    x = 2\nelse:\n    x = 3", 3),
-     ("while a and b or c:\n    pass", 4), ("y = 1 if a else 2", 2), ("z = [i for i in r if i if j]", 4),
-     ("try:\n    pass\nexcept A:\n    pass\nexcept B:\n    pass", 3), ("assert x", 2),
-     ("match x:\n    case 1:\n        pass\n    case _:\n        pass", 3)],
+    [
+        ("x = 1", 1),
+        ("if a:\n    x = 1", 2),
+        ("if a:\n    x = 1\nelif b:\n    x = 2\nelse:\n    x = 3", 3),
+        ("while a and b or c:\n    pass", 4),
+        ("y = 1 if a else 2", 2),
+        ("z = [i for i in r if i if j]", 4),
+        ("try:\n    pass\nexcept A:\n    pass\nexcept B:\n    pass", 3),
+        ("assert x", 2),
+        ("match x:\n    case 1:\n        pass\n    case _:\n        pass", 3),
+    ],
 )
 def test_cyclomatic_complexity(source, complexity):
     assert cyclomatic_complexity(source) == complexity
@@ -69,10 +97,19 @@ def test_program_metrics_known_values():
 
 @pytest.mark.parametrize(
     ("source", "count"),
-    [("a = 1", 1), ("a = b = 2", 2), ("a, (b, c) = x", 3), ("a += 1", 1), ("print(a)", 0),
-     ("with open(p) as f:\n    pass", 1), ("if (n := 3):\n    pass", 1), ("lambda q: q", 1),
-     ("try:\n    pass\nexcept E as err:\n    pass", 1), ("import os\nclass C:\n    pass", 0),
-     ("a.b = 1\nd[0] = 2", 0)],
+    [
+        ("a = 1", 1),
+        ("a = b = 2", 2),
+        ("a, (b, c) = x", 3),
+        ("a += 1", 1),
+        ("print(a)", 0),
+        ("with open(p) as f:\n    pass", 1),
+        ("if (n := 3):\n    pass", 1),
+        ("lambda q: q", 1),
+        ("try:\n    pass\nexcept E as err:\n    pass", 1),
+        ("import os\nclass C:\n    pass", 0),
+        ("a.b = 1\nd[0] = 2", 0),
+    ],
 )
 def test_variable_count(source, count):
     assert variable_count(source) == count
@@ -99,9 +136,17 @@ def test_deep_program_does_not_hit_the_recursion_limit():
 # ---------------------------------------------------------------- expressions
 @pytest.mark.parametrize(
     ("text", "depth", "operators", "digits"),
-    [("7", 0, 0, 1), ("3 + 4", 1, 1, 1), ("(3 + 4) * 2", 2, 2, 1), ("-3 + 45", 2, 1, 2), ("-(1 - 2)", 2, 1, 1),
-     ("1 + 2 + 3 + 4", 3, 3, 1), ("(1 + 2) * (3 - 4)", 2, 3, 1), ("2 ** 10 // 7 % 3", 3, 3, 2),
-     ("12.5 * 100", 1, 1, 3)],
+    [
+        ("7", 0, 0, 1),
+        ("3 + 4", 1, 1, 1),
+        ("(3 + 4) * 2", 2, 2, 1),
+        ("-3 + 45", 2, 1, 2),
+        ("-(1 - 2)", 2, 1, 1),
+        ("1 + 2 + 3 + 4", 3, 3, 1),
+        ("(1 + 2) * (3 - 4)", 2, 3, 1),
+        ("2 ** 10 // 7 % 3", 3, 3, 2),
+        ("12.5 * 100", 1, 1, 3),
+    ],
 )
 def test_expression_metrics(text, depth, operators, digits):
     assert expression_depth(text) == depth
@@ -121,8 +166,14 @@ def test_expression_metrics_bad_input():
 # ---------------------------------------------------------------- coverage
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("(3 + 4) * 2", "(#+#)*#"), ("(10+22)*  7", "(#+#)*#"), ("  -5   +  3 ", "-#+#"), ("1,234.5 / 2", "#/#"),
-     ("Tom has 12 Apples.\n\tHe eats 3.", "tom has # apples. he eats #."), ("", "")],
+    [
+        ("(3 + 4) * 2", "(#+#)*#"),
+        ("(10+22)*  7", "(#+#)*#"),
+        ("  -5   +  3 ", "-#+#"),
+        ("1,234.5 / 2", "#/#"),
+        ("Tom has 12 Apples.\n\tHe eats 3.", "tom has # apples. he eats #."),
+        ("", ""),
+    ],
 )
 def test_signature(text, expected):
     assert signature(text) == expected
@@ -136,14 +187,27 @@ def test_coverage():
 
 # ---------------------------------------------------------------- games
 def _game(teacher, student, grades, valid=True, problem="1 + 2", program=""):
-    return GameRecord(teacher=teacher, student=student, proposal_text="", problem=problem, program=program,
-                      valid=valid, reason="ok" if valid else "banned", answer=None, grades=grades)
+    return GameRecord(
+        teacher=teacher,
+        student=student,
+        proposal_text="",
+        problem=problem,
+        program=program,
+        valid=valid,
+        reason="ok" if valid else "banned",
+        answer=None,
+        grades=grades,
+    )
 
 
 def test_matchup_matrix_records_and_dicts():
-    games = [_game("t0", "s0", ["correct", "wrong", "format", "correct"]), _game("t0", "s1", ["wrong"]),
-             _game("t0", "s0", ["correct", "correct", "correct", "correct"]), _game("t1", "s1", [], valid=False),
-             _game("t1", "s0", ["format", "format"])]
+    games = [
+        _game("t0", "s0", ["correct", "wrong", "format", "correct"]),
+        _game("t0", "s1", ["wrong"]),
+        _game("t0", "s0", ["correct", "correct", "correct", "correct"]),
+        _game("t1", "s1", [], valid=False),
+        _game("t1", "s0", ["format", "format"]),
+    ]
     expected = {"t0": {"s0": 0.75, "s1": 0.0}, "t1": {"s1": None, "s0": 0.0}}
     assert matchup_matrix(games) == expected
     assert matchup_matrix([vars(g) for g in games]) == expected
@@ -151,13 +215,24 @@ def test_matchup_matrix_records_and_dicts():
 
 
 def test_proposal_complexity():
-    games = [_game("t0", "s0", [], problem="(1 + 2) * 30"), _game("t0", "s0", [], problem="4 - 5"),
-             _game("t0", "s0", [], valid=False, problem="1 + 2 + 3 + 4 + 5")]
+    games = [
+        _game("t0", "s0", [], problem="(1 + 2) * 30"),
+        _game("t0", "s0", [], problem="4 - 5"),
+        _game("t0", "s0", [], valid=False, problem="1 + 2 + 3 + 4 + 5"),
+    ]
     assert proposal_complexity(games, "expression") == {"count": 2, "depth": 1.5, "operators": 1.5, "digits": 1.5}
-    programs = [_game("t0", "s0", [], program="x = 1\nprint(x)"), _game("t0", "s0", [], program="if a:\n    b = 1"),
-                _game("t0", "s0", [], program="def (")]
+    programs = [
+        _game("t0", "s0", [], program="x = 1\nprint(x)"),
+        _game("t0", "s0", [], program="if a:\n    b = 1"),
+        _game("t0", "s0", [], program="def ("),
+    ]
     assert proposal_complexity(programs, "program") == {
-        "count": 2, "ast_depth": 3.0, "cyclomatic": 1.5, "lines": 2.0, "variables": 1.0}
+        "count": 2,
+        "ast_depth": 3.0,
+        "cyclomatic": 1.5,
+        "lines": 2.0,
+        "variables": 1.0,
+    }
     assert proposal_complexity([], "program") == {"count": 0}
     with pytest.raises(ValueError, match="kind"):
         proposal_complexity(games, "words")

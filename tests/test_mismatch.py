@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from evolora.bank.local import AdapterBank
 from evolora.generation.mismatch import path_gap, summarize
 from evolora.learner import Sample
 from evolora.model import load_base
-from evolora.bank.local import AdapterBank
 
 NAMES = ["A0", "A1", "A2", "A1"]
 
@@ -19,9 +19,15 @@ def _gap(dtype: str) -> dict[str, float]:
     generator = torch.Generator().manual_seed(0)
     for slot in bank.slots:
         bank.init_factors(slot, generator, b_std=0.05)
-    samples = [Sample(tuple(torch.randint(3, 60, (6,), generator=generator).tolist()),
-                      tuple(torch.randint(3, 60, (10,), generator=generator).tolist()), 0.0, "g")
-               for _ in NAMES]
+    samples = [
+        Sample(
+            tuple(torch.randint(3, 60, (6,), generator=generator).tolist()),
+            tuple(torch.randint(3, 60, (10,), generator=generator).tolist()),
+            0.0,
+            "g",
+        )
+        for _ in NAMES
+    ]
     return summarize(path_gap(bank, NAMES, samples))
 
 

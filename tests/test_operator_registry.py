@@ -10,7 +10,6 @@ import torch
 
 from evolora.operators import KINDS, REGISTRY, Param, Registry
 
-
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
@@ -22,10 +21,20 @@ def clean_user_registry():
     for kind, specs in saved.items():
         REGISTRY._specs[kind] = specs
 
+
 def test_every_kind_has_the_required_operators():
     required = {
-        "crossover": {"svd_merge", "layer_swap", "svd_splice", "dare", "ties", "extrapolate", "slerp", "clone",
-                      "midpoint"},
+        "crossover": {
+            "svd_merge",
+            "layer_swap",
+            "svd_splice",
+            "dare",
+            "ties",
+            "extrapolate",
+            "slerp",
+            "clone",
+            "midpoint",
+        },
         "mutation": {"lowrank_gaussian", "spectral", "layer_gaussian", "component_mask", "gaussian"},
         "selection": {"tournament", "truncation", "fitness_proportional", "rank"},
         "replacement": {"pbt_truncation"},
@@ -76,15 +85,18 @@ def test_unknown_kind_name_and_parameter_messages():
     assert str(err.value) == "mutation 'lowrank_gaussian': unknown parameter 'sigam'; allowed: sigma, noise_rank"
 
 
-@pytest.mark.parametrize("kind,name,params,match", [
-    ("mutation", "lowrank_gaussian", {"sigma": -0.1}, r"'sigma': -0.1 is out of range; float in \[0, 10\]"),
-    ("mutation", "lowrank_gaussian", {"sigma": "big"}, "'sigma': 'big' is not a number"),
-    ("mutation", "lowrank_gaussian", {"noise_rank": 2.5}, "not an integer"),
-    ("crossover", "svd_merge", {"weights": "softmax"}, "one of 'equal', 'fitness'"),
-    ("selection", "rank", {"pressure": 2.5}, r"float in \[1, 2\]"),
-    ("selection", "tournament", {"k": True}, "not a number"),
-    ("replacement", "pbt_truncation", {"gamma": float("nan")}, "out of range"),
-])
+@pytest.mark.parametrize(
+    "kind,name,params,match",
+    [
+        ("mutation", "lowrank_gaussian", {"sigma": -0.1}, r"'sigma': -0.1 is out of range; float in \[0, 10\]"),
+        ("mutation", "lowrank_gaussian", {"sigma": "big"}, "'sigma': 'big' is not a number"),
+        ("mutation", "lowrank_gaussian", {"noise_rank": 2.5}, "not an integer"),
+        ("crossover", "svd_merge", {"weights": "softmax"}, "one of 'equal', 'fitness'"),
+        ("selection", "rank", {"pressure": 2.5}, r"float in \[1, 2\]"),
+        ("selection", "tournament", {"k": True}, "not a number"),
+        ("replacement", "pbt_truncation", {"gamma": float("nan")}, "out of range"),
+    ],
+)
 def test_bad_values_name_the_allowed_range(kind, name, params, match):
     with pytest.raises(ValueError, match=match):
         REGISTRY.validate(kind, name, params)
@@ -125,10 +137,13 @@ def test_user_callable_by_module_path():
 
 def test_a_user_module_that_registers_its_function_keeps_the_declared_bounds(clean_user_registry):
     module = types.ModuleType("user_ops_declared")
-    exec("from evolora.operators import Param, register\n"
-         "@register('mutation', 'declared_scale', factor=Param(2.0, low=0, high=4, doc='B scale'))\n"
-         "def scale(parent, *, generator, factor=2.0):\n"
-         "    return {k: (a, factor * b) for k, (a, b) in parent.items()}\n", module.__dict__)
+    exec(
+        "from evolora.operators import Param, register\n"
+        "@register('mutation', 'declared_scale', factor=Param(2.0, low=0, high=4, doc='B scale'))\n"
+        "def scale(parent, *, generator, factor=2.0):\n"
+        "    return {k: (a, factor * b) for k, (a, b) in parent.items()}\n",
+        module.__dict__,
+    )
     sys.modules["user_ops_declared"] = module
     try:
         spec = REGISTRY.resolve_callable("mutation", "user_ops_declared:scale")

@@ -7,10 +7,23 @@ import math
 import pytest
 import torch
 
-from evolora.operators import (REGISTRY, best_rank_r, check_parents, frobenius_inner, layer_swap, lowrank_gaussian,
-                               midpoint, pbt_truncation, randomized_refactor, refactor, svd_factors, svd_merge,
-                               tournament, truncation, weighted_sum_lowrank)
-
+from evolora.operators import (
+    REGISTRY,
+    best_rank_r,
+    check_parents,
+    frobenius_inner,
+    layer_swap,
+    lowrank_gaussian,
+    midpoint,
+    pbt_truncation,
+    randomized_refactor,
+    refactor,
+    svd_factors,
+    svd_merge,
+    tournament,
+    truncation,
+    weighted_sum_lowrank,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -25,9 +38,13 @@ DETERMINISTIC = {"clone", "midpoint", "svd_merge", "slerp"}  # output does not d
 
 def make_adapter(seed: int, rank: int = RANK, dtype: torch.dtype = torch.float64, shapes=SHAPES):
     g = torch.Generator().manual_seed(seed)
-    return {name: (torch.randn(rank, d_in, generator=g, dtype=dtype) / d_in ** 0.5,
-                   torch.randn(d_out, rank, generator=g, dtype=dtype))
-            for name, (d_in, d_out) in shapes.items()}
+    return {
+        name: (
+            torch.randn(rank, d_in, generator=g, dtype=dtype) / d_in**0.5,
+            torch.randn(d_out, rank, generator=g, dtype=dtype),
+        )
+        for name, (d_in, d_out) in shapes.items()
+    }
 
 
 def delta(adapter):
@@ -69,6 +86,7 @@ def check_child(child, parent):
 
 
 # ---------- every operator: shapes, dtype, rank, purity, reproducibility ----------
+
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])
 @pytest.mark.parametrize("name", CROSSOVERS)
@@ -122,6 +140,7 @@ def test_check_parents_names_the_problem():
 
 
 # ---------- factor-space algebra ----------
+
 
 def test_svd_factors_match_dense_svd():
     a, b = make_adapter(5)["q"]
@@ -191,11 +210,13 @@ def test_randomized_refactor_near_optimal():
 
 def test_frobenius_inner():
     p, q = make_adapter(1)["up"], make_adapter(2)["up"]
-    assert math.isclose(frobenius_inner(*p, *q).item(), (delta({"x": p})["x"] * delta({"x": q})["x"]).sum().item(),
-                        rel_tol=1e-10)
+    assert math.isclose(
+        frobenius_inner(*p, *q).item(), (delta({"x": p})["x"] * delta({"x": q})["x"]).sum().item(), rel_tol=1e-10
+    )
 
 
 # ---------- controls and specific crossovers ----------
+
 
 def test_clone_is_exact_copy_of_fitter():
     parents = [make_adapter(1), make_adapter(2)]
@@ -207,8 +228,13 @@ def test_midpoint_is_half_sum_when_subspaces_are_shared():
     base = make_adapter(1)
     g = gen(9)
     # parent 2 shares A's row space and B's column space: B2 A2 = B M1 · M2 A, so rank(sum) ≤ r
-    other = {n: (torch.randn(RANK, RANK, generator=g, dtype=a.dtype) @ a,
-                 b @ torch.randn(RANK, RANK, generator=g, dtype=b.dtype)) for n, (a, b) in base.items()}
+    other = {
+        n: (
+            torch.randn(RANK, RANK, generator=g, dtype=a.dtype) @ a,
+            b @ torch.randn(RANK, RANK, generator=g, dtype=b.dtype),
+        )
+        for n, (a, b) in base.items()
+    }
     child = midpoint([base, other], [0.0, 1.0], generator=gen())
     for n in base:
         assert rel(delta(child)[n], 0.5 * (delta(base)[n] + delta(other)[n])) < 1e-10
@@ -270,6 +296,7 @@ def test_dare_without_drop_and_ties_full_density_are_merges():
 
 # ---------- mutation strength ----------
 
+
 @pytest.mark.parametrize("sigma", [0.02, 0.05])
 def test_lowrank_gaussian_change_tracks_sigma(sigma):
     """Truncation keeps the noise's tangent part: E rel. change ≈ σ·sqrt(1 − (1 − r/d_out)(1 − r/d_in))."""
@@ -312,6 +339,7 @@ def test_spectral_small_change_for_small_parameters():
 
 
 # ---------- selection and replacement ----------
+
 
 @pytest.mark.parametrize("name", SELECTIONS)
 def test_selection_contract(name):
@@ -362,14 +390,16 @@ def test_fitness_proportional_temperature():
     assert (picks == 1).all()
 
 
-@pytest.mark.parametrize("size,gamma,elitism,count", [(8, 0.25, 1, 2), (8, 0.1, 1, 1), (4, 1.0, 2, 2),
-                                                       (5, 0.0, 0, 0), (1, 0.5, 0, 0), (8, 0.75, 0, 6)])
+@pytest.mark.parametrize(
+    "size,gamma,elitism,count",
+    [(8, 0.25, 1, 2), (8, 0.1, 1, 1), (4, 1.0, 2, 2), (5, 0.0, 0, 0), (1, 0.5, 0, 0), (8, 0.75, 0, 6)],
+)
 def test_pbt_truncation(size, gamma, elitism, count):
     fitness = torch.randperm(size, generator=gen(size)).double()
     replace, parents = pbt_truncation(fitness, generator=gen(), gamma=gamma, elitism=elitism)
     assert replace.shape == parents.shape == (count,)
     order = torch.argsort(fitness, descending=True)
-    assert set(replace.tolist()) == set(order[size - count:].tolist())  # exactly the bottom
+    assert set(replace.tolist()) == set(order[size - count :].tolist())  # exactly the bottom
     assert not set(replace.tolist()) & set(order[: max(elitism, 1)].tolist())  # never the elite
     assert not set(parents.tolist()) & set(replace.tolist())  # parents survive
     if count:

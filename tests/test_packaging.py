@@ -11,8 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_subpackage_is_listed_in_pyproject() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(setuptools["packages"])
-    found = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "evolora").rglob("__init__.py")
-             if "__pycache__" not in init.parts}
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "evolora").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
     missing = sorted(found - listed)
     assert not missing, f"packages missing from [tool.setuptools] packages in pyproject.toml: {missing}"
     for name, folder in setuptools["package-dir"].items():

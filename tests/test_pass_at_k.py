@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from run_helpers import benchmark_module, finished_arith_run
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "pass_at_k.py"
@@ -37,8 +36,13 @@ def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, si
     run, held_out = finished_arith_run(tiny_config, tmp_path)
     config = run.config
     member = next(name for name in held_out if name != "base")
-    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--members", member, "--samples", "2"],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--members", member, "--samples", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for name in (member, "base"):
         line = re.search(rf"^{name}\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)$", done.stdout, re.M)
@@ -53,11 +57,25 @@ def test_greedy_column_matches_the_runs_own_evaluation(tiny_config, tmp_path, si
     _, task, tokenizer, bank = load_members(tmp_path, [], model=fresh, tokenizer=tokenizer)  # the base only
     assert bank.slots == [UNUSED_SLOT]
     items = task.held_out(config.eval.limit, None)  # the grid ignores the rng
-    base = _module()._correct(task, tokenizer, bank, items, ["__base__"], samples=1, temperature=0.5,
-                              tokens=config.eval.max_new_tokens, seed=0)["__base__"][0]
+    base = _module()._correct(
+        task,
+        tokenizer,
+        bank,
+        items,
+        ["__base__"],
+        samples=1,
+        temperature=0.5,
+        tokens=config.eval.max_new_tokens,
+        seed=0,
+    )["__base__"][0]
     assert sum(base) == held_out["base"]["correct"]  # a base-only bank answers as the run's evaluation did
-    bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--set", "eval.max_new_tokens=0"],
-                         capture_output=True, text=True, timeout=300, check=False)
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--set", "eval.max_new_tokens=0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert bad.returncode != 0 and "eval.max_new_tokens" in bad.stderr  # refused before the model loads
     summary = json.loads((tmp_path / "final" / "summary.json").read_text())
     assert summary["held_out"] == held_out  # the benchmark only reads the run

@@ -6,12 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from arch_helpers import ARCHITECTURES, tiny_decoder
+
 from evolora.generation.completion import completion_logprobs
 from evolora.learner import Sample
-from evolora.model.prepack import (CHECK_TOLERANCE, PackedLinear, check_prepack, head_linear, prepack_head,
-                                   prepack_supported)
+from evolora.model.prepack import (
+    CHECK_TOLERANCE,
+    PackedLinear,
+    check_prepack,
+    head_linear,
+    prepack_head,
+    prepack_supported,
+)
 
 DTYPES = [torch.float32, torch.bfloat16]
 LOGPROB_TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-3}
@@ -145,10 +151,17 @@ def _rollout_and_update(model, dtype: torch.dtype) -> tuple[torch.Tensor, torch.
     """(KV-cached greedy decode's log-probs of its own tokens, the update path's of the same), (B, T_c)."""
     generator = torch.Generator().manual_seed(5)
     prompts = torch.randint(3, 120, (3, 6), generator=generator)
-    out = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
-                         max_new_tokens=6, min_new_tokens=6, output_logits=True, return_dict_in_generate=True,
-                         pad_token_id=0)
-    completions = out.sequences[:, prompts.shape[1]:]
+    out = model.generate(
+        input_ids=prompts,
+        attention_mask=torch.ones_like(prompts),
+        do_sample=False,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        output_logits=True,
+        return_dict_in_generate=True,
+        pad_token_id=0,
+    )
+    completions = out.sequences[:, prompts.shape[1] :]
     logits = torch.stack(out.logits, dim=1).float()  # (B, T_c, V)
     rollout = torch.log_softmax(logits, -1).gather(-1, completions[..., None]).squeeze(-1)
     samples = [Sample(tuple(p.tolist()), tuple(c.tolist()), 0.0, "g") for p, c in zip(prompts, completions)]

@@ -18,9 +18,22 @@ from evolora.io import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
-TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.teacher_max_new_tokens=8",
-        "--set", "selfplay.student_max_new_tokens=8", "--set", "eval.limit=0", "--set", "run.steps=1",
-        "--set", "evolution.every=1"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=8",
+    "--set",
+    "selfplay.student_max_new_tokens=8",
+    "--set",
+    "eval.limit=0",
+    "--set",
+    "run.steps=1",
+    "--set",
+    "evolution.every=1",
+]
 
 
 def test_the_presets_are_the_tasks_folder_itself():
@@ -76,13 +89,17 @@ def test_version_and_evolve_listed_first():
     from importlib.metadata import version
 
     assert version("evolora") == __version__  # pyproject reads it from evolora.__version__
-    commands = [line.split()[1] for line in runner.invoke(app, ["--help"]).output.splitlines()
-                if line.startswith("│ ") and len(line.split()) > 2 and line.split()[1].isalpha()]
+    commands = [
+        line.split()[1]
+        for line in runner.invoke(app, ["--help"]).output.splitlines()
+        if line.startswith("│ ") and len(line.split()) > 2 and line.split()[1].isalpha()
+    ]
     assert commands[0] == "evolve" and {"init", "operators", "study", "report"} <= set(commands), commands
 
 
-@pytest.mark.parametrize("kind, name", [("selection", "truncation"), ("crossover", "slerp"),
-                                        ("mutation", "lowrank_gaussian")])
+@pytest.mark.parametrize(
+    "kind, name", [("selection", "truncation"), ("crossover", "slerp"), ("mutation", "lowrank_gaussian")]
+)
 def test_a_bare_operator_name_means_its_defaults(kind, name):
     config = load_config("arith", [f"evolution.{kind}={name}"])
     assert getattr(config.evolution, kind).name == name and getattr(config.evolution, kind).params == {}
@@ -137,7 +154,9 @@ def test_the_lazy_public_api_is_visible_to_type_checkers():
     import evolora
 
     tree = ast.parse((ROOT / "evolora" / "__init__.py").read_text())
-    guarded = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    guarded = next(
+        node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+    )
     seen = {alias.name: node.module for node in guarded.body for alias in node.names}
     assert seen == evolora._EXPORTS
 
@@ -149,5 +168,7 @@ def test_run_bank_is_annotated_with_what_the_run_uses():
     from evolora.run import Run
 
     assert typing.get_type_hints(Run, {**vars(__import__("evolora.bank", fromlist=["x"]))})["bank"] == RunBank
-    assert {"slots", "model"} <= set(typing.get_type_hints(LocalBank)) and "tokenizer" in typing.get_type_hints(RemoteBank)
+    assert {"slots", "model"} <= set(typing.get_type_hints(LocalBank)) and "tokenizer" in typing.get_type_hints(
+        RemoteBank
+    )
     assert callable(getattr(RemoteBank, "reconnect", None))

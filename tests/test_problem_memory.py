@@ -6,15 +6,23 @@ from __future__ import annotations
 import pytest
 
 from evolora.config import RewardConfig
-from evolora.selfplay.memory import ProblemMemory, same_answer
 from evolora.selfplay import GameRecord, _check_memory, _score
+from evolora.selfplay.memory import ProblemMemory, same_answer
 
 BAT = "A bat and a ball cost $1.10 together. How much is the ball?"
 
 
 def _game(problem: str | None, answer, valid: bool = True) -> GameRecord:
-    return GameRecord(teacher="T0", student="S0", proposal_text="", problem=problem, program="print(1)",
-                      valid=valid, reason="ok" if valid else "error", answer=answer)
+    return GameRecord(
+        teacher="T0",
+        student="S0",
+        proposal_text="",
+        problem=problem,
+        program="print(1)",
+        valid=valid,
+        reason="ok" if valid else "error",
+        answer=answer,
+    )
 
 
 def test_window_and_answers():
@@ -35,12 +43,18 @@ def test_a_recurring_question_with_another_answer_is_invalid_and_repeats_pay_the
     memory = ProblemMemory(window=10)
     first = [_game(BAT, 0.05)]
     assert _check_memory(first, memory, step=1) == [False] and first[0].valid
-    second = [_game(BAT.replace("How", "how"), 10.1), _game("Ann has 3 cats. How many cats?", 3.0),
-              _game("Ann has 3 cats. How many cats?", 4.0)]
+    second = [
+        _game(BAT.replace("How", "how"), 10.1),
+        _game("Ann has 3 cats. How many cats?", 3.0),
+        _game("Ann has 3 cats. How many cats?", 4.0),
+    ]
     recent = _check_memory(second, memory, step=2)
     assert recent == [True, False, False]
-    assert [(g.valid, g.reason) for g in second] == [(False, "inconsistent_answer"), (True, "ok"),
-                                                   (False, "inconsistent_answer")]  # within the step too
+    assert [(g.valid, g.reason) for g in second] == [
+        (False, "inconsistent_answer"),
+        (True, "ok"),
+        (False, "inconsistent_answer"),
+    ]  # within the step too
     rewards = RewardConfig(repetition=0.5)
     for game in second:
         game.grades, game.student_rewards, game.attempts = [], [], []

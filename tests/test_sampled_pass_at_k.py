@@ -8,16 +8,16 @@ import random
 
 import pytest
 import torch
+from run_helpers import finished_arith_run
 from typer.testing import CliRunner
 
+from evolora.bank.local import AdapterBank
 from evolora.cli import app
 from evolora.evaluation.sampled import check_options, correct_counts, pass_at_k_record
 from evolora.generation.routed import BASE
 from evolora.model import load_base
-from evolora.bank.local import AdapterBank
 from evolora.tasks import ArithTask
 from evolora.tasks.base import Grade
-from run_helpers import finished_arith_run
 
 
 class EvenLengthArith(ArithTask):
@@ -34,8 +34,18 @@ def _counts(seed):
     bank.init_factors("A", torch.Generator().manual_seed(0), b_std=0.3)
     task = EvenLengthArith()
     items = task.held_out(6, random.Random(0))
-    return correct_counts(bank, tokenizer, task, items, ["A", BASE], samples=8, temperature=1.0, max_new_tokens=6,
-                          batch_size=16, seed=seed)
+    return correct_counts(
+        bank,
+        tokenizer,
+        task,
+        items,
+        ["A", BASE],
+        samples=8,
+        temperature=1.0,
+        max_new_tokens=6,
+        batch_size=16,
+        seed=seed,
+    )
 
 
 def test_counts_replay_by_seed_and_the_record_follows_the_estimator(single_thread):
@@ -53,8 +63,12 @@ def test_counts_replay_by_seed_and_the_record_follows_the_estimator(single_threa
 
 
 def test_bad_options_are_refused_before_anything_loads():
-    for samples, temperature, ks, what in ((0, 1.0, (1,), "--samples"), (4, 0.0, (1,), "--temperature"),
-                                           (4, 1.0, (8,), "--k"), (4, 1.0, (), "--k")):
+    for samples, temperature, ks, what in (
+        (0, 1.0, (1,), "--samples"),
+        (4, 0.0, (1,), "--temperature"),
+        (4, 1.0, (8,), "--k"),
+        (4, 1.0, (), "--k"),
+    ):
         with pytest.raises(ValueError, match=what):
             check_options(samples, temperature, ks)
     with pytest.raises(ValueError, match="at least one problem"):
@@ -83,20 +97,25 @@ def test_base_rows_sample_the_same_answers_whatever_adapters_are_evaluated_besid
     them: co-batched adapter rows leave base rows bit-identical (no ΔW leaks into them), and each
     slot's draws come from its own generator."""
     import torch
+    from bank_helpers import random_bank
 
     from evolora.generation.rollout import chat_prompt
     from evolora.generation.types import Sampling
     from evolora.model import load_base
     from evolora.tasks import ArithTask
-    from bank_helpers import random_bank
 
     model, tokenizer = load_base("tiny-random")
     bank = random_bank(model, ["a", "b"], target_modules="all-linear", b_std=1.0, tokenizer=tokenizer)
     prompt = chat_prompt(tokenizer, [{"role": "user", "content": "What is 3 + 4?"}])
 
     def texts(rows):
-        out = bank.rollout([prompt] * len(rows), rows, Sampling(max_new_tokens=6, temperature=1.0), batch_size=16,
-                           generator=torch.Generator().manual_seed(0))
+        out = bank.rollout(
+            [prompt] * len(rows),
+            rows,
+            Sampling(max_new_tokens=6, temperature=1.0),
+            batch_size=16,
+            generator=torch.Generator().manual_seed(0),
+        )
         return [c.text for c in out]
 
     pure, shared = texts([BASE] * 16), texts([BASE] * 8 + ["a"] * 8)

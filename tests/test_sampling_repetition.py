@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+from bank_helpers import rated_pair
 
 from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict
 from evolora.generation.rollout import Completion
@@ -13,7 +14,6 @@ from evolora.generation.types import Sampling
 from evolora.selfplay import play_step, repetition_penalties, teacher_reward
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import ProposalRequest, normalise_problem
-from bank_helpers import rated_pair
 
 
 def test_sampling_keys_fall_back_per_role():
@@ -21,8 +21,9 @@ def test_sampling_keys_fall_back_per_role():
     assert config.sampling("teacher") == Sampling(temperature=0.9, top_p=0.95, max_new_tokens=7)
     config = SelfPlayConfig(temperature=0.9, teacher_temperature=0.6, student_top_p=0.8, student_max_new_tokens=5)
     assert config.sampling("teacher") == Sampling(temperature=0.6, top_p=1.0, max_new_tokens=160)
-    assert config.sampling("student", stop=("\n",)) == Sampling(temperature=0.9, top_p=0.8, max_new_tokens=5,
-                                                                 stop=("\n",))
+    assert config.sampling("student", stop=("\n",)) == Sampling(
+        temperature=0.9, top_p=0.8, max_new_tokens=5, stop=("\n",)
+    )
     assert config.sampling("critic") == Sampling(temperature=0.9, top_p=1.0, max_new_tokens=8)
     with pytest.raises(ValueError, match="unknown role"):
         config.sampling("judge")
@@ -51,12 +52,28 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
         return [Completion(a, tuple(p), (6,), "12", False) for p, a in zip(prompts, adapters)]
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
-    config = SelfPlayConfig(proposals_per_teacher=4, samples_per_problem=2, teacher_max_new_tokens=9,
-                            student_max_new_tokens=3, temperature=1.0, teacher_temperature=0.7,
-                            student_temperature=0.4, student_top_p=0.9,
-                            rewards=RewardConfig(copied=-0.25, repetition=0.6))
-    outcome = play_step(bank, tokenizer, _Copier(), teachers, students, ratings, config,
-                        rng=random.Random(0), np_rng=np.random.default_rng(0))
+    config = SelfPlayConfig(
+        proposals_per_teacher=4,
+        samples_per_problem=2,
+        teacher_max_new_tokens=9,
+        student_max_new_tokens=3,
+        temperature=1.0,
+        teacher_temperature=0.7,
+        student_temperature=0.4,
+        student_top_p=0.9,
+        rewards=RewardConfig(copied=-0.25, repetition=0.6),
+    )
+    outcome = play_step(
+        bank,
+        tokenizer,
+        _Copier(),
+        teachers,
+        students,
+        ratings,
+        config,
+        rng=random.Random(0),
+        np_rng=np.random.default_rng(0),
+    )
     assert (calls[0].temperature, calls[0].top_p) == (0.7, 1.0)
     assert (calls[1].temperature, calls[1].top_p, calls[1].max_new_tokens) == (0.4, 0.9, 3)
     games = outcome.games
@@ -80,10 +97,20 @@ def test_each_role_gets_its_own_stop_strings(tiny, monkeypatch, stop, teacher_st
         return [Completion(a, tuple(p), (5,), text, False) for p, a in zip(prompts, adapters)]
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
-    config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, student_stop=stop,
-                            teacher_stop=teacher_stop)
-    play_step(bank, tokenizer, _Copier(), teachers, students, ratings, config,
-              rng=random.Random(0), np_rng=np.random.default_rng(0))
+    config = SelfPlayConfig(
+        proposals_per_teacher=1, samples_per_problem=2, student_stop=stop, teacher_stop=teacher_stop
+    )
+    play_step(
+        bank,
+        tokenizer,
+        _Copier(),
+        teachers,
+        students,
+        ratings,
+        config,
+        rng=random.Random(0),
+        np_rng=np.random.default_rng(0),
+    )
     assert len(calls) == 2 and calls[0].stop == teacher_stop and calls[1].stop == stop
     for key in ("student_stop", "teacher_stop"):
         with pytest.raises(ConfigError, match=f"selfplay.{key}: an empty stop string"):
@@ -97,21 +124,33 @@ def test_structured_teacher_rows_stop_as_their_segments_say(tiny, monkeypatch):
 
     class Structured(_Copier):
         def proposal_request(self, rng):
-            return ProposalRequest([{"role": "user", "content": "write"}], "Problem:", examples=(),
-                                   segments=(Segment(stop=("?",)),))
+            return ProposalRequest(
+                [{"role": "user", "content": "write"}], "Problem:", examples=(), segments=(Segment(stop=("?",)),)
+            )
 
     bank, teachers, students, ratings = rated_pair(tiny[0], tokenizer=tiny[1])
     calls = []
 
     def fake_rollout(prompts, adapters, sampling, **kwargs):
         calls.append({**kwargs, "stop": sampling.stop})
-        return [Completion(a, tuple(p), (5,), " 2 + 2" if len(calls) == 1 else "4", False)
-                for p, a in zip(prompts, adapters)]
+        return [
+            Completion(a, tuple(p), (5,), " 2 + 2" if len(calls) == 1 else "4", False)
+            for p, a in zip(prompts, adapters)
+        ]
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
     config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, teacher_stop=("\n",))
-    play_step(bank, tiny[1], Structured(), teachers, students, ratings, config,
-              rng=random.Random(0), np_rng=np.random.default_rng(0))
+    play_step(
+        bank,
+        tiny[1],
+        Structured(),
+        teachers,
+        students,
+        ratings,
+        config,
+        rng=random.Random(0),
+        np_rng=np.random.default_rng(0),
+    )
     assert calls[0]["stop"] == () and calls[0]["segments"] == (Segment(stop=("?",)),)
 
 
@@ -136,8 +175,9 @@ def test_random_arith_examples_are_fresh_and_never_held_out():
     assert len(set(shown)) > 300  # fixed examples would give at most 10
     request = task.proposal_request(random.Random(1))
     assert all(f"Problem: {e}" in request.messages[-1]["content"] for e in request.examples)
-    assert all(task.verify([task.parse_proposal(f"Problem: {e}")])[0].reason in ("ok", "not_integer")
-               for e in shown[:50])
+    assert all(
+        task.verify([task.parse_proposal(f"Problem: {e}")])[0].reason in ("ok", "not_integer") for e in shown[:50]
+    )
     with pytest.raises(ValueError, match="examples in"):
         ArithTask(examples="shuffled")
 
@@ -165,8 +205,17 @@ def test_teacher_prompt_per_teacher_shares_one_prompt_within_each_teacher(tiny, 
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
     config = SelfPlayConfig(proposals_per_teacher=3, samples_per_problem=2, teacher_prompt=mode)
-    play_step(bank, tokenizer, ArithTask(examples="random"), teachers, students, ratings, config,
-              rng=random.Random(0), np_rng=np.random.default_rng(0))
+    play_step(
+        bank,
+        tokenizer,
+        ArithTask(examples="random"),
+        teachers,
+        students,
+        ratings,
+        config,
+        rng=random.Random(0),
+        np_rng=np.random.default_rng(0),
+    )
     prompts, adapters = calls[0]
     by_teacher = [[tuple(p) for p, a in zip(prompts, adapters) if a == t.slot] for t in teachers]
     assert [len(rows) for rows in by_teacher] == [3, 3]

@@ -159,10 +159,12 @@ def test_pool_preserves_order_and_runs_concurrently():
         ("if __name__ == '__main__':\n    print(1)", False),
         ("import re\nre.compile('a+').findall('aa')", False),
         ("import datetime\nprint(datetime.time(3, 4), datetime.date(2024, 1, 1).weekday())", False),
-        ("class Trip:\n    def __repr__(self):\n        return 'x'\n    def go(self):\n"
-         "        self.time = 3\n        self.input = 2", False),
-        ("from typing import List\nfrom dataclasses import dataclass\n"
-         "@dataclass\nclass P:\n    xs: List[int]", False),
+        (
+            "class Trip:\n    def __repr__(self):\n        return 'x'\n    def go(self):\n"
+            "        self.time = 3\n        self.input = 2",
+            False,
+        ),
+        ("from typing import List\nfrom dataclasses import dataclass\n@dataclass\nclass P:\n    xs: List[int]", False),
         ("total = sum(x * 2 for x in range(5))\nprint(f'{total:,.2f}')", False),
         ("print(__name__)", True),
         ("import collections.abc\ncollections.abc.sys", True),

@@ -85,7 +85,11 @@ def test_missing_file_is_a_usage_error(tmp_path):
 def test_installed_command_in_a_subprocess(tmp_path):
     program = tmp_path / "p.py"
     program.write_text("import math\nprint(math.factorial(5))")
-    done = subprocess.run([sys.executable, "-c", "from evolora.cli import app; app()", "sandbox", str(program)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "from evolora.cli import app; app()", "sandbox", str(program)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["output"] == "120\n"

@@ -6,9 +6,10 @@ import copy
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from run_helpers import TINY_OVERRIDES
+
 from evolora.config import ConfigError, config_from_dict
 from evolora.model import load_base
 from evolora.run import Run

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import pytest
-
 import torch
 import torch.nn.functional as F
-
-from evolora.learner import Sample, completion_logprobs
 from bank_helpers import random_bank
+
 from evolora.generation.engine import PeftEngine
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import routed
 from evolora.generation.types import Sampling
+from evolora.learner import Sample, completion_logprobs
 from evolora.tasks.base import Segment
 
 FORCED = "\n```python\n"
@@ -20,8 +19,9 @@ FORCED = "\n```python\n"
 
 def _bank(tiny, b_std=0.5):
     model, tokenizer = tiny
-    bank = random_bank(model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=b_std, seed=3,
-                       tokenizer=tokenizer)
+    bank = random_bank(
+        model, ["A0", "A1"], target_modules=("q_proj", "v_proj", "down_proj"), b_std=b_std, seed=3, tokenizer=tokenizer
+    )
     return bank, tokenizer
 
 
@@ -42,7 +42,9 @@ def test_segments_equal_manual_generate_append_continue(tiny):
         head = [t for t in first.completion_ids if t != eos]
         (second,) = bank.rollout([prompt + head + forced], [name], Sampling(max_new_tokens=6, greedy=True))
         assert completion.completion_ids == tuple(head + forced + list(second.completion_ids))
-        assert completion.mask == tuple([True] * len(head) + [False] * len(forced) + [True] * len(second.completion_ids))
+        assert completion.mask == tuple(
+            [True] * len(head) + [False] * len(forced) + [True] * len(second.completion_ids)
+        )
         assert FORCED in completion.text and completion.prompt_ids == tuple(prompt)
 
 
@@ -99,8 +101,9 @@ def _both(bank, tokenizer, prompts, names, segments, seed, batch_size):
     outs = []
     for engine in (bank.engine, PeftEngine(bank.model, tokenizer, bank)):
         torch.manual_seed(seed)
-        outs.append(engine.generate(prompts, names, Sampling(max_new_tokens=9), segments=segments,
-                                    batch_size=batch_size))
+        outs.append(
+            engine.generate(prompts, names, Sampling(max_new_tokens=9), segments=segments, batch_size=batch_size)
+        )
     return outs
 
 
@@ -113,15 +116,20 @@ def test_decoder_segments_with_cut_stops_equal_generate_per_segment(tiny):
     torch.manual_seed(2)
     free = bank.rollout(prompts, names, Sampling(max_new_tokens=8))
     stops = tuple(dict.fromkeys(ch for c in free for ch in c.text[1:4]))
-    segments = (Segment(stop=stops, max_new_tokens=8, keep_stop=False),
-                Segment(forced=FORCED, stop=stops[::2], max_new_tokens=6, temperature=0.7),
-                Segment(forced="print(", max_new_tokens=4, keep_stop=False))
+    segments = (
+        Segment(stop=stops, max_new_tokens=8, keep_stop=False),
+        Segment(forced=FORCED, stop=stops[::2], max_new_tokens=6, temperature=0.7),
+        Segment(forced="print(", max_new_tokens=4, keep_stop=False),
+    )
     early = 0
     for seed in range(3):
         for prompt, name in zip(prompts, names):
             (ours,), (reference,) = _both(bank, tokenizer, [prompt], [name], segments, seed, 1)
             assert (ours.completion_ids, ours.mask, ours.truncated) == (
-                reference.completion_ids, reference.mask, reference.truncated)
+                reference.completion_ids,
+                reference.mask,
+                reference.truncated,
+            )
             early += sum(ours.mask) < 8 + 6 + 4
     assert stops and early  # some rows stopped early
 

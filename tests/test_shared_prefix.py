@@ -5,21 +5,23 @@ from __future__ import annotations
 
 import pytest
 import torch
+from bank_helpers import random_bank
 
 import evolora.generation.completion as scoring
 import evolora.learner as learner
-from bank_helpers import random_bank
 from evolora.generation.completion import completion_logprobs, distinct_prefixes, shared_prefix_logprobs
+from evolora.generation.routed import BASE, routed
 from evolora.learner import Sample, policy_update_many
 from evolora.model import load_base
-from evolora.generation.routed import BASE, routed
 
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 # two GRPO-like groups per adapter (prompts of different lengths), a forced-token mask, and a lone row
-SAMPLES = ([Sample((5, 6, 7, 8, 9), (10 + i, 11, 2)[: 2 + i % 2], float(i % 3), "g") for i in range(4)]
-           + [Sample((12, 13), (14, 15 + i, 16, 2), float(i), "h", mask=(True, i == 0, True, True)) for i in range(3)]
-           + [Sample((30,), (31, 32), -1.0, "k")])
+SAMPLES = (
+    [Sample((5, 6, 7, 8, 9), (10 + i, 11, 2)[: 2 + i % 2], float(i % 3), "g") for i in range(4)]
+    + [Sample((12, 13), (14, 15 + i, 16, 2), float(i), "h", mask=(True, i == 0, True, True)) for i in range(3)]
+    + [Sample((30,), (31, 32), -1.0, "k")]
+)
 NAMES = ["A0"] * 4 + ["A1"] * 3 + ["A0"]
 
 
@@ -126,8 +128,11 @@ def test_a_group_micro_batch_runs_shared_and_unchecked(monkeypatch):
         monkeypatch.setattr(scoring, "SHARE_PREFIXES", share)
         bank = random_bank(load_base("tiny-random")[0], ["A0"], target_modules=MODULES, b_std=0.3)
         checkpointing = []
-        monkeypatch.setattr(learner, "_checkpointed_layers",
-                            lambda model, on, real=learner._checkpointed_layers: checkpointing.append(on) or real(model, on))
+        monkeypatch.setattr(
+            learner,
+            "_checkpointed_layers",
+            lambda model, on, real=learner._checkpointed_layers: checkpointing.append(on) or real(model, on),
+        )
         jobs = {"A0": (torch.optim.SGD(bank.parameters("A0"), lr=1.0), samples)}
         norms[share] = (policy_update_many(bank, jobs, micro_batch=8)["A0"].grad_norm, True in checkpointing)
     assert len(calls) == 1
@@ -171,8 +176,10 @@ def test_packed_update_equals_the_row_order_update(monkeypatch):
     for pack in (True, False):
         monkeypatch.setattr(learner, "PACK_TOKENS", pack)
         bank = random_bank(load_base("tiny-random")[0], ["A0", "A1"], target_modules=MODULES, b_std=0.3)
-        jobs = {s: (torch.optim.SGD(bank.parameters(s), lr=1.0),
-                    [x for x, n in zip(samples, [*NAMES, "A0"]) if n == s]) for s in bank.slots}
+        jobs = {
+            s: (torch.optim.SGD(bank.parameters(s), lr=1.0), [x for x, n in zip(samples, [*NAMES, "A0"]) if n == s])
+            for s in bank.slots
+        }
         rows = learner._plan(jobs, "grpo", 0.0, "cpu")[0]
         chunks[pack] = len(learner.micro_batches(bank, rows, 4))
         update = policy_update_many(bank, jobs, micro_batch=4)

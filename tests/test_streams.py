@@ -10,16 +10,16 @@ import dataclasses
 
 import pytest
 import torch
+from run_helpers import TINY_OVERRIDES
 
+from evolora.bank.local import AdapterBank
 from evolora.config import EvolutionConfig, OperatorChoice, config_from_dict
 from evolora.config.operator_choice import resolve_operators
 from evolora.evolution import evolve
 from evolora.model import load_base
 from evolora.population import Population
-from evolora.bank.local import AdapterBank
 from evolora.run import Run
 from evolora.streams import SELECTION, VARIATION, step_streams, stream_seed
-from run_helpers import TINY_OVERRIDES
 
 TIMING = ("seconds", "tokens_per_second", "peak_rss_mb")
 
@@ -41,6 +41,7 @@ def test_streams_are_a_pure_function_of_seed_and_step_and_differ_by_purpose():
 
 def _recording(spec, calls: list):
     """``spec`` with a function that records the state of the generator it is handed, then runs."""
+
     def fn(*args, generator, **kwargs):
         calls.append((spec.name, _state(generator)))
         return spec.fn(*args, generator=generator, **kwargs)
@@ -60,11 +61,22 @@ def _evolve_with(selection: str, *, separate: bool):
     config = EvolutionConfig(gamma=0.5, elitism=1, crossover_rate=0.5, selection=OperatorChoice(name=selection))
     ops = resolve_operators(config)
     calls: list = []
-    ops = dataclasses.replace(ops, crossover=(_recording(ops.crossover[0], calls), ops.crossover[1]),
-                              mutation=(_recording(ops.mutation[0], calls), ops.mutation[1]))
+    ops = dataclasses.replace(
+        ops,
+        crossover=(_recording(ops.crossover[0], calls), ops.crossover[1]),
+        mutation=(_recording(ops.mutation[0], calls), ops.mutation[1]),
+    )
     streams = step_streams(0, 4)
-    births = evolve(bank, population, fitness, config, step=4, generator=streams.variation, operators=ops,
-                    selection_generator=streams.selection if separate else None)
+    births = evolve(
+        bank,
+        population,
+        fitness,
+        config,
+        step=4,
+        generator=streams.variation,
+        operators=ops,
+        selection_generator=streams.selection if separate else None,
+    )
     return births, calls
 
 
@@ -99,8 +111,11 @@ def _run(tmp_path, selection: str):
     run.bank.rollout = first_rollout_state
     calls: list = []
     ops = run.operators
-    run.operators = dataclasses.replace(ops, crossover=(_recording(ops.crossover[0], calls), ops.crossover[1]),
-                                        mutation=(_recording(ops.mutation[0], calls), ops.mutation[1]))
+    run.operators = dataclasses.replace(
+        ops,
+        crossover=(_recording(ops.crossover[0], calls), ops.crossover[1]),
+        mutation=(_recording(ops.mutation[0], calls), ops.mutation[1]),
+    )
     records = []
     for _ in range(3):
         record, _ = run.run_step()
@@ -116,8 +131,10 @@ def test_two_runs_differing_only_in_selection_differ_only_in_parents(tmp_path, s
     births_a, births_b = records_a[1]["births"], records_b[1]["births"]
     assert len(births_a) == 4 and [x["operator"] for x in births_a] == [x["operator"] for x in births_b]
     assert [x["parents"] for x in births_a] != [x["parents"] for x in births_b]  # the one difference
-    without_parents = lambda r: {**r, "births": [{**x, "parents": None} for x in r["births"]],  # noqa: E731
-                                 "evolution": None}  # the breeder's record is read off the parents
+
+    def without_parents(r):  # the breeder's record is read off the parents
+        return {**r, "births": [{**x, "parents": None} for x in r["births"]], "evolution": None}
+
     assert without_parents(records_a[1]) == without_parents(records_b[1])  # the rest of step 2 is the same
     assert variation_a[2] == variation_b[2] and len(variation_a[2]) == 4  # the same coins and noise draws
     assert variation_a[1] == variation_a[3] == [] == variation_b[1] == variation_b[3]
@@ -145,8 +162,9 @@ def test_resume_after_an_evolution_event_replays_the_streams(tmp_path, single_th
     assert resumed.load_checkpoint() and resumed.step == 3
     resumed.train([JsonlLogger(), Checkpointer(1, 4)])
     drop = lambda r: {k: v for k, v in r.items() if k not in TIMING}  # noqa: E731
-    assert [drop(r) for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")] == \
-        [drop(r) for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")]
+    assert [drop(r) for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")] == [
+        drop(r) for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")
+    ]
     for slot in full.bank.slots:
         fa, fb = full.bank.get_factors(slot), resumed.bank.get_factors(slot)
         assert all(torch.equal(fa[k][0], fb[k][0]) and torch.equal(fa[k][1], fb[k][1]) for k in fa)

@@ -14,9 +14,28 @@ from evolora.config import ConfigError
 from evolora.study import parse_arms, parse_seeds, study_plan
 
 runner = CliRunner()
-TINY = ["--set", "model.name=tiny-random", "--set", "lora.rank=2", "--set", "task.name=toy", "--set", "task.params={}",
-        "--set", "selfplay.teacher_max_new_tokens=6", "--set", "selfplay.student_max_new_tokens=4",
-        "--set", "eval.limit=3", "--set", "eval.max_new_tokens=4", "--set", "run.steps=2", "--set", "evolution.every=1"]
+TINY = [
+    "--set",
+    "model.name=tiny-random",
+    "--set",
+    "lora.rank=2",
+    "--set",
+    "task.name=toy",
+    "--set",
+    "task.params={}",
+    "--set",
+    "selfplay.teacher_max_new_tokens=6",
+    "--set",
+    "selfplay.student_max_new_tokens=4",
+    "--set",
+    "eval.limit=3",
+    "--set",
+    "eval.max_new_tokens=4",
+    "--set",
+    "run.steps=2",
+    "--set",
+    "evolution.every=1",
+]
 
 
 def test_parse_seeds_and_arms():
@@ -55,8 +74,12 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
     assert (out / "report" / "report.html").is_file()
     assert "| population − single_agent | 0, 1 (n = 2) |" in (out / "report" / "tables.md").read_text()
     assert (out / "report" / "arms.png").stat().st_size > 1000
-    learning = subprocess.run([sys.executable, "benchmarks/learning.py", str(out / "population-s0"),
-                               str(out / "population-s1")], capture_output=True, text=True, check=False)
+    learning = subprocess.run(
+        [sys.executable, "benchmarks/learning.py", str(out / "population-s0"), str(out / "population-s1")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert learning.returncode == 0, learning.stderr
     assert "population-s0: steps 2," in learning.stdout and "mean over 2 runs: base" in learning.stdout
     summary_path = out / "population-s0" / "final" / "summary.json"
@@ -84,10 +107,15 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
     # a second call skips the finished runs; a run without final/ is resumed from its checkpoint
     stamp = (out / "population-s0" / "final" / "summary.json").stat().st_mtime_ns
     (out / "single_agent-s1" / "final" / "summary.json").unlink()
-    plan = study_plan("tasks/arith.yaml", seeds=[0, 1], arms=["population", "single_agent"], out=out,
-                      overrides=TINY[1::2])
+    plan = study_plan(
+        "tasks/arith.yaml", seeds=[0, 1], arms=["population", "single_agent"], out=out, overrides=TINY[1::2]
+    )
     assert [(p.arm, p.seed, p.state) for p in plan] == [
-        ("population", 0, "done"), ("population", 1, "done"), ("single_agent", 0, "done"), ("single_agent", 1, "resume")]
+        ("population", 0, "done"),
+        ("population", 1, "done"),
+        ("single_agent", 0, "done"),
+        ("single_agent", 1, "resume"),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "resumed at step 2" in result.output
@@ -98,7 +126,9 @@ def test_study_runs_every_seed_and_arm_then_skips_or_resumes(tmp_path, single_th
 
 
 def test_study_refuses_a_bad_override_before_any_run(tmp_path):
-    result = runner.invoke(app, ["study", "tasks/arith.yaml", "--out", str(tmp_path / "s"), *TINY, "--set", "lora.rnak=2"])
+    result = runner.invoke(
+        app, ["study", "tasks/arith.yaml", "--out", str(tmp_path / "s"), *TINY, "--set", "lora.rnak=2"]
+    )
     assert result.exit_code == 2 and "lora.rnak" in result.output
     assert not (tmp_path / "s").exists()
 
@@ -115,12 +145,25 @@ def test_study_samples_gives_pass_at_k_of_every_run_with_one_base(tmp_path, sing
 
     monkeypatch.setattr(sampled, "correct_counts", spy)
     out = tmp_path / "study"
-    args = ["study", "tasks/arith.yaml", "--seeds", "0", "--arms", "population,no_evolution", "--out", str(out),
-            "--samples", "2", *TINY]
+    args = [
+        "study",
+        "tasks/arith.yaml",
+        "--seeds",
+        "0",
+        "--arms",
+        "population,no_evolution",
+        "--out",
+        str(out),
+        "--samples",
+        "2",
+        *TINY,
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    records = [json.loads((out / f"{arm}-s0" / "final" / "summary.json").read_text())["pass_at_k"]
-               for arm in ("population", "no_evolution")]
+    records = [
+        json.loads((out / f"{arm}-s0" / "final" / "summary.json").read_text())["pass_at_k"]
+        for arm in ("population", "no_evolution")
+    ]
     for record in records:
         assert record["samples"] == 2 and len(record["members"]) == 3  # two students and the base
         assert all(len(m["correct_counts"]) == record["limit"] == 3 for m in record["members"].values())
@@ -129,7 +172,7 @@ def test_study_samples_gives_pass_at_k_of_every_run_with_one_base(tmp_path, sing
     assert sum("__base__" in slots for slots in calls) == 1  # the base sampled once, copied into the other run
     again = runner.invoke(app, args)  # nothing new to sample
     assert again.exit_code == 0 and "sampled pass@k" not in again.output
-    bad = runner.invoke(app, [*args[:-len(TINY)], "--samples", "-1", *TINY])
+    bad = runner.invoke(app, [*args[: -len(TINY)], "--samples", "-1", *TINY])
     assert bad.exit_code == 2 and "--samples" in bad.output
     assert "| population − no_evolution |" in (out / "report" / "tables.md").read_text()
     swapped = runner.invoke(app, [*args, "--reference", "no_evolution"])  # nothing runs: the tables again
@@ -138,7 +181,19 @@ def test_study_samples_gives_pass_at_k_of_every_run_with_one_base(tmp_path, sing
 
 
 def test_study_refuses_an_unknown_reference_arm_before_any_run(tmp_path):
-    result = runner.invoke(app, ["study", "tasks/arith.yaml", "--out", str(tmp_path / "s"), "--arms",
-                                 "population,no_evolution", "--reference", "size4", *TINY])
+    result = runner.invoke(
+        app,
+        [
+            "study",
+            "tasks/arith.yaml",
+            "--out",
+            str(tmp_path / "s"),
+            "--arms",
+            "population,no_evolution",
+            "--reference",
+            "size4",
+            *TINY,
+        ],
+    )
     assert result.exit_code == 2 and "--reference size4" in result.output
     assert not list((tmp_path / "s").glob("*-s*"))

@@ -8,22 +8,31 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from run_helpers import config_with
 
+from evolora.advantages import compute_advantages
 from evolora.config import ConfigError, config_from_dict
 from evolora.learner import Sample
 from evolora.operators import OperatorSpec
-from evolora.advantages import compute_advantages
-from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.run import Run
+from evolora.selfplay.reward_control import permute_rewards, randomize_rewards, reward_generator
 from evolora.study import BUILTIN_ARMS, arm_overrides, parse_arms, study_plan
-from run_helpers import config_with
 
 
 def test_builtin_and_user_arms_resolve_to_overrides():
-    assert set(BUILTIN_ARMS) == {"population", "single_agent", "single_agent_total", "no_evolution",
-                                 "independent_pairs", "random_reward"}
-    assert arm_overrides("no_evolution", {}) == ["selfplay.mode=\"population\"", "evolution.enabled=false",
-                                                 "study.arm=no_evolution"]
+    assert set(BUILTIN_ARMS) == {
+        "population",
+        "single_agent",
+        "single_agent_total",
+        "no_evolution",
+        "independent_pairs",
+        "random_reward",
+    }
+    assert arm_overrides("no_evolution", {}) == [
+        'selfplay.mode="population"',
+        "evolution.enabled=false",
+        "study.arm=no_evolution",
+    ]
     user = {"truncation": {"evolution.selection": {"name": "truncation"}}}
     assert arm_overrides("truncation", user) == ['evolution.selection={"name": "truncation"}', "study.arm=truncation"]
     with pytest.raises(ConfigError, match="unknown arm 'duel'"):
@@ -38,8 +47,10 @@ def test_builtin_and_user_arms_resolve_to_overrides():
 
 def test_study_plan_builds_each_arm_from_the_config(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("model: {name: tiny-random}\ntask: {name: toy, params: {}}\n"
-                    "study: {arms: {rank_sel: {evolution.selection: {name: rank}}}}\n")
+    path.write_text(
+        "model: {name: tiny-random}\ntask: {name: toy, params: {}}\n"
+        "study: {arms: {rank_sel: {evolution.selection: {name: rank}}}}\n"
+    )
     plan = study_plan(path, seeds=[3], arms=["no_evolution", "random_reward", "rank_sel"], out=tmp_path / "s")
     by_arm = {item.arm: item.config for item in plan}
     assert not by_arm["no_evolution"].evolution.enabled and by_arm["no_evolution"].learner.rewards == "real"
@@ -95,8 +106,10 @@ def test_randomize_rewards_keeps_each_roles_mean_and_spread_but_not_the_values()
 
 
 def test_gaussian_reward_run_trains_on_draws(tmp_path, single_thread, monkeypatch):
-    run = Run(config_with(learner={"rewards": "random"}, evolution={"every": 10}, task={"name": "toy", "params": {}}),
-              tmp_path / "run")
+    run = Run(
+        config_with(learner={"rewards": "random"}, evolution={"every": 10}, task={"name": "toy", "params": {}}),
+        tmp_path / "run",
+    )
     seen, real = [], []
     update = run.bank.update
 
@@ -115,20 +128,28 @@ def test_gaussian_reward_run_trains_on_draws(tmp_path, single_thread, monkeypatc
 def test_the_shipped_selection_sweep_arms_resolve(tmp_path):
     arms = ["population", "truncation", "rank_selection", "fitness_proportional"]
     plan = study_plan("tasks/arith.yaml", seeds=[0], arms=arms, out=tmp_path / "sweep")
-    assert [item.config.evolution.selection.name for item in plan] == ["tournament", "truncation", "rank",
-                                                                        "fitness_proportional"]
+    assert [item.config.evolution.selection.name for item in plan] == [
+        "tournament",
+        "truncation",
+        "rank",
+        "fitness_proportional",
+    ]
 
 
 def test_permute_rewards_keeps_every_groups_rewards_and_moves_them():
-    samples = {"S0": _samples([1.0, -0.5, -0.5, -1.0], "problem0") + _samples([1.0, 1.0], "problem1"),
-               "S1": _samples([-0.5, 1.0, -0.5, -0.5, 1.0, -1.0], "problem2"),
-               "T0": _samples([0.0, -1.0, 0.5], "teacher:T0"), "H0": _samples([1.0, -0.5], "problem3")}
+    samples = {
+        "S0": _samples([1.0, -0.5, -0.5, -1.0], "problem0") + _samples([1.0, 1.0], "problem1"),
+        "S1": _samples([-0.5, 1.0, -0.5, -0.5, 1.0, -1.0], "problem2"),
+        "T0": _samples([0.0, -1.0, 0.5], "teacher:T0"),
+        "H0": _samples([1.0, -0.5], "problem3"),
+    }
     roles = {"S0": "student", "S1": "student", "T0": "teacher"}
     out = permute_rewards(samples, roles, reward_generator(0, 1))
     for member, batch in samples.items():
         for group in {s.group for s in batch}:
             assert sorted(s.reward for s in out[member] if s.group == group) == sorted(
-                s.reward for s in batch if s.group == group)
+                s.reward for s in batch if s.group == group
+            )
     assert [s.reward for s in out["H0"]] == [1.0, -0.5]  # not a member: untouched
     moved = [m for m in ("S0", "S1", "T0") if [s.reward for s in out[m]] != [s.reward for s in samples[m]]]
     assert moved  # some rewards changed place
@@ -147,8 +168,15 @@ def _nonzero_advantages(jobs_or_samples) -> int:
 def test_random_reward_arm_trains_on_as_many_samples_as_the_real_rewards(tmp_path, single_thread, monkeypatch):
     """A seeded tiny run: the permuted control gives exactly the real run's non-zero-advantage count
     (the Gaussian control does not), and the learner sees rewards in another order."""
-    run = Run(config_with(learner={"rewards": "permuted"}, evolution={"every": 10}, task={"name": "toy", "params": {}},
-                      selfplay={"samples_per_problem": 4}), tmp_path / "run")
+    run = Run(
+        config_with(
+            learner={"rewards": "permuted"},
+            evolution={"every": 10},
+            task={"name": "toy", "params": {}},
+            selfplay={"samples_per_problem": 4},
+        ),
+        tmp_path / "run",
+    )
     seen: list[list] = []
     update = run.bank.update
 
@@ -165,6 +193,7 @@ def test_random_reward_arm_trains_on_as_many_samples_as_the_real_rewards(tmp_pat
         assert sum(record["trained_samples"].values()) == _nonzero_advantages(seen[before:])
         assert record["rollouts"] >= sum(len(b) for b in seen[before:])
     import evolora.run as run_module
+
     real_samples = []
     original = run_module.play_step
 
@@ -181,14 +210,21 @@ def test_random_reward_arm_trains_on_as_many_samples_as_the_real_rewards(tmp_pat
     assert _nonzero_advantages(learner_view) == _nonzero_advantages(real) > 0
     assert sum(record["trained_samples"].values()) == _nonzero_advantages(real)
     assert [s.reward for b in learner_view for s in b] != [s.reward for b in real for s in b]
-    gaussian = randomize_rewards(real_samples[0], {m.id: m.role for m in run.population.members},
-                                 reward_generator(0, 3))
+    gaussian = randomize_rewards(
+        real_samples[0], {m.id: m.role for m in run.population.members}, reward_generator(0, 3)
+    )
     assert _nonzero_advantages(gaussian.values()) > _nonzero_advantages(real)
 
 
 def test_independent_pairs_never_cross_play_and_single_agent_total_matches_rollouts(tmp_path, single_thread):
-    pairs = Run(config_with(selfplay={"matchmaking": {"scheme": "fixed_pairs"}}, evolution={"enabled": False},
-                        task={"name": "toy", "params": {}}), tmp_path / "pairs")
+    pairs = Run(
+        config_with(
+            selfplay={"matchmaking": {"scheme": "fixed_pairs"}},
+            evolution={"enabled": False},
+            task={"name": "toy", "params": {}},
+        ),
+        tmp_path / "pairs",
+    )
     population = Run(config_with(task={"name": "toy", "params": {}}, evolution={"every": 10}), tmp_path / "pop")
     seen = set()
     for _ in range(3):
@@ -197,8 +233,9 @@ def test_independent_pairs_never_cross_play_and_single_agent_total_matches_rollo
     assert seen == {"t0|s0", "t1|s1"}
     base = config_with(task={"name": "toy", "params": {}})
     overrides = arm_overrides("single_agent_total", {}, base)
-    assert 'selfplay.proposals_per_teacher=4' in overrides  # 2 per teacher x 2 teachers
+    assert "selfplay.proposals_per_teacher=4" in overrides  # 2 per teacher x 2 teachers
     from evolora.config import apply_overrides
+
     agent_config = config_from_dict(apply_overrides(base.model_dump(mode="json"), overrides))
     agent = Run(agent_config, tmp_path / "agent")
     agent_record, _ = agent.run_step()
@@ -226,9 +263,12 @@ def test_the_4x4_selection_sweep_arms_differ_only_in_the_selection_key(tmp_path,
     plan = study_plan("tasks/arith.yaml", seeds=[4], arms=list(sweep.ARMS), out=tmp_path / "s", overrides=overrides)
     dumps = {item.arm: item.config.model_dump() for item in plan}
     assert {arm: d["evolution"]["selection"] for arm, d in dumps.items()} == {
-        arm: {"name": name, "params": {}} for arm, name in sweep.ARMS.items()}
-    rest = [{**d, "evolution": {**d["evolution"], "selection": None}, "study": {**d["study"], "arm": None}}
-            for d in dumps.values()]
+        arm: {"name": name, "params": {}} for arm, name in sweep.ARMS.items()
+    }
+    rest = [
+        {**d, "evolution": {**d["evolution"], "selection": None}, "study": {**d["study"], "arm": None}}
+        for d in dumps.values()
+    ]
     assert all(r == rest[0] for r in rest)  # nothing else differs between the arms of a seed
     config = plan[0].config
     assert (config.population.teachers, config.population.students, config.run.seed) == (4, 4, 4)

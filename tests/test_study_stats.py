@@ -22,8 +22,10 @@ def _enumerated_p(diffs):
     return hits / 2 ** len(diffs)
 
 
-@pytest.mark.parametrize("diffs", [[-0.6, 2.8, 5.6], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.5, -0.5, 0.25, 1.5, -2.0],
-                                   [3.0] * 8, [0.0, 0.0, 1.0]])
+@pytest.mark.parametrize(
+    "diffs",
+    [[-0.6, 2.8, 5.6], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.5, -0.5, 0.25, 1.5, -2.0], [3.0] * 8, [0.0, 0.0, 1.0]],
+)
 def test_sign_flip_p_equals_exhaustive_enumeration(diffs):
     assert sign_flip_p(diffs) == pytest.approx(_enumerated_p(diffs))
 

@@ -29,8 +29,13 @@ def test_pass_at_k_section_averages_base_members_and_best(tmp_path):
     for seed, (base, members) in enumerate([(0.2, {"S0-1": 0.3, "S1-1": 0.5}), (0.4, {"S0-1": 0.1, "S1-1": 0.3})]):
         path = tmp_path / f"population-s{seed}" / "final" / "summary.json"
         summary = json.loads(path.read_text())
-        summary["pass_at_k"] = {"samples": 4, "members": {"base": {"pass@1": base, "pass@4": 2 * base},
-                                                          **{m: {"pass@1": v, "pass@4": 2 * v} for m, v in members.items()}}}
+        summary["pass_at_k"] = {
+            "samples": 4,
+            "members": {
+                "base": {"pass@1": base, "pass@4": 2 * base},
+                **{m: {"pass@1": v, "pass@4": 2 * v} for m, v in members.items()},
+            },
+        }
         path.write_text(json.dumps(summary))
     markdown = study_tables([load_run(tmp_path / f"population-s{s}") for s in (0, 1)]).markdown
     # base (0.2 + 0.4) / 2; member means 0.4 and 0.2 -> 0.3; best 0.5 and 0.3 -> 0.4
@@ -71,15 +76,32 @@ def test_pass_at_k_curves_average_the_base_and_the_best_member_by_pass_at_1(tmp_
 def _fake_run(tmp_path, arm, seed, accuracy, rating, dev, items=None, rollouts=72):
     from evolora.report.data import RunData
 
-    held = {m: {"accuracy": a, "correct": 0, "total": 4, **({"items": items[m]} if items else {})}
-            for m, a in accuracy.items()}
+    held = {
+        m: {"accuracy": a, "correct": 0, "total": 4, **({"items": items[m]} if items else {})}
+        for m, a in accuracy.items()
+    }
     held["base"] = {"accuracy": 0.1, "correct": 0, "total": 4}
-    summary = {"individuals": [{"id": m, "role": "student"} for m in accuracy], "held_out": held,
-               "fitness": {"name": "rating", "members": {m: {"role": "student", "rating": rating[m],
-                                                             "validation": dev[m], "fitness": rating[m]}
-                                                         for m in accuracy}}}
-    metrics = [{"step": s, "rollouts": rollouts, "trained_samples": {"s0": 10, "s1": 5}, "tokens": 100,
-                "seconds": {"total": 30.0}} for s in (1, 2)]
+    summary = {
+        "individuals": [{"id": m, "role": "student"} for m in accuracy],
+        "held_out": held,
+        "fitness": {
+            "name": "rating",
+            "members": {
+                m: {"role": "student", "rating": rating[m], "validation": dev[m], "fitness": rating[m]}
+                for m in accuracy
+            },
+        },
+    }
+    metrics = [
+        {
+            "step": s,
+            "rollouts": rollouts,
+            "trained_samples": {"s0": 10, "s1": 5},
+            "tokens": 100,
+            "seconds": {"total": 30.0},
+        }
+        for s in (1, 2)
+    ]
     return RunData(tmp_path / f"{arm}-s{seed}", {}, arm, "arith", seed, metrics, [], summary)
 
 
@@ -91,22 +113,38 @@ def test_study_tables_give_compute_fitness_validity_and_item_intervals(tmp_path)
         accuracy = {"s0": 0.5, "s1": 0.25}
         items = {"s0": "1100", "s1": "1000"}
         # dev accuracy orders the members like held-out accuracy; the rating orders them the other way
-        runs.append(_fake_run(tmp_path, "population", seed, accuracy, {"s0": 1.0, "s1": 2.0},
-                              {"s0": 0.6, "s1": 0.2}, items))
-        runs.append(_fake_run(tmp_path, "single_agent_total", seed, {"s0": 0.25, "s1": 0.25}, {"s0": 1.0, "s1": 1.0},
-                              {"s0": 0.3, "s1": 0.3}, {"s0": "1000", "s1": "1000"}, rollouts=70))
+        runs.append(
+            _fake_run(tmp_path, "population", seed, accuracy, {"s0": 1.0, "s1": 2.0}, {"s0": 0.6, "s1": 0.2}, items)
+        )
+        runs.append(
+            _fake_run(
+                tmp_path,
+                "single_agent_total",
+                seed,
+                {"s0": 0.25, "s1": 0.25},
+                {"s0": 1.0, "s1": 1.0},
+                {"s0": 0.3, "s1": 0.3},
+                {"s0": "1000", "s1": "1000"},
+                rollouts=70,
+            )
+        )
     markdown = study_tables(runs).markdown
     assert "| population | 3 | 144 | 30 | 200 | 1 |" in markdown  # rollouts, trained samples, tokens, minutes
     assert "| single_agent_total | 3 | 140 |" in markdown
     assert "| population | dev accuracy | 3 | 6 | +1.00 | 3 / 0 / 0 |" in markdown
     assert "| population | μ − 3σ | 3 | 6 | -1.00 | 0 / 3 / 0 |" in markdown
     row = next(line for line in markdown.splitlines() if line.startswith("| population − single_agent_total"))
-    assert row.endswith("| +12.5 [+0.0, +37.5] |")  # item × seed bootstrap: the t interval of 3 equal seeds has no width
+    assert row.endswith(
+        "| +12.5 [+0.0, +37.5] |"
+    )  # item × seed bootstrap: the t interval of 3 equal seeds has no width
 
 
 def test_an_arm_with_no_seed_in_common_keeps_the_comparison_table_rectangular(tmp_path):
-    runs = [_fake_run(tmp_path, arm, seed, {"s0": 0.5}, {"s0": 1.0}, {"s0": 0.5})
-            for arm, seeds in (("population", (0, 1)), ("late", (5, 6))) for seed in seeds]
+    runs = [
+        _fake_run(tmp_path, arm, seed, {"s0": 0.5}, {"s0": 1.0}, {"s0": 0.5})
+        for arm, seeds in (("population", (0, 1)), ("late", (5, 6)))
+        for seed in seeds
+    ]
     for reference in ("population", "absent"):
         blocks = study_tables(runs, reference=reference).markdown.split("\n\n")
         table = next(block for block in blocks if block.startswith("| comparison |")).splitlines()

@@ -20,10 +20,22 @@ def _keep_threads():
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize(("cores", "others", "beside", "threads"), [
-    (2, 0.0, 0, 2), (2, 0.4, 0, 2), (2, 0.6, 0, 1), (2, 1.0, 0, 1), (2, 5.0, 0, 1),
-    (8, 3.0, 0, 5), (8, 0.0, 1, 4), (8, 0.0, 3, 2), (2, 0.0, 1, 1), (2, 0.0, 5, 1), (1, 0.0, 0, 1),
-])
+@pytest.mark.parametrize(
+    ("cores", "others", "beside", "threads"),
+    [
+        (2, 0.0, 0, 2),
+        (2, 0.4, 0, 2),
+        (2, 0.6, 0, 1),
+        (2, 1.0, 0, 1),
+        (2, 5.0, 0, 1),
+        (8, 3.0, 0, 5),
+        (8, 0.0, 1, 4),
+        (8, 0.0, 3, 2),
+        (2, 0.0, 1, 1),
+        (2, 0.0, 5, 1),
+        (1, 0.0, 0, 1),
+    ],
+)
 def test_the_rule(cores, others, beside, threads):
     assert auto_threads(cores, others, beside) == threads
 
@@ -88,10 +100,17 @@ def test_runs_of_a_study_side_by_side_count_each_other(tmp_path):
     (tmp_path / "notes.txt").write_text("")
     held = open(mine / ".lock", "a+")  # this process's own lock
     fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    holder = subprocess.Popen([sys.executable, "-c",
-                               "import fcntl, sys, time; h = open(sys.argv[1], 'a+'); "
-                               "fcntl.flock(h.fileno(), fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
-                               str(theirs / ".lock")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; h = open(sys.argv[1], 'a+'); "
+            "fcntl.flock(h.fileno(), fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(theirs / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert runs_beside(mine) == 1

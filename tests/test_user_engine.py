@@ -54,8 +54,7 @@ def user_module(tmp_path, monkeypatch):
 
 
 def _yaml(tmp_path, engine: str):
-    data = {**TINY_OVERRIDES, "task": {"name": "toy"}, "run": {"steps": 1, "seed": 0},
-            "generation": {"engine": engine}}
+    data = {**TINY_OVERRIDES, "task": {"name": "toy"}, "run": {"steps": 1, "seed": 0}, "generation": {"engine": engine}}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -24,8 +24,11 @@ def test_newcombe_difference_matches_the_paper():
 
 
 def _record(validity, solve, mus):
-    return {"validity_rate": validity, "solve_rate": solve,
-            "ratings": {f"s{i}": {"role": "student", "mu": mu, "sigma": 1.0} for i, mu in enumerate(mus)}}
+    return {
+        "validity_rate": validity,
+        "solve_rate": solve,
+        "ratings": {f"s{i}": {"role": "student", "mu": mu, "sigma": 1.0} for i, mu in enumerate(mus)},
+    }
 
 
 def test_trends_compare_the_first_and_last_fifth():
@@ -36,12 +39,20 @@ def test_trends_compare_the_first_and_last_fifth():
 
 
 def test_the_sentence_says_whether_the_gain_is_outside_the_noise():
-    small = {"held_out": {"base": {"correct": 0, "total": 16, "accuracy": 0.0},
-                          "s1": {"correct": 1, "total": 16, "accuracy": 1 / 16}}}
+    small = {
+        "held_out": {
+            "base": {"correct": 0, "total": 16, "accuracy": 0.0},
+            "s1": {"correct": 1, "total": 16, "accuracy": 1 / 16},
+        }
+    }
     verdict = run_verdict(small, [])
     assert "within the noise" in verdict["sentence"] and verdict["held_out"]["s1"]["n"] == 16
-    large = {"held_out": {"base": {"correct": 8, "total": 90, "accuracy": 8 / 90},
-                          "s1": {"correct": 30, "total": 90, "accuracy": 1 / 3}}}
+    large = {
+        "held_out": {
+            "base": {"correct": 8, "total": 90, "accuracy": 8 / 90},
+            "s1": {"correct": 30, "total": 90, "accuracy": 1 / 3},
+        }
+    }
     assert "outside the noise" in run_verdict(large, [])["sentence"]
     assert "nothing to compare" in run_verdict({"held_out": {}}, [])["sentence"]
     assert "cache" not in run_verdict(large, [])["sentence"]

@@ -48,8 +48,16 @@ def test_the_error_can_be_turned_into_a_warning(monkeypatch):
     assert line.startswith("transformers 5.17.0 is installed")
 
 
-@pytest.mark.parametrize("name, version", [("torch", "2.11.0+cu130"), ("torch", "2.15.0"),
-                                           ("transformers", "5.30.0"), ("peft", "0.20.0"), ("peft", "0.22.1")])
+@pytest.mark.parametrize(
+    "name, version",
+    [
+        ("torch", "2.11.0+cu130"),
+        ("torch", "2.15.0"),
+        ("transformers", "5.30.0"),
+        ("peft", "0.20.0"),
+        ("peft", "0.22.1"),
+    ],
+)
 def test_other_versions_outside_the_range_warn(name, version):
     (line,) = check_versions({**TESTED, name: version}, PINS)
     assert line.startswith(f"{name} {version} is installed; evolora is tested with {name}{PINS[name]}")
@@ -89,8 +97,9 @@ def test_the_command_line_prints_the_error_as_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "5.17.0" if name == "transformers" else real(name))
     monkeypatch.setattr(versions, "_checked", False)
     monkeypatch.delenv(versions.ALLOW_ENV, raising=False)
-    result = CliRunner().invoke(app, ["evolve", "tasks/arith.yaml", "--set", "model.name=tiny-random",
-                                      "--out", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        app, ["evolve", "tasks/arith.yaml", "--set", "model.name=tiny-random", "--out", str(tmp_path / "run")]
+    )
     monkeypatch.setattr(versions, "_checked", True)
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WORD = re.compile(r"session", re.IGNORECASE)
 TECHNICAL = re.compile(
     r'scope="session"|start_new_session|--new-session|_session_members|own session|child\'s session'
-    r"|session or process group|pgrp, session|process session|sessions? \(process group\)")
+    r"|session or process group|pgrp, session|process session|sessions? \(process group\)"
+)
 """Lines where "session" means a POSIX process session or a pytest fixture scope."""
 
 QUOTED_DATA = {"evolora/data/gsm_seeds.json"}
@@ -29,8 +30,11 @@ def test_no_development_history_wording():
     for path in _tracked():
         if WORD.search(path.name):
             found.append(f"{path.relative_to(ROOT)} (file name)")
-        if path.suffix in (".gz", ".png", ".safetensors") or not path.is_file() or \
-                path.relative_to(ROOT).as_posix() in QUOTED_DATA:
+        if (
+            path.suffix in (".gz", ".png", ".safetensors")
+            or not path.is_file()
+            or path.relative_to(ROOT).as_posix() in QUOTED_DATA
+        ):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if WORD.search(line) and not TECHNICAL.search(line) and path.name != "test_wording.py":

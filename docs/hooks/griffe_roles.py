@@ -37,8 +37,10 @@ def rewrite(scope: griffe.Object, text: str) -> str:
         bare = target.removesuffix("()")
         title = bare.rsplit(".", 1)[-1] if short else bare
         title += "()" if target.endswith("()") else ""
-        return (f'<autoref identifier="{html.escape(resolve(scope, bare))}" optional>'
-                f"<code>{html.escape(title)}</code></autoref>")
+        return (
+            f'<autoref identifier="{html.escape(resolve(scope, bare))}" optional>'
+            f"<code>{html.escape(title)}</code></autoref>"
+        )
 
     return ROLE.sub(replace, text)
 

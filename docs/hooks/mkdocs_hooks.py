@@ -49,8 +49,11 @@ def break_keys_at_dots(page_html: str) -> str:
     return KEY_CELL.sub(lambda m: m.group(1) + "<code>" + m.group(2).replace(".", ".<wbr>") + "</code>", page_html)
 
 
-REMOTE_SCRIPTS = re.compile(r'<script src="">\s*</script>|<script type="module">(?:(?!</script>).)*?'
-                            r'https://cdnjs\.cloudflare\.com(?:(?!</script>).)*</script>', flags=re.DOTALL)
+REMOTE_SCRIPTS = re.compile(
+    r'<script src="">\s*</script>|<script type="module">(?:(?!</script>).)*?'
+    r"https://cdnjs\.cloudflare\.com(?:(?!</script>).)*</script>",
+    flags=re.DOTALL,
+)
 """mkdocs-jupyter's empty MathJax loader and its Mermaid loader (an import from a CDN when a notebook
 has a diagram; ours have none): the site's pages load nothing from outside it."""
 

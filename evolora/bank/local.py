@@ -61,9 +61,17 @@ class AdapterBank:
             matches no linear layer, or the engine is unknown or cannot run here.
     """
 
-    def __init__(self, base: CausalLM, slots: list[str], *, rank: int, alpha: float,
-                 target_modules: tuple[str, ...] | str = ALL_LINEAR, tokenizer: Tokenizer | None = None,
-                 engine: str = "auto"):
+    def __init__(
+        self,
+        base: CausalLM,
+        slots: list[str],
+        *,
+        rank: int,
+        alpha: float,
+        target_modules: tuple[str, ...] | str = ALL_LINEAR,
+        tokenizer: Tokenizer | None = None,
+        engine: str = "auto",
+    ):
         if not slots:
             raise ValueError("an adapter bank needs at least one slot")
         target_modules = resolve_target_modules(base, target_modules)
@@ -121,8 +129,11 @@ class AdapterBank:
                 floating-point tensor, its shape differs (rank ≠ ``self.rank``), or it holds NaN/Inf.
         """
         self._check_slot(slot)
-        check_factors(factors, {name: (layer.lora_A[slot].weight, layer.lora_B[slot].weight)
-                                for name, layer in self.layers.items()}, self.rank)
+        check_factors(
+            factors,
+            {name: (layer.lora_A[slot].weight, layer.lora_B[slot].weight) for name, layer in self.layers.items()},
+            self.rank,
+        )
         for name, layer in self.layers.items():
             layer.lora_A[slot].weight.copy_(factors[name][0])
             layer.lora_B[slot].weight.copy_(factors[name][1])
@@ -134,8 +145,10 @@ class AdapterBank:
 
     def factor_shapes(self) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
         """{module: (A shape (r, d_in), B shape (d_out, r))}, in the bank's module order."""
-        return {name: (tuple(layer.lora_A[self.slots[0]].weight.shape), tuple(layer.lora_B[self.slots[0]].weight.shape))
-                for name, layer in self.layers.items()}
+        return {
+            name: (tuple(layer.lora_A[self.slots[0]].weight.shape), tuple(layer.lora_B[self.slots[0]].weight.shape))
+            for name, layer in self.layers.items()
+        }
 
     def parameters(self, slot: str) -> list[torch.nn.Parameter]:
         """The trainable tensors of ``slot`` (A and B of every module), in a fixed order."""
@@ -158,9 +171,17 @@ class AdapterBank:
                 param.requires_grad_(other == slot)
 
     # -- the bank protocol of a run (evolora.distributed.sharded_bank.ShardedBank offers the same over Ray actors) --
-    def rollout(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *, segments: tuple = (),
-                stats: RolloutStats | None = None, batch_size: int | None = None,
-                generator: torch.Generator | None = None) -> list[Completion]:
+    def rollout(
+        self,
+        prompts: list[list[int]],
+        adapters: list[str],
+        sampling: Sampling,
+        *,
+        segments: tuple = (),
+        stats: RolloutStats | None = None,
+        batch_size: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[Completion]:
         """One completion per (prompt, adapter) row, by the bank's :attr:`engine`
         (:meth:`evolora.generation.engine.Engine.generate`).
 
@@ -177,8 +198,15 @@ class AdapterBank:
         """
         if generator is not None:  # sampling draws on the model's device
             generator = generator_on(generator, model_device(self.model))
-        return self.engine.generate(prompts, adapters, sampling, segments=tuple(segments), batch_size=batch_size,
-                                    stats=stats, generator=generator)
+        return self.engine.generate(
+            prompts,
+            adapters,
+            sampling,
+            segments=tuple(segments),
+            batch_size=batch_size,
+            stats=stats,
+            generator=generator,
+        )
 
     def update(self, jobs: dict[str, tuple[torch.optim.Optimizer, list]], lr: float | None = None, **settings) -> dict:
         """One GRPO / REINFORCE++ update per slot: :func:`evolora.learner.policy_update_many`

@@ -1,17 +1,17 @@
 """The ``evolora`` command line (typer).
 
-    evolora evolve gsm [--out DIR] [--set a.b=value ...] [--seed N]      # a preset, or a path: tasks/gsm.yaml
-    evolora init gsm [DEST]                                              # an editable copy of a preset
-    evolora evolve --resume RUN_DIR [--set run.steps=20]
-    evolora evolve CONFIG --set 'run.loggers=[jsonl,tensorboard,wandb]'   # trackers: evolora.loggers
-    evolora operators [--kind mutation]
-    evolora engines [--import MODULE]                                    # the rollout engines generation.engine names
-    evolora evaluate RUN_DIR [--limit N]
-    evolora export RUN_DIR [--member best|ID] [--out DIR] [--merge/--no-merge]   # a member as a HF model or adapter
-    evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
-    evolora compare RUN_A RUN_B [...] [--out DIR]
-    evolora study CONFIG [--seeds 0,1,2] [--arms population,single_agent] [--out DIR] [--set ...]
-    evolora cache [--clear] [--kind models|held_out]                     # evolora's caches: show, clear
+evolora evolve gsm [--out DIR] [--set a.b=value ...] [--seed N]      # a preset, or a path: tasks/gsm.yaml
+evolora init gsm [DEST]                                              # an editable copy of a preset
+evolora evolve --resume RUN_DIR [--set run.steps=20]
+evolora evolve CONFIG --set 'run.loggers=[jsonl,tensorboard,wandb]'   # trackers: evolora.loggers
+evolora operators [--kind mutation]
+evolora engines [--import MODULE]                                    # the rollout engines generation.engine names
+evolora evaluate RUN_DIR [--limit N]
+evolora export RUN_DIR [--member best|ID] [--out DIR] [--merge/--no-merge]   # a member as a HF model or adapter
+evolora report RUN_DIR [RUN_DIR ...] [--out DIR]
+evolora compare RUN_A RUN_B [...] [--out DIR]
+evolora study CONFIG [--seeds 0,1,2] [--arms population,single_agent] [--out DIR] [--set ...]
+evolora cache [--clear] [--kind models|held_out]                     # evolora's caches: show, clear
 """
 
 from __future__ import annotations
@@ -25,16 +25,19 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from evolora.cli.display import console, fail, os_failure, result_console, warn
 from evolora.cli.cache import cache_command
+from evolora.cli.display import console, fail, os_failure, result_console, warn
 from evolora.cli.finished import evaluate_command, export_command
 from evolora.cli.reports import _study_tables, compare, report
 from evolora.cli.tools import engines, init, operators, sandbox
 from evolora.config import Config, ConfigError, check_resume, load_config, load_run_config
 from evolora.user_code import UserCodeError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA).",
+)
 
 
 def _print_version(value: bool) -> None:
@@ -46,13 +49,17 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """evolora: population-based self-play for LLMs with LoRA adapters as genomes (PopuLoRA)."""
 
 
-def _prepare(config_path: Optional[Path], overrides: list[str], seed: Optional[int],
-             out: Optional[Path], resume: Optional[Path]) -> tuple[Config, Path]:
+def _prepare(
+    config_path: Optional[Path], overrides: list[str], seed: Optional[int], out: Optional[Path], resume: Optional[Path]
+) -> tuple[Config, Path]:
     try:
         if resume is not None:
             if not (resume / "config.yaml").exists():
@@ -84,11 +91,15 @@ def _refuse_occupied(out: Path) -> None:
 
 @app.command()
 def evolve(
-    config_path: Optional[Path] = typer.Argument(None, metavar="CONFIG", help="YAML run config or preset, e.g. gsm or tasks/gsm.yaml."),
+    config_path: Optional[Path] = typer.Argument(
+        None, metavar="CONFIG", help="YAML run config or preset, e.g. gsm or tasks/gsm.yaml."
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<config>-<time>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set evolution.gamma=0.5"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (overrides run.seed)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory from its last checkpoint."),
+    resume: Optional[Path] = typer.Option(
+        None, "--resume", help="Continue the run in this directory from its last checkpoint."
+    ),
     no_eval: bool = typer.Option(False, "--no-eval", help="Skip the held-out evaluation at the end."),
     verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),
 ) -> None:
@@ -105,8 +116,9 @@ app.command("export")(export_command)
 app.command()(sandbox)
 
 
-def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False,
-             study: bool = False) -> dict | None:
+def _execute(
+    config: Config, out: Path, *, resume: bool, evaluate: bool = True, verbose: bool = False, study: bool = False
+) -> dict | None:
     """Run (or resume) one run to its end in ``out``: checks, lock, progress, final evaluation, table.
 
     Nothing is written before the run directory's lock is held (:func:`evolora.run_dir.lock_run_dir`,
@@ -126,8 +138,10 @@ def _execute(config: Config, out: Path, *, resume: bool, evaluate: bool = True, 
     except (ModelNotFoundError, ValueError) as error:
         fail(str(error))
     except OSError as error:  # e.g. a model.name longer than a file name may be
-        fail(f"model.name {_short_name(config.model.name)}: {error.strerror}; give an embedded name, "
-             "a Hugging Face id or a local directory")
+        fail(
+            f"model.name {_short_name(config.model.name)}: {error.strerror}; give an embedded name, "
+            "a Hugging Face id or a local directory"
+        )
     try:
         lock = lock_run_dir(out)
         lock.__enter__()
@@ -182,10 +196,10 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     """The body of :func:`_execute`, run while this process holds the run directory's lock."""
     from evolora.callbacks import Checkpointer, ProgressBar
     from evolora.cli.display import start_line
-    from evolora.quiet import quiet_libraries
-    from evolora.loggers import LoggerError, close_loggers, open_loggers
     from evolora.distributed.recovery import ClusterLost, WorkerLost
+    from evolora.loggers import LoggerError, close_loggers, open_loggers
     from evolora.model.threads import ThreadPolicy
+    from evolora.quiet import quiet_libraries
 
     began = time.perf_counter()
     quiet_libraries(verbose)
@@ -194,8 +208,11 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         run = _open_run(config, out, resume=resume)
     except UserCodeError as error:  # a user's engine (or task) that fails while it is built
         _user_code_failure(error, out, verbose=verbose)
-    threads = ThreadPolicy(config.model.num_threads if config.run.backend == "local" else None, run_dir=out,
-                           say=lambda line: console.print(f"[yellow]note:[/] {line}", highlight=False))
+    threads = ThreadPolicy(
+        config.model.num_threads if config.run.backend == "local" else None,
+        run_dir=out,
+        say=lambda line: console.print(f"[yellow]note:[/] {line}", highlight=False),
+    )
     threads.apply()  # auto: the cores free now and the runs beside this one, checked again after every step
     try:
         loggers, summary = open_loggers(config.run.loggers, out, start_step=run.step), None  # jsonl, tensorboard, wandb
@@ -206,9 +223,12 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         with ProgressBar(config.run.steps, start=run.step, console=result_console()) as progress:
             run.train(loggers + [Checkpointer(config.run.checkpoint_every, config.run.steps), progress, threads])
         source = run.task.held_out_source
-        console.print(f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
-                      if evaluate and config.eval.enabled and config.eval.limit and source
-                      else "writing final adapters ...", highlight=False)
+        console.print(
+            f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
+            if evaluate and config.eval.enabled and config.eval.limit and source
+            else "writing final adapters ...",
+            highlight=False,
+        )
         summary = run.finish(evaluate=evaluate)
     except KeyboardInterrupt:
         console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
@@ -234,8 +254,10 @@ def _user_code_failure(error: Exception, out: Path, *, verbose: bool) -> None:
         import traceback
 
         console.print("".join(traceback.format_exception(error)), markup=False, highlight=False, soft_wrap=True)
-    fail(f"{error}\nthe last checkpoint is intact: fix it, then continue with: evolora evolve --resume {out}"
-         + ("" if verbose else " (--verbose shows the traceback)"))
+    fail(
+        f"{error}\nthe last checkpoint is intact: fix it, then continue with: evolora evolve --resume {out}"
+        + ("" if verbose else " (--verbose shows the traceback)")
+    )
 
 
 def _with_verdict(summary: dict, out: Path) -> dict:
@@ -290,20 +312,38 @@ def _print_summary(summary: dict) -> None:
     verdict = summary.get("verdict") or {"held_out": {}, "trend": {}, "sentence": ""}
     table = Table(title=f"population after {summary['steps']} steps")
     family = verdict.get("family", {}).get("held_out", {})
-    for column in ("id", "role", "μ ± σ", "μ−3σ", "Elo", "W/L/D", "solve/valid", "born", "held-out [95 %], n",
-                   *(["family [95 %], n"] if family else [])):
+    for column in (
+        "id",
+        "role",
+        "μ ± σ",
+        "μ−3σ",
+        "Elo",
+        "W/L/D",
+        "solve/valid",
+        "born",
+        "held-out [95 %], n",
+        *(["family [95 %], n"] if family else []),
+    ):
         table.add_column(column, overflow="fold")
     for row in summary["individuals"]:
         table.add_row(
-            row["id"], row["role"], f"{row['mu']:.1f} ± {row['sigma']:.1f}", f"{row['conservative']:.1f}",
-            f"{row['elo']:.0f}", f"{row['wins']}/{row['losses']}/{row['draws']}",
+            row["id"],
+            row["role"],
+            f"{row['mu']:.1f} ± {row['sigma']:.1f}",
+            f"{row['conservative']:.1f}",
+            f"{row['elo']:.0f}",
+            f"{row['wins']}/{row['losses']}/{row['draws']}",
             f"{row['solve_or_valid_rate']:.0%}" if row["solve_or_valid_rate"] is not None else "-",
-            f"{row['operator']}@{row['born_step']}", _accuracy(verdict["held_out"].get(row["id"])),
-            *([_accuracy(family.get(row["id"]))] if family else []))
+            f"{row['operator']}@{row['born_step']}",
+            _accuracy(verdict["held_out"].get(row["id"])),
+            *([_accuracy(family.get(row["id"]))] if family else []),
+        )
     if "base" in verdict["held_out"]:
-        table.caption = (f"base model held-out accuracy: {_accuracy(verdict['held_out']['base'])}; "
-                         f"held-out problems: {summary.get('held_out_source') or 'the task'}"
-                         + (f"; base on the family: {_accuracy(family.get('base'))}" if family else ""))
+        table.caption = (
+            f"base model held-out accuracy: {_accuracy(verdict['held_out']['base'])}; "
+            f"held-out problems: {summary.get('held_out_source') or 'the task'}"
+            + (f"; base on the family: {_accuracy(family.get('base'))}" if family else "")
+        )
     console = result_console()
     console.print(table)
     if verdict["trend"]:
@@ -331,14 +371,29 @@ def _accuracy(held: dict | None) -> str:
 
 @app.command()
 def study(
-    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML run config or preset, e.g. arith or tasks/arith.yaml."),
+    config_path: Path = typer.Argument(
+        ..., metavar="CONFIG", help="YAML run config or preset, e.g. arith or tasks/arith.yaml."
+    ),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds: 0,1,2 or 0-2."),
-    arms: str = typer.Option("population,single_agent", "--arms", help="Arms: population, single_agent, single_agent_total, no_evolution, independent_pairs, random_reward, or the config's study.arms."),
+    arms: str = typer.Option(
+        "population,single_agent",
+        "--arms",
+        help="Arms: population, single_agent, single_agent_total, no_evolution, independent_pairs, random_reward, or the config's study.arms.",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="Study directory (default runs/study-<config>)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key in every run: --set run.steps=10"),
     verbose: bool = typer.Option(False, "--verbose", help="Show third-party warnings, logs and progress bars."),
-    samples: int = typer.Option(0, "--samples", min=0, help="Also sampled pass@k (k = 1, 4, 16) of every run's members and the base, with N answers per problem (0: off)."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="The arm every other arm is compared with in the study tables (default: population if it is in --arms, else the first arm)."),
+    samples: int = typer.Option(
+        0,
+        "--samples",
+        min=0,
+        help="Also sampled pass@k (k = 1, 4, 16) of every run's members and the base, with N answers per problem (0: off).",
+    ),
+    reference: Optional[str] = typer.Option(
+        None,
+        "--reference",
+        help="The arm every other arm is compared with in the study tables (default: population if it is in --arms, else the first arm).",
+    ),
 ) -> None:
     """Run every seed × arm of CONFIG (finished runs are skipped, started ones resumed), then compare them."""
     from evolora.run_dir import OutRefused, check_out
@@ -356,7 +411,9 @@ def study(
     elif reference not in arm_names and not any(out.glob(f"{reference}-s*")):
         fail(f"--reference {reference} is neither in --arms ({', '.join(arm_names)}) nor a finished arm in {out}")
     for number, item in enumerate(plan, start=1):
-        console.print(f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}")
+        console.print(
+            f"[bold]study run {number}/{len(plan)}[/]: {item.arm}, seed {item.seed} ({item.state}) -> {item.out}"
+        )
         if item.state != "done":
             _execute(item.config, item.out, resume=item.state == "resume", verbose=verbose, study=True)
     study_pass_at_k(plan, samples, say=lambda text: console.print(text, highlight=False)) if samples else None

@@ -31,8 +31,9 @@ def cache_command(
             return
         caches = [info for info in list_caches() if not kind or info.kind in kind]
     except OSError as error:
-        os_failure(error, "the caches only save time, and entries not yet removed are as they were",
-                   writing="the cache folder")
+        os_failure(
+            error, "the caches only save time, and entries not yet removed are as they were", writing="the cache folder"
+        )
     table = Table(title="evolora caches")
     for column in ("kind", "path", "entries", "size", "holds"):
         table.add_column(column, overflow="fold")

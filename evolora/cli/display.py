@@ -20,13 +20,17 @@ from evolora.config import Config
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 """The command line's console for progress, notes and errors (stderr; stdout carries results)."""
 
+
 def start_line(config: Config, out, *, resume: bool) -> str:
     """One line: model (and whether it is converted first), task, population, steps, the outer loop's
     operators (:func:`evolution_words`), run directory."""
     from evolora.model import needs_conversion
 
-    players = ("1 single agent (proposes and solves)" if config.selfplay.mode == "single_agent"
-               else " + ".join(f"{n} {role}{'s' * (n != 1)}" for role, n in config.role_sizes.items()))
+    players = (
+        "1 single agent (proposes and solves)"
+        if config.selfplay.mode == "single_agent"
+        else " + ".join(f"{n} {role}{'s' * (n != 1)}" for role, n in config.role_sizes.items())
+    )
     model = config.model.name
     if needs_conversion(model):
         model += " (first run: converting the embedded GGUF once, ~20 s)"
@@ -37,10 +41,16 @@ def start_line(config: Config, out, *, resume: bool) -> str:
         device = str(resolve_device(config.model.device))
         model += f" ({device}, {resolve_dtype(config.model.dtype, device)})"
     verb = "resuming" if resume else "starting"
-    where = (f", {config.run.workers} Ray worker{'s' * (config.run.workers > 1)}"
-             f" ({config.run.ray_address or 'local cluster'})" if config.run.backend == "ray" else "")
-    return (f"evolora: {verb} {players} on {model}{where}, task {config.task.name}, "
-            f"{config.run.steps} steps, {evolution_words(config)} -> {out}")
+    where = (
+        f", {config.run.workers} Ray worker{'s' * (config.run.workers > 1)}"
+        f" ({config.run.ray_address or 'local cluster'})"
+        if config.run.backend == "ray"
+        else ""
+    )
+    return (
+        f"evolora: {verb} {players} on {model}{where}, task {config.task.name}, "
+        f"{config.run.steps} steps, {evolution_words(config)} -> {out}"
+    )
 
 
 def evolution_words(config: Config) -> str:
@@ -67,18 +77,33 @@ def critic_table(critic_eval: dict):
 
     n, judges = critic_eval["n"], list(critic_eval["judges"])
     table = Table(title=f"held-out critic evaluation ({critic_eval['problems']} problems, n = {n})")
-    scored = [j for j in judges if all(j in row.get("best_of_n_score", {}) for row in critic_eval["answerers"].values())]
-    for column in ("answerer", "greedy", "single", f"majority@{n}", *(f"best@{n} by {j}" for j in judges),
-                   *(f"top@{n} by {j}" for j in scored)):
+    scored = [
+        j for j in judges if all(j in row.get("best_of_n_score", {}) for row in critic_eval["answerers"].values())
+    ]
+    for column in (
+        "answerer",
+        "greedy",
+        "single",
+        f"majority@{n}",
+        *(f"best@{n} by {j}" for j in judges),
+        *(f"top@{n} by {j}" for j in scored),
+    ):
         table.add_column(column)
     pct = lambda x: f"{x:.1%}" if x is not None else "-"  # noqa: E731
     for name, row in critic_eval["answerers"].items():
-        table.add_row(name, pct(row["greedy"]), pct(row["single"]), pct(row["majority"]),
-                      *(pct(row["best_of_n"][j]) for j in judges), *(pct(row["best_of_n_score"][j]) for j in scored))
+        table.add_row(
+            name,
+            pct(row["greedy"]),
+            pct(row["single"]),
+            pct(row["majority"]),
+            *(pct(row["best_of_n"][j]) for j in judges),
+            *(pct(row["best_of_n_score"][j]) for j in scored),
+        )
     table.caption = "balanced accuracy of each judge: " + "; ".join(
         f"{j} {pct(s['balanced_accuracy'])} (parsed {pct(s['parse_rate'])} of {s['reviews']}"
         + (f", AUC {s['auc']:.3f})" if s.get("auc") is not None else ")")
-        for j, s in critic_eval["judges"].items())
+        for j, s in critic_eval["judges"].items()
+    )
     return table
 
 
@@ -90,24 +115,35 @@ def warn(message: str) -> None:
 OS_ERRORS: dict[int, tuple[str, str]] = {
     errno.ENOSPC: ("no space left on the device", "make room"),
     errno.EDQUOT: ("disk quota exceeded", "free some of your quota (or ask for a larger one)"),
-    errno.EFBIG: ("file too large for the file-size limit", "raise the limit (ulimit -f unlimited) or choose "
-                  "a file system that takes larger files"),
-    errno.EACCES: ("permission denied", "give your user write access to the folder (chmod, chown) or choose "
-                   "another one"),
-    errno.EPERM: ("operation not permitted", "give your user write access to the folder (chmod, chown) or choose "
-                  "another one"),
+    errno.EFBIG: (
+        "file too large for the file-size limit",
+        "raise the limit (ulimit -f unlimited) or choose a file system that takes larger files",
+    ),
+    errno.EACCES: (
+        "permission denied",
+        "give your user write access to the folder (chmod, chown) or choose another one",
+    ),
+    errno.EPERM: (
+        "operation not permitted",
+        "give your user write access to the folder (chmod, chown) or choose another one",
+    ),
     errno.EROFS: ("the file system is read-only", "remount it read-write (or copy the folder to a writable one)"),
-    errno.EIO: ("input/output error (a failing disk, or a network file system gone away)",
-                "check the disk and its mount (dmesg, fsck) before writing there again"),
+    errno.EIO: (
+        "input/output error (a failing disk, or a network file system gone away)",
+        "check the disk and its mount (dmesg, fsck) before writing there again",
+    ),
 }
 """OSError number -> (what happened, what to do): the errors on a run's files or the caches the command
 line reports in one line (exit 2) instead of a traceback."""
+
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as one error line on stderr and exit with ``code`` (2: a usage or config error).
 
     The message is bounded (:func:`bounded`): at most 3 lines and 500 bytes, whatever value it quotes."""
-    console.print(f"[bold red]error:[/] {escape(bounded(message))}", highlight=False, soft_wrap=True)  # e.g. 'evolora[wandb]'
+    console.print(
+        f"[bold red]error:[/] {escape(bounded(message))}", highlight=False, soft_wrap=True
+    )  # e.g. 'evolora[wandb]'
     raise typer.Exit(code)
 
 
@@ -143,6 +179,7 @@ def bounded(message: str, *, lines: int = 3, size: int = 500, word: int = 160) -
     >>> bounded("x" * 400, word=20)
     'xxxxxxxxxxxx...xxxxx'
     """
+
     def cut(match) -> str:
         text = match.group()
         return text[: word - 8] + "..." + text[-5:]

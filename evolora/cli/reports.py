@@ -96,8 +96,10 @@ def compare(
         table.add_row(*row)
     paired = summary["paired"]
     if paired:
-        table.caption = (f"population − single agent, paired by seed {paired['seeds']}: member mean "
-                         f"{format_stat(paired['mean'])}, best {format_stat(paired['best'])}, complexity slope "
-                         f"{format_stat(paired['complexity_slope'], percent=False, digits=3)}")
+        table.caption = (
+            f"population − single agent, paired by seed {paired['seeds']}: member mean "
+            f"{format_stat(paired['mean'])}, best {format_stat(paired['best'])}, complexity slope "
+            f"{format_stat(paired['complexity_slope'], percent=False, digits=3)}"
+        )
     result_console().print(table)
     typer.echo(str(page))

@@ -17,8 +17,12 @@ from evolora.cli.display import fail
 
 
 def init(
-    preset: str = typer.Argument(..., metavar="PRESET", help="A shipped config: arith, gsm, code, ... (the tasks/ folder)."),
-    dest: Optional[Path] = typer.Argument(None, metavar="DEST", help="File or folder to write (default ./PRESET.yaml)."),
+    preset: str = typer.Argument(
+        ..., metavar="PRESET", help="A shipped config: arith, gsm, code, ... (the tasks/ folder)."
+    ),
+    dest: Optional[Path] = typer.Argument(
+        None, metavar="DEST", help="File or folder to write (default ./PRESET.yaml)."
+    ),
 ) -> None:
     """Write an editable copy of a preset config; run it with: evolora evolve DEST."""
     from evolora.config import ConfigError
@@ -42,8 +46,14 @@ def init(
 
 def operators(
     kind: Optional[str] = typer.Option(None, help="selection, replacement, crossover or mutation."),
-    modules: list[str] = typer.Option([], "--import", metavar="MODULE", help=(
-        "Import a module of your own first (e.g. my_ops, from the current folder): its @register operators are listed too.")),
+    modules: list[str] = typer.Option(
+        [],
+        "--import",
+        metavar="MODULE",
+        help=(
+            "Import a module of your own first (e.g. my_ops, from the current folder): its @register operators are listed too."
+        ),
+    ),
 ) -> None:
     """List every registered operator with its kind, parameters and defaults."""
     from evolora.operators import REGISTRY
@@ -71,8 +81,12 @@ def plain_text(docstring: str) -> str:
 
 
 def engines(
-    modules: list[str] = typer.Option([], "--import", metavar="MODULE", help=(
-        "Import a module of your own first (e.g. my_engines): its @register_engine engines are listed too.")),
+    modules: list[str] = typer.Option(
+        [],
+        "--import",
+        metavar="MODULE",
+        help=("Import a module of your own first (e.g. my_engines): its @register_engine engines are listed too."),
+    ),
 ) -> None:
     """List every registered rollout engine (generation.engine) with where it runs; a class of your
     own is also named directly as generation.engine: package.module:Class."""
@@ -101,16 +115,22 @@ def _import_user_modules(modules: list[str]) -> None:
         try:
             importlib.import_module(module)
         except Exception as error:  # ImportError, or the module's own error while it runs
-            fail(f"cannot import {module!r}: {error}; run from the folder that holds {module.replace('.', '/')}.py "
-                 "or put it on PYTHONPATH")
+            fail(
+                f"cannot import {module!r}: {error}; run from the folder that holds {module.replace('.', '/')}.py "
+                "or put it on PYTHONPATH"
+            )
 
 
 def sandbox(
     program: Path = typer.Argument(..., metavar="FILE.py", help="Python program to run in the verifier sandbox."),
     timeout: float = typer.Option(2.0, "--timeout", help="Wall-clock limit in seconds (> 0)."),
     memory: int = typer.Option(256, "--memory", help="Address-space limit in MiB (>= 32)."),
-    input_json: Optional[str] = typer.Option(None, "--input", metavar="JSON", help=(
-        "Standard input as a JSON value: a string is fed as is, anything else as its JSON text.")),
+    input_json: Optional[str] = typer.Option(
+        None,
+        "--input",
+        metavar="JSON",
+        help=("Standard input as a JSON value: a string is fed as is, anything else as its JSON text."),
+    ),
 ) -> None:
     """Run one program in the verifier sandbox and print {status, output, seconds, error} as JSON.
 
@@ -140,6 +160,10 @@ def sandbox(
         result = {"status": "error", "output": "", "seconds": 0.0, "error": f"source is not UTF-8: {error.reason}"}
     else:
         outcome = run_program(source, timeout_s=timeout, memory_mb=memory, stdin=stdin)
-        result = {"status": outcome.status, "output": outcome.output, "seconds": round(outcome.seconds, 4),
-                  "error": outcome.error}
+        result = {
+            "status": outcome.status,
+            "output": outcome.output,
+            "seconds": round(outcome.seconds, 4),
+            "error": outcome.error,
+        }
     typer.echo(json.dumps(result))

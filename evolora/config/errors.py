@@ -30,10 +30,15 @@ def format_validation_error(error: ValidationError, root: type) -> str:
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             known = _section_keys(root, item["loc"][:-1])
-            message = (f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
-                       if known else "unknown key; check the spelling against the documented keys")
+            message = (
+                f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
+                if known
+                else "unknown key; check the spelling against the documented keys"
+            )
         got = item.get("input")  # a whole section or config is never echoed: the message names its keys
-        lines.append(f"  {clip(where, 80)}: {clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {short(got, 60)})"))
+        lines.append(
+            f"  {clip(where, 80)}: {clip(message, 160)}" + ("" if isinstance(got, dict) else f" (got {short(got, 60)})")
+        )
     if len(lines) > 2:
         lines = [lines[0], f"  ... and {len(lines) - 1} more; fix the first and run again"]
     return "invalid config:\n" + "\n".join(lines)

@@ -21,10 +21,14 @@ from evolora.user_code import UserCodeError, describe_exception
 ADAPTER = "{module: (A (r, d_in), B (d_out, r))}"
 CONTRACTS = {
     "selection": "fn(fitness (P,), num, *, generator, **params) returns a 1-D integer tensor of num indices in [0, P)",
-    "crossover": (f"fn(parents, fitness, *, generator, **params) returns one adapter {ADAPTER} with the parents' "
-                  "modules and shapes, every value finite"),
-    "mutation": (f"fn(parent, *, generator, **params) returns one adapter {ADAPTER} with the parent's modules "
-                 "and shapes, every value finite"),
+    "crossover": (
+        f"fn(parents, fitness, *, generator, **params) returns one adapter {ADAPTER} with the parents' "
+        "modules and shapes, every value finite"
+    ),
+    "mutation": (
+        f"fn(parent, *, generator, **params) returns one adapter {ADAPTER} with the parent's modules "
+        "and shapes, every value finite"
+    ),
 }
 """What a user's operator of each kind takes and returns (the registry's call signatures)."""
 
@@ -119,8 +123,11 @@ def _check_child(kind: str, result, args: tuple) -> str | None:
         missing, extra = sorted(set(reference) - set(result)), sorted(set(result) - set(reference))
         return f"returned other modules (missing {missing[:3]}, extra {extra[:3]})"
     for name, factors in result.items():
-        if not (isinstance(factors, (tuple, list)) and len(factors) == 2
-                and all(isinstance(f, torch.Tensor) for f in factors)):
+        if not (
+            isinstance(factors, (tuple, list))
+            and len(factors) == 2
+            and all(isinstance(f, torch.Tensor) for f in factors)
+        ):
             return f"returned {type(factors).__name__} for module {name!r}, not a pair of tensors (A, B)"
         shapes = tuple(tuple(f.shape) for f in factors)
         expected = tuple(tuple(f.shape) for f in reference[name])

@@ -45,20 +45,27 @@ class PopulationConfig(_Section):
             return data
         named = [key for key in _NAMED.values() if key in data]
         if named:
-            raise ValueError(f"population.roles and population.{named[0]} both given; declare the sizes once, "
-                             "either roles: {teacher: 2, student: 2} or teachers: 2, students: 2")
+            raise ValueError(
+                f"population.roles and population.{named[0]} both given; declare the sizes once, "
+                "either roles: {teacher: 2, student: 2} or teachers: 2, students: 2"
+            )
         roles = data["roles"]
         if not isinstance(roles, dict):
-            raise ValueError(f"population.roles must map each role to its size, such as "
-                             f"{{teacher: 2, student: 2}}, got {roles!r}")
+            raise ValueError(
+                f"population.roles must map each role to its size, such as {{teacher: 2, student: 2}}, got {roles!r}"
+            )
         unknown = [str(role) for role in roles if role not in POPULATION_ROLES]
         if unknown:
-            raise ValueError(f"population.roles: unknown role {unknown[0]!r}; the roles are "
-                             f"{', '.join(POPULATION_ROLES)} (the single agent is selfplay.mode=single_agent)")
+            raise ValueError(
+                f"population.roles: unknown role {unknown[0]!r}; the roles are "
+                f"{', '.join(POPULATION_ROLES)} (the single agent is selfplay.mode=single_agent)"
+            )
         missing = [role for role in REQUIRED_ROLES if role not in roles]
         if missing:
-            raise ValueError(f"population.roles: give a size for {missing[0]!r} too; the game needs "
-                             f"every one of {', '.join(REQUIRED_ROLES)}")
+            raise ValueError(
+                f"population.roles: give a size for {missing[0]!r} too; the game needs "
+                f"every one of {', '.join(REQUIRED_ROLES)}"
+            )
         for role, size in roles.items():
             if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 64:
                 raise ValueError(f"population.roles.{role} must be a whole number from 1 to 64, got {size!r}")
@@ -69,8 +76,9 @@ class PopulationConfig(_Section):
     def roles(self) -> dict[str, int]:
         """Members per role, in the pipeline's order: ``{"teacher": 2, "student": 2}``, with
         ``"critic"`` last when ``critics > 0``."""
-        return {role: getattr(self, key) for role, key in _NAMED.items()
-                if role in REQUIRED_ROLES or getattr(self, key) > 0}
+        return {
+            role: getattr(self, key) for role, key in _NAMED.items() if role in REQUIRED_ROLES or getattr(self, key) > 0
+        }
 
     def key(self, role: str) -> str:
         """The config key of ``role``'s size, for error messages (``population.teachers``)."""
@@ -92,7 +100,8 @@ def check_evolvable(population: PopulationConfig, evolution) -> None:
         if evo.elitism >= size and evo.gamma > 0:  # a silent no-op evolution is a config bug
             raise ValueError(
                 f"evolution.elitism={evo.elitism} protects every {role} ({size} in all); "
-                f"set evolution.elitism below {population.key(role)} or evolution.gamma to 0")
+                f"set evolution.elitism below {population.key(role)} or evolution.gamma to 0"
+            )
     if evo.crossover_rate > 0 and evo.gamma > 0:
         from evolora.operators.selection import num_replaced
 
@@ -102,4 +111,5 @@ def check_evolvable(population: PopulationConfig, evolution) -> None:
                 raise ValueError(
                     f"a crossover needs 2 parents but {population.key(role)}={size} leaves {pool} "
                     f"(evolution.parent_pool={evo.parent_pool}); grow {population.key(role)} "
-                    "or set evolution.crossover_rate=0")
+                    "or set evolution.crossover_rate=0"
+                )

@@ -15,7 +15,6 @@ from pydantic import AfterValidator, Field, model_validator
 
 from evolora.config.types import Int, _Section
 
-
 OPTIONAL_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
 """Logger name -> the Python package it needs, installed by ``pip install 'evolora[NAME]'``."""
 
@@ -42,8 +41,10 @@ def check_loggers(names: tuple[str, ...]) -> tuple[str, ...]:
     for name in names:
         package = OPTIONAL_PACKAGES.get(name)
         if package and importlib.util.find_spec(package) is None:
-            raise ValueError(f"the {name} logger needs the {package} package, which is not installed; "
-                             f"install it with: pip install 'evolora[{name}]'")
+            raise ValueError(
+                f"the {name} logger needs the {package} package, which is not installed; "
+                f"install it with: pip install 'evolora[{name}]'"
+            )
     return names
 
 
@@ -94,7 +95,9 @@ class RunConfig(_Section):
     def _check_backend(self) -> RunConfig:
         if self.backend == "local":
             if self.workers > 1:
-                raise ValueError(f"run.workers={self.workers} needs run.backend=ray; set run.backend=ray or run.workers=1")
+                raise ValueError(
+                    f"run.workers={self.workers} needs run.backend=ray; set run.backend=ray or run.workers=1"
+                )
             if self.ray_address is not None:
                 raise ValueError("run.ray_address is only read with run.backend=ray; set run.backend=ray or drop it")
         elif importlib.util.find_spec("ray") is None:
@@ -115,8 +118,12 @@ def check_workers(run: RunConfig, slots: int, device: str = "auto") -> None:
             own GPU, which it sees as ``cuda``).
     """
     if run.backend == "ray" and device.startswith("cuda:"):
-        raise ValueError(f"model.device={device} with run.backend=ray: Ray gives each worker its own GPU; "
-                         "set model.device=cuda (or auto)")
+        raise ValueError(
+            f"model.device={device} with run.backend=ray: Ray gives each worker its own GPU; "
+            "set model.device=cuda (or auto)"
+        )
     if run.backend == "ray" and run.workers > slots:
-        raise ValueError(f"run.workers={run.workers} but the run has only {slots} adapter slots (members and "
-                         f"hall of fame); set run.workers <= {slots}")
+        raise ValueError(
+            f"run.workers={run.workers} but the run has only {slots} adapter slots (members and "
+            f"hall of fame); set run.workers <= {slots}"
+        )

@@ -154,6 +154,9 @@ class SelfPlayConfig(_Section):
         if role not in POPULATION_ROLES:
             raise ValueError(f"unknown role {role!r}; use one of {', '.join(POPULATION_ROLES)}")
         own = lambda key: getattr(self, f"{role}_{key}")  # noqa: E731
-        return Sampling(temperature=own("temperature") if own("temperature") is not None else self.temperature,
-                        top_p=own("top_p") if own("top_p") is not None else self.top_p,
-                        max_new_tokens=own("max_new_tokens"), stop=tuple(stop))
+        return Sampling(
+            temperature=own("temperature") if own("temperature") is not None else self.temperature,
+            top_p=own("top_p") if own("top_p") is not None else self.top_p,
+            max_new_tokens=own("max_new_tokens"),
+            stop=tuple(stop),
+        )

@@ -82,17 +82,22 @@ class StrictLoader(yaml.SafeLoader):
             self.alias_count += 1
             if self.alias_count > MAX_ALIASES:
                 event = self.peek_event()
-                raise StrictYAMLError(f"line {event.start_mark.line + 1}: more than {MAX_ALIASES} aliases (*name); "
-                                      "write the values out")
+                raise StrictYAMLError(
+                    f"line {event.start_mark.line + 1}: more than {MAX_ALIASES} aliases (*name); write the values out"
+                )
         self.depth += 1
         self.node_count += 1
         try:
             if self.node_count > MAX_NODES:
-                raise StrictYAMLError(f"line {self.peek_event().start_mark.line + 1}: the document holds more than "
-                                      f"{MAX_NODES:,} values; a config needs a few hundred")
+                raise StrictYAMLError(
+                    f"line {self.peek_event().start_mark.line + 1}: the document holds more than "
+                    f"{MAX_NODES:,} values; a config needs a few hundred"
+                )
             if self.depth > MAX_DEPTH:
-                raise StrictYAMLError(f"line {self.peek_event().start_mark.line + 1}: values nest more than "
-                                      f"{MAX_DEPTH} levels deep; a config needs a few")
+                raise StrictYAMLError(
+                    f"line {self.peek_event().start_mark.line + 1}: values nest more than "
+                    f"{MAX_DEPTH} levels deep; a config needs a few"
+                )
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
@@ -113,10 +118,14 @@ class StrictLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: SafeLoader refuses it with its own message
                     continue
                 if first is not None:
-                    both = (f"line {first.line + 1}, columns {first.column + 1} and {key_node.start_mark.column + 1}"
-                            if first.line == key_node.start_mark.line else f"lines {first.line + 1} and {_line(key_node)}")
-                    raise StrictYAMLError(f"line {_line(key_node)}: key {short(key)} appears twice in one mapping "
-                                          f"({both}); keep one")
+                    both = (
+                        f"line {first.line + 1}, columns {first.column + 1} and {key_node.start_mark.column + 1}"
+                        if first.line == key_node.start_mark.line
+                        else f"lines {first.line + 1} and {_line(key_node)}"
+                    )
+                    raise StrictYAMLError(
+                        f"line {_line(key_node)}: key {short(key)} appears twice in one mapping ({both}); keep one"
+                    )
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
@@ -142,8 +151,10 @@ StrictLoader.add_constructor("tag:yaml.org,2002:str", StrictLoader.construct_yam
 def _check_number(node: ScalarNode, kind: str) -> None:
     text = node.value.replace("_", "")
     if len(text) > MAX_NUMBER_CHARS:
-        raise StrictYAMLError(f"line {_line(node)}: the {kind} {short(node.value, 24)} has {len(text)} characters "
-                              f"(at most {MAX_NUMBER_CHARS}); give a shorter value")
+        raise StrictYAMLError(
+            f"line {_line(node)}: the {kind} {short(node.value, 24)} has {len(text)} characters "
+            f"(at most {MAX_NUMBER_CHARS}); give a shorter value"
+        )
 
 
 def check_text(value: str, where: str, *, limit: int = MAX_STRING_CHARS) -> None:
@@ -154,12 +165,15 @@ def check_text(value: str, where: str, *, limit: int = MAX_STRING_CHARS) -> None
         StrictYAMLError: one line naming ``where``, the character's code and the value (shortened).
     """
     if len(value) > limit:
-        raise StrictYAMLError(f"{where}: the string {short(value, 40)} has {len(value):,} characters "
-                              f"(at most {limit}); give a shorter value")
+        raise StrictYAMLError(
+            f"{where}: the string {short(value, 40)} has {len(value):,} characters "
+            f"(at most {limit}); give a shorter value"
+        )
     found = _CONTROL.search(value)
     if found:
-        raise StrictYAMLError(f"{where}: the string {short(value, 40)} holds the control character "
-                              f"U+{ord(found.group()):04X}; remove it")
+        raise StrictYAMLError(
+            f"{where}: the string {short(value, 40)} holds the control character U+{ord(found.group()):04X}; remove it"
+        )
 
 
 def _check_size(root: Node) -> None:
@@ -171,26 +185,35 @@ def _check_size(root: Node) -> None:
     while stack:
         node, done = stack.pop()
         key = id(node)
-        children = ([n for pair in node.value for n in pair] if isinstance(node, MappingNode)
-                    else list(node.value) if isinstance(node, SequenceNode) else [])
+        children = (
+            [n for pair in node.value for n in pair]
+            if isinstance(node, MappingNode)
+            else list(node.value)
+            if isinstance(node, SequenceNode)
+            else []
+        )
         if done:
             open_.discard(key)
             sizes[key] = 1 + sum(sizes[id(child)] for child in children)
             if sizes[key] > MAX_NODES:
-                raise StrictYAMLError(f"line {_line(node)}: the document holds more than {MAX_NODES:,} values, aliases expanded; "
-                                      "a config needs a few hundred")
+                raise StrictYAMLError(
+                    f"line {_line(node)}: the document holds more than {MAX_NODES:,} values, aliases expanded; "
+                    "a config needs a few hundred"
+                )
             continue
         if key in sizes:
             continue
         if key in open_:
-            raise StrictYAMLError(f"line {_line(node)}: an alias refers to a value that contains it; "
-                                  "write the value out")
+            raise StrictYAMLError(
+                f"line {_line(node)}: an alias refers to a value that contains it; write the value out"
+            )
         open_.add(key)
         stack.append((node, True))
         for child in children:
             if id(child) in open_:
-                raise StrictYAMLError(f"line {_line(child)}: an alias refers to a value that contains it; "
-                                      "write the value out")
+                raise StrictYAMLError(
+                    f"line {_line(child)}: an alias refers to a value that contains it; write the value out"
+                )
             if id(child) not in sizes:
                 stack.append((child, False))
 
@@ -203,8 +226,9 @@ def load_yaml(text: str) -> Any:
         yaml.YAMLError: malformed YAML (format it with :func:`yaml_error_line`).
     """
     if len(text) > MAX_CHARS:
-        raise StrictYAMLError(f"the document has {len(text):,} characters (at most {MAX_CHARS:,}); "
-                              "a config needs a few thousand")
+        raise StrictYAMLError(
+            f"the document has {len(text):,} characters (at most {MAX_CHARS:,}); a config needs a few thousand"
+        )
     loader = StrictLoader(text)
     try:
         return loader.get_single_data()

@@ -18,21 +18,20 @@ ground truth; PopuLoRA (arXiv 2605.16727) §2 (PFSP matchmaking, ratings, per-ro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from evolora.bank import Bank
 from evolora.config import RewardConfig, SelfPlayConfig
+from evolora.generation.rollout import chat_prompt
 from evolora.learner import Sample
 from evolora.matchmaking import pfsp_pairs
 from evolora.population import Individual
-from evolora.generation.rollout import chat_prompt
 from evolora.selfplay import StepOutcome, to_sample
 from evolora.tasks.base import Task
 
@@ -87,8 +86,10 @@ def critic_rewards(verdicts: list[str | None], truths: list[str], rewards: Rewar
     [-2.0, 0.6666666666666666, 0.6666666666666666, 0.6666666666666666]
     """
     weights = balanced_weights(truths)
-    return [rewards.format if verdict is None else weights[truth] * (1.0 if verdict == truth else -1.0)
-            for verdict, truth in zip(verdicts, truths)]
+    return [
+        rewards.format if verdict is None else weights[truth] * (1.0 if verdict == truth else -1.0)
+        for verdict, truth in zip(verdicts, truths)
+    ]
 
 
 def survival_bonus(verdict: str | None, truth: str, rewards: RewardConfig) -> float:
@@ -120,8 +121,14 @@ class Review:
 
     def to_dict(self) -> dict:
         """The entry written into ``matches.jsonl`` (game index apart: the line is the game)."""
-        return {"critic": self.critic, "attempt": self.attempt, "truth": self.truth,
-                "verdict": self.verdict, "text": self.text, "reward": self.reward}
+        return {
+            "critic": self.critic,
+            "attempt": self.attempt,
+            "truth": self.truth,
+            "verdict": self.verdict,
+            "text": self.text,
+            "reward": self.reward,
+        }
 
 
 def pick_reviews(truths: list[str], limit: int | None, rng: np.random.Generator) -> list[int]:
@@ -145,7 +152,7 @@ def pick_reviews(truths: list[str], limit: int | None, rng: np.random.Generator)
     take = {label: min(len(items), limit // 2) for label, items in by_class.items()}
     for label, items in by_class.items():  # fill the places the other class could not
         take[label] += min(limit - sum(take.values()), len(items) - take[label])
-    kept = [items[j] for label, items in by_class.items() for j in rng.permutation(len(items))[:take[label]]]
+    kept = [items[j] for label, items in by_class.items() for j in rng.permutation(len(items))[: take[label]]]
     return sorted(kept)
 
 
@@ -225,8 +232,18 @@ def score_reviews(reviews: list[Review], rewards: RewardConfig) -> tuple[list[fl
     return scored, weights
 
 
-def review_step(bank: Bank, tokenizer: Tokenizer, task: Task, outcome: StepOutcome, students: list[Individual],
-                critics: list[Individual], ratings, config: SelfPlayConfig, *, np_rng: np.random.Generator) -> list[Review]:
+def review_step(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    outcome: StepOutcome,
+    students: list[Individual],
+    critics: list[Individual],
+    ratings,
+    config: SelfPlayConfig,
+    *,
+    np_rng: np.random.Generator,
+) -> list[Review]:
     """Play the review game on ``outcome`` (the step's teacher → student games) and fold it in.
 
     Each critic picks a student by PFSP (``config.matchmaking``; p = P(student fools the critic)),
@@ -243,24 +260,51 @@ def review_step(bank: Bank, tokenizer: Tokenizer, task: Task, outcome: StepOutco
     """
     began = time.perf_counter()
     mm, games, k = config.matchmaking, outcome.games, config.critic_samples
-    pairs = pfsp_pairs([c.id for c in critics], [s.id for s in students], ratings, weighting=mm.weighting,
-                       k=mm.k, scheme=mm.scheme, rng=np_rng)
+    pairs = pfsp_pairs(
+        [c.id for c in critics],
+        [s.id for s in students],
+        ratings,
+        weighting=mm.weighting,
+        k=mm.k,
+        scheme=mm.scheme,
+        rng=np_rng,
+    )
     todo = []
     for critic, student in pairs:
-        candidates = [(g, a) for g, game in enumerate(games) if game.student == student
-                      for a, label in enumerate(game.grades) if label in TRUTH]
+        candidates = [
+            (g, a)
+            for g, game in enumerate(games)
+            if game.student == student
+            for a, label in enumerate(game.grades)
+            if label in TRUTH
+        ]
         truths = [TRUTH[games[g].grades[a]] for g, a in candidates]
-        todo += [(critic, *candidates[i]) for i in pick_reviews(truths, config.critic_reviews, np_rng) for _ in range(k)]
-    prompts = [chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[a]), task.critic_prefix)
-               for _, g, a in todo]
+        todo += [
+            (critic, *candidates[i]) for i in pick_reviews(truths, config.critic_reviews, np_rng) for _ in range(k)
+        ]
+    prompts = [
+        chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[a]), task.critic_prefix)
+        for _, g, a in todo
+    ]
     slot = {c.id: c.slot for c in critics}
     generator = torch.Generator(device="cpu").manual_seed(int(np_rng.integers(2**62)))  # the bank seeds its device's
-    done = bank.rollout(prompts, [slot[c] for c, _, _ in todo], config.sampling("critic", stop=("\n",)),
-                        batch_size=config.generation_batch_size, stats=outcome.rollout,
-                        generator=generator) if todo else []
+    done = (
+        bank.rollout(
+            prompts,
+            [slot[c] for c, _, _ in todo],
+            config.sampling("critic", stop=("\n",)),
+            batch_size=config.generation_batch_size,
+            stats=outcome.rollout,
+            generator=generator,
+        )
+        if todo
+        else []
+    )
     texts = [task.critic_prefix + completion.text for completion in done]
-    reviews = [Review(critic, games[g].student, g, a, TRUTH[games[g].grades[a]], task.parse_verdict(text), text)
-               for (critic, g, a), text in zip(todo, texts)]
+    reviews = [
+        Review(critic, games[g].student, g, a, TRUTH[games[g].grades[a]], task.parse_verdict(text), text)
+        for (critic, g, a), text in zip(todo, texts)
+    ]
     rewards, weights = score_reviews(reviews, config.rewards)
     reviews = [replace(review, reward=reward) for review, reward in zip(reviews, rewards)]
     bonuses = entropy_bonuses(reviews, config.critic_entropy)
@@ -335,8 +379,17 @@ def review_summary(reviews: list[Review]) -> dict:
     (0 with one verdict per answer; the answers whose GRPO group carries an advantage), and
     ``per_critic``: {critic: its balanced accuracy, said_correct and truly_correct}."""
     if not reviews:
-        return {"reviews": 0, "parse_rate": None, "agreement": None, "balanced_accuracy": None,
-                "reward": None, "truly_correct": None, "said_correct": None, "contested": None, "per_critic": {}}
+        return {
+            "reviews": 0,
+            "parse_rate": None,
+            "agreement": None,
+            "balanced_accuracy": None,
+            "reward": None,
+            "truly_correct": None,
+            "said_correct": None,
+            "contested": None,
+            "per_critic": {},
+        }
     truths = [r.truth for r in reviews]
     answers: dict[tuple[str, int, int], set] = {}
     for r in reviews:
@@ -350,8 +403,10 @@ def review_summary(reviews: list[Review]) -> dict:
         "truly_correct": truths.count("correct") / len(reviews),
         "said_correct": sum(r.verdict == "correct" for r in reviews) / len(reviews),
         "contested": sum(len(v) > 1 for v in answers.values()) / len(answers),
-        "per_critic": {critic: _critic_line([r for r in reviews if r.critic == critic])
-                       for critic in dict.fromkeys(r.critic for r in reviews)},
+        "per_critic": {
+            critic: _critic_line([r for r in reviews if r.critic == critic])
+            for critic in dict.fromkeys(r.critic for r in reviews)
+        },
     }
 
 
@@ -359,6 +414,8 @@ def _critic_line(reviews: list[Review]) -> dict:
     """One critic's balanced accuracy (None without both classes), share of ``correct`` verdicts and
     of truly correct answers among its reviews of the step: the balanced accuracy over all
     critics mixes critics that saw different class mixes and can exceed every one of theirs."""
-    return {"balanced_accuracy": balanced_accuracy([r.verdict for r in reviews], [r.truth for r in reviews]),
-            "said_correct": sum(r.verdict == "correct" for r in reviews) / len(reviews),
-            "truly_correct": sum(r.truth == "correct" for r in reviews) / len(reviews)}
+    return {
+        "balanced_accuracy": balanced_accuracy([r.verdict for r in reviews], [r.truth for r in reviews]),
+        "said_correct": sum(r.verdict == "correct" for r in reviews) / len(reviews),
+        "truly_correct": sum(r.truth == "correct" for r in reviews) / len(reviews),
+    }

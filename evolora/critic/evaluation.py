@@ -15,11 +15,10 @@ for the held-out protocol (the base model as the reference).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import random
 from collections import Counter
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -34,10 +33,21 @@ if TYPE_CHECKING:
     from evolora.hf_types import Tokenizer
 
 
-def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: dict[str, str],
-                      judges: dict[str, str], *,
-                      limit: int, n: int, sampling: Sampling, max_new_tokens: int, critic_max_new_tokens: int,
-                      batch_size: int | None, seed: int) -> dict:
+def critic_evaluation(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    answerers: dict[str, str],
+    judges: dict[str, str],
+    *,
+    limit: int,
+    n: int,
+    sampling: Sampling,
+    max_new_tokens: int,
+    critic_max_new_tokens: int,
+    batch_size: int | None,
+    seed: int,
+) -> dict:
     """Judge held-out answers with every judge and rerank each answerer's samples.
 
     Args:
@@ -65,37 +75,59 @@ def critic_evaluation(bank: Bank, tokenizer: Tokenizer, task: Task, answerers: d
     batch_size = batch_size or bank.batch_size  # None (eval.batch_size unset): the engine's, by device
     prompts = [chat_prompt(tokenizer, task.held_out_prompt(item)) for item in items]
     rows = [(slot, i) for slot in answerers for i in range(len(items)) for _ in range(n)]
-    sampled = bank.rollout([prompts[i] for _, i in rows], [s for s, _ in rows],
-                           replace(sampling, max_new_tokens=max_new_tokens, greedy=False, stop=()),
-                           batch_size=batch_size, generator=torch.Generator(device="cpu").manual_seed(seed))
+    sampled = bank.rollout(
+        [prompts[i] for _, i in rows],
+        [s for s, _ in rows],
+        replace(sampling, max_new_tokens=max_new_tokens, greedy=False, stop=()),
+        batch_size=batch_size,
+        generator=torch.Generator(device="cpu").manual_seed(seed),
+    )
     grades = task.grade_held_out([c.text for c in sampled], [items[i] for _, i in rows])
     greedy_rows = [(slot, i) for slot in answerers for i in range(len(items))]
-    greedy = bank.rollout([prompts[i] for _, i in greedy_rows], [s for s, _ in greedy_rows],
-                          Sampling(max_new_tokens=max_new_tokens, greedy=True), batch_size=batch_size)
+    greedy = bank.rollout(
+        [prompts[i] for _, i in greedy_rows],
+        [s for s, _ in greedy_rows],
+        Sampling(max_new_tokens=max_new_tokens, greedy=True),
+        batch_size=batch_size,
+    )
     greedy_grades = task.grade_held_out([c.text for c in greedy], [items[i] for _, i in greedy_rows])
     judged = [r for r, grade in enumerate(grades) if grade.label in TRUTH]
     pairs = [(items[rows[r][1]].question, sampled[r].text) for r in judged]
-    verdicts = _verdicts(bank, tokenizer, task, judges, pairs, max_new_tokens=critic_max_new_tokens,
-                         batch_size=batch_size)
+    verdicts = _verdicts(
+        bank, tokenizer, task, judges, pairs, max_new_tokens=critic_max_new_tokens, batch_size=batch_size
+    )
     scores = verdict_scores(bank, tokenizer, task, judges, pairs, batch_size=batch_size)
     by_row = {judge: dict(zip(judged, verdicts[judge])) for judge in verdicts}
     score_of = {judge: dict(zip(judged, scores[judge])) for judge in scores}
     truths = [TRUTH[grades[r].label] for r in judged]
-    result = {"problems": len(items), "n": n, "answerers": {},
-              "judges": {judge: {**_judge_scores(verdicts[judge], truths),
-                                 "auc": auc(scores[judge], truths) if judge in scores else None}
-                         for judge in verdicts}}
+    result = {
+        "problems": len(items),
+        "n": n,
+        "answerers": {},
+        "judges": {
+            judge: {
+                **_judge_scores(verdicts[judge], truths),
+                "auc": auc(scores[judge], truths) if judge in scores else None,
+            }
+            for judge in verdicts
+        },
+    }
     for slot, name in answerers.items():
         mine = [r for r, (s, _) in enumerate(rows) if s == slot]
-        groups = [mine[i * n:(i + 1) * n] for i in range(len(items))]
+        groups = [mine[i * n : (i + 1) * n] for i in range(len(items))]
         result["answerers"][name] = {
-            "greedy": sum(g.label == "correct" for (s, _), g in zip(greedy_rows, greedy_grades) if s == slot) / len(items),
+            "greedy": sum(g.label == "correct" for (s, _), g in zip(greedy_rows, greedy_grades) if s == slot)
+            / len(items),
             "single": sum(grades[r].label == "correct" for r in mine) / len(mine),
             "majority": sum(grades[_majority(group, grades)].label == "correct" for group in groups) / len(items),
-            "best_of_n": {judge: sum(grades[_accepted(group, by_row[judge])].label == "correct" for group in groups)
-                          / len(items) for judge in by_row},
-            "best_of_n_score": {judge: sum(grades[_top(group, score_of[judge])].label == "correct" for group in groups)
-                                / len(items) for judge in score_of},
+            "best_of_n": {
+                judge: sum(grades[_accepted(group, by_row[judge])].label == "correct" for group in groups) / len(items)
+                for judge in by_row
+            },
+            "best_of_n_score": {
+                judge: sum(grades[_top(group, score_of[judge])].label == "correct" for group in groups) / len(items)
+                for judge in score_of
+            },
         }
     return result
 
@@ -105,9 +137,15 @@ VERDICT_WORDS = ((" correct", " Correct"), (" incorrect", " Incorrect"))
 
 
 @torch.no_grad()
-def verdict_scores(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, str],
-                   reviews: list[tuple[str, str]], *,
-                   batch_size: int) -> dict[str, list[float]]:
+def verdict_scores(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    judges: dict[str, str],
+    reviews: list[tuple[str, str]],
+    *,
+    batch_size: int,
+) -> dict[str, list[float]]:
     """{judge id: its score of each (problem, answer)}: log Σ π(" correct" | " Correct") − log Σ
     π(" incorrect" | " Incorrect") after the forced prefix, teacher-forced (nats; > 0: it leans
     to ``correct``). A threshold-free reading of the judge: it ranks answers even when its greedy
@@ -116,15 +154,18 @@ def verdict_scores(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[st
     its worker, :meth:`evolora.distributed.sharded_bank.ShardedBank.logprobs`)."""
     from evolora.learner import Sample
 
-    prompts = [tuple(chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix))
-               for problem, answer in reviews]
+    prompts = [
+        tuple(chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix))
+        for problem, answer in reviews
+    ]
     words = [tuple(tokenizer(w, add_special_tokens=False)["input_ids"]) for pair in VERDICT_WORDS for w in pair]
     rows = [(slot, j, w) for slot in judges for j in range(len(reviews)) for w in range(len(words))]
     values: list[float] = []
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]  # a (judge, review)'s 4 words share its prompt's prefill
-        logp = bank.logprobs([slot for slot, _, _ in chunk],
-                             [Sample(prompts[j], words[w], 0.0, "") for _, j, w in chunk])
+        chunk = rows[start : start + batch_size]  # a (judge, review)'s 4 words share its prompt's prefill
+        logp = bank.logprobs(
+            [slot for slot, _, _ in chunk], [Sample(prompts[j], words[w], 0.0, "") for _, j, w in chunk]
+        )
         values += logp.sum(dim=1).tolist()  # 0 on padding; every word token is scored
     table = torch.tensor(values, device="cpu").reshape(len(judges), len(reviews), 2, 2)  # judge, review, verdict, case
     score = torch.logsumexp(table[:, :, 0], dim=-1) - torch.logsumexp(table[:, :, 1], dim=-1)
@@ -151,15 +192,31 @@ def _top(group: list[int], scores: dict[int, float]) -> int:
     return max(judged, key=lambda r: scores[r]) if judged else group[0]
 
 
-def _verdicts(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, str], reviews: list[tuple[str, str]], *,
-              max_new_tokens: int, batch_size: int) -> dict[str, list[str | None]]:
+def _verdicts(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    judges: dict[str, str],
+    reviews: list[tuple[str, str]],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+) -> dict[str, list[str | None]]:
     """{judge id: its greedy verdict on each (problem, answer), in order}."""
-    prompts = [chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix)
-               for problem, answer in reviews]
+    prompts = [
+        chat_prompt(tokenizer, task.critic_prompt(problem, answer), task.critic_prefix) for problem, answer in reviews
+    ]
     rows = [(slot, j) for slot in judges for j in range(len(reviews))]
-    done = bank.rollout([prompts[j] for _, j in rows], [s for s, _ in rows],
-                        Sampling(max_new_tokens=max_new_tokens, greedy=True, stop=("\n",)),
-                        batch_size=batch_size) if rows else []
+    done = (
+        bank.rollout(
+            [prompts[j] for _, j in rows],
+            [s for s, _ in rows],
+            Sampling(max_new_tokens=max_new_tokens, greedy=True, stop=("\n",)),
+            batch_size=batch_size,
+        )
+        if rows
+        else []
+    )
     out: dict[str, list[str | None]] = {name: [] for name in judges.values()}
     for (slot, _), completion in zip(rows, done):
         out[judges[slot]].append(task.parse_verdict(task.critic_prefix + completion.text))
@@ -168,9 +225,11 @@ def _verdicts(bank: Bank, tokenizer: Tokenizer, task: Task, judges: dict[str, st
 
 def _judge_scores(verdicts: list[str | None], truths: list[str]) -> dict:
     """Reviews, verdict parse rate and balanced accuracy (mean per-class agreement; None without both classes)."""
-    return {"reviews": len(truths),
-            "parse_rate": sum(v is not None for v in verdicts) / len(verdicts) if verdicts else None,
-            "balanced_accuracy": balanced_accuracy(verdicts, truths)}
+    return {
+        "reviews": len(truths),
+        "parse_rate": sum(v is not None for v in verdicts) / len(verdicts) if verdicts else None,
+        "balanced_accuracy": balanced_accuracy(verdicts, truths),
+    }
 
 
 def _majority(group: list[int], grades) -> int:

@@ -21,12 +21,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from evolora.bank.local import AdapterBank
+from evolora.generation.types import Completion, RolloutStats, Sampling
 from evolora.learner import Sample, UpdateResult
 from evolora.model import load_base
 from evolora.model.device import generator_on, resolve_device
-from evolora.bank.local import AdapterBank
-from evolora.generation.types import Completion, RolloutStats, Sampling
-
 
 DEFERRABLE = ("seed", "snapshot", "set_factors", "new_optimizer")
 """The calls the driver defers to a worker's next rollout or update (their results are not needed)."""
@@ -67,10 +66,22 @@ class Worker:
         threads = model_config.get("num_threads")  # a worker shares its node with others: 1 unless an int is given
         threads = threads if isinstance(threads, int) else 1
         self.device = resolve_device(model_config.get("device", "auto"))  # Ray gives a GPU worker its own one
-        base, self.tokenizer = load_base(model_config["name"], dtype=model_config["dtype"], num_threads=threads,
-                                         device=self.device, prepack=model_config.get("prepack", "auto"))
-        self.bank = AdapterBank(base, list(slots), rank=lora["rank"], alpha=lora["alpha"],
-                                target_modules=_targets(lora["target_modules"]), tokenizer=self.tokenizer, engine=engine)
+        base, self.tokenizer = load_base(
+            model_config["name"],
+            dtype=model_config["dtype"],
+            num_threads=threads,
+            device=self.device,
+            prepack=model_config.get("prepack", "auto"),
+        )
+        self.bank = AdapterBank(
+            base,
+            list(slots),
+            rank=lora["rank"],
+            alpha=lora["alpha"],
+            target_modules=_targets(lora["target_modules"]),
+            tokenizer=self.tokenizer,
+            engine=engine,
+        )
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
 
     def _check(self) -> None:
@@ -116,8 +127,15 @@ class Worker:
                 raise ValueError(f"{name} cannot ride on another call; deferrable: {DEFERRABLE}")
             getattr(self, name)(*args)
 
-    def rollout(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, segments: tuple,
-                options: dict, before: tuple = ()) -> tuple[list[Completion], int, float]:
+    def rollout(
+        self,
+        prompts: list[list[int]],
+        adapters: list[str],
+        sampling: Sampling,
+        segments: tuple,
+        options: dict,
+        before: tuple = (),
+    ) -> tuple[list[Completion], int, float]:
         """:meth:`evolora.bank.local.AdapterBank.rollout` on this worker's rows, after the ops
         ``before`` (:meth:`_before`): (completions in row order, tokens generated, seconds).
         ``options["generator_state"]`` (:func:`pack` ed) seeds a private generator."""
@@ -130,8 +148,9 @@ class Worker:
         done = self.bank.rollout(prompts, adapters, sampling, segments=segments, stats=stats, **options)
         return done, stats.tokens, time.perf_counter() - began
 
-    def update(self, samples: dict[str, list[Sample]], settings: dict,
-               before: tuple = ()) -> tuple[dict[str, UpdateResult], list[str], float]:
+    def update(
+        self, samples: dict[str, list[Sample]], settings: dict, before: tuple = ()
+    ) -> tuple[dict[str, UpdateResult], list[str], float]:
         """One policy update of each slot in ``samples`` with its own optimizer, after the ops
         ``before``: ({slot: result}, the updated slots whose factors now hold NaN/Inf, seconds)."""
         self._check()

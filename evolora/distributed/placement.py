@@ -24,9 +24,12 @@ def uses_gpus(workers: int, gpus: float, device: str) -> bool:
     if device == "cpu" or (device == "auto" and gpus == 0):
         return False
     if gpus < workers:
-        raise ValueError(f"model.device={device}: {workers} Ray workers need one GPU each, the cluster has "
-                         f"{gpus:g}; set run.workers <= {int(gpus)} or model.device=cpu" if gpus >= 1 else
-                         f"model.device={device}: the Ray cluster has no GPU; set model.device=cpu or auto")
+        raise ValueError(
+            f"model.device={device}: {workers} Ray workers need one GPU each, the cluster has "
+            f"{gpus:g}; set run.workers <= {int(gpus)} or model.device=cpu"
+            if gpus >= 1
+            else f"model.device={device}: the Ray cluster has no GPU; set model.device=cpu or auto"
+        )
     return True
 
 
@@ -46,5 +49,11 @@ def placement(workers: int, *, device: str) -> tuple[object | None, list[dict]]:
         return None, [{"num_cpus": cpus}] * workers
     group = ray.util.placement_group([{"CPU": cpus, "GPU": 1}] * workers, strategy="PACK")
     ray.get(group.ready(), timeout=RESTART_TIMEOUT_S)
-    return group, [{"num_cpus": cpus, "num_gpus": 1, "scheduling_strategy": PlacementGroupSchedulingStrategy(
-        group, placement_group_bundle_index=w)} for w in range(workers)]
+    return group, [
+        {
+            "num_cpus": cpus,
+            "num_gpus": 1,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=w),
+        }
+        for w in range(workers)
+    ]

@@ -59,8 +59,11 @@ def run_step_with_recovery(run, step: Callable[[], tuple]) -> tuple:
                 raise _lost(run, f"the step failed {attempt + 1} times ({error})") from error
             path = latest_checkpoint(run.out_dir)
             if path is None or int(path.name.removeprefix("step_")) >= target:
-                raise _lost(run, f"{error}, and there is no checkpoint before step {target} to restore the "
-                            "workers from (run.checkpoint_every sets how often one is written)") from error
+                raise _lost(
+                    run,
+                    f"{error}, and there is no checkpoint before step {target} to restore the "
+                    "workers from (run.checkpoint_every sets how often one is written)",
+                ) from error
             try:
                 run.bank.reconnect()
                 run.load_checkpoint(path)
@@ -89,13 +92,16 @@ def wait_for_workers(actors: list, method: str, timeout: float = RESTART_TIMEOUT
             return ray.get([getattr(actor, method).remote() for actor in actors], timeout=left)
         except ray.exceptions.ActorUnavailableError as error:
             if time.monotonic() >= deadline:
-                raise ClusterLost(f"the Ray workers did not come back within {timeout:g} s "
-                                  f"({type(error).__name__})") from error
+                raise ClusterLost(
+                    f"the Ray workers did not come back within {timeout:g} s ({type(error).__name__})"
+                ) from error
             time.sleep(RETRY_S)
         except (ray.exceptions.RayError, ConnectionError) as error:
             raise ClusterLost(f"the Ray workers did not come back ({type(error).__name__})") from error
 
 
 def _lost(run, why: str) -> ClusterLost:
-    return ClusterLost(f"lost the Ray cluster at step {run.step + 1}: {why}. The last checkpoint in {run.out_dir} "
-                       f"is intact; continue with: evolora evolve --resume {run.out_dir}")
+    return ClusterLost(
+        f"lost the Ray cluster at step {run.step + 1}: {why}. The last checkpoint in {run.out_dir} "
+        f"is intact; continue with: evolora evolve --resume {run.out_dir}"
+    )

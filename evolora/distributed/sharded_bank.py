@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
-from evolora.factors import check_factors, random_factors, write_adapter
+from evolora.distributed.actor import pack, unpack
 from evolora.distributed.placement import placement
 from evolora.distributed.recovery import MAX_RESTARTS, RESTART_TIMEOUT_S, WorkerLost, wait_for_workers
+from evolora.factors import check_factors, random_factors, write_adapter
 from evolora.generation.engine import BATCH_SIZE
 from evolora.generation.routed import BASE
 from evolora.generation.types import Sampling
-from evolora.distributed.actor import pack, unpack
 
 PREFETCH_MAX_BYTES = 1 << 19
 """Largest adapter (bytes of its factors) :meth:`ShardedBank.prefetch` fetches ahead. A prefetch
@@ -106,8 +106,10 @@ class ShardedBank:
         self._wait(None, time.perf_counter(), {w: a.ping.remote() for w, a in enumerate(self.actors)})
         self.shapes = self._call(self.slots[0], "factor_shapes")
         dtype = getattr(torch, self._call(self.slots[0], "factor_dtype"))
-        self._meta = {name: (torch.empty(a, dtype=dtype, device="meta"), torch.empty(b, dtype=dtype, device="meta"))
-                      for name, (a, b) in self.shapes.items()}  # what set_factors checks against, here
+        self._meta = {
+            name: (torch.empty(a, dtype=dtype, device="meta"), torch.empty(b, dtype=dtype, device="meta"))
+            for name, (a, b) in self.shapes.items()
+        }  # what set_factors checks against, here
         self._adapter_bytes = sum(t.numel() * t.element_size() for pair in self._meta.values() for t in pair)
         self.tokenizer = self._call(self.slots[0], "base_tokenizer")
         self.timing()  # start-up is not a step's cost
@@ -173,8 +175,16 @@ class ShardedBank:
         return self._wait(phase, began, {w: self._send(w, method, a) for w, a in args.items()})
 
     # -- the bank protocol ------------------------------------------------------------------------
-    def rollout(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *, segments: tuple = (),
-                stats=None, **options) -> list:
+    def rollout(
+        self,
+        prompts: list[list[int]],
+        adapters: list[str],
+        sampling: Sampling,
+        *,
+        segments: tuple = (),
+        stats=None,
+        **options,
+    ) -> list:
         """:meth:`evolora.bank.local.AdapterBank.rollout` with each row on its adapter's worker
         (``"__base__"`` rows on worker 0); each worker's engine holds its own copy of the tokenizer.
         A ``generator`` option travels as its state; each worker then starts from that state. Each worker's
@@ -195,8 +205,14 @@ class ShardedBank:
         rows: dict[int, list[int]] = defaultdict(list)
         for i, adapter in enumerate(adapters):
             rows[self._worker_of(adapter)].append(i)
-        out = self._each("rollout", "rollout", {w: ([prompts[i] for i in r], [adapters[i] for i in r], sampling,
-                                                    tuple(segments), options) for w, r in sorted(rows.items())})
+        out = self._each(
+            "rollout",
+            "rollout",
+            {
+                w: ([prompts[i] for i in r], [adapters[i] for i in r], sampling, tuple(segments), options)
+                for w, r in sorted(rows.items())
+            },
+        )
         completions: list = [None] * len(prompts)
         for worker, (done, _, _) in out.items():
             for i, completion in zip(rows[worker], done):
@@ -247,12 +263,13 @@ class ShardedBank:
             least = min(rows, key=lambda w: (len(rows[w]), w))
             rows[least] = sorted(rows[least] + base)
         rows = {w: r for w, r in rows.items() if r}
-        out = self._each("logprobs", "logprobs", {w: ([names[i] for i in r], [samples[i] for i in r])
-                                                  for w, r in rows.items()})
+        out = self._each(
+            "logprobs", "logprobs", {w: ([names[i] for i in r], [samples[i] for i in r]) for w, r in rows.items()}
+        )
         values = torch.zeros(len(samples), max((len(s.completion_ids) for s in samples), default=0), device="cpu")
         for worker, (packed, _) in out.items():
             part = unpack(packed)
-            values[rows[worker], :part.shape[1]] = part
+            values[rows[worker], : part.shape[1]] = part
         return values
 
     def new_optimizer(self, slot: str, *, lr: float, weight_decay: float) -> RemoteOptimizer:
@@ -346,8 +363,13 @@ class ShardedBank:
         """{"workers": {"w<i>": {phase: seconds}}, "driver_overhead": seconds} since the last call
         (phases: rollout, update); the overhead is wall time not spent computing on the slowest
         worker of each call (serialisation, transfer, scheduling, waiting)."""
-        out = {"workers": {f"w{w}": {phase: self._seconds[w].get(phase, 0.0) for phase in ("rollout", "update")}
-                           for w in range(len(self.actors))}, "driver_overhead": self._overhead}
+        out = {
+            "workers": {
+                f"w{w}": {phase: self._seconds[w].get(phase, 0.0) for phase in ("rollout", "update")}
+                for w in range(len(self.actors))
+            },
+            "driver_overhead": self._overhead,
+        }
         self._seconds.clear()
         self._overhead = 0.0
         return out

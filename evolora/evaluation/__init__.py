@@ -7,20 +7,19 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (greedy pass@1 of every member vs the ba
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evolora.bank import Bank
 from evolora.evaluation.base_cache import base_key, load_base, store_base
 from evolora.generation import heap
-from evolora.io import write_text_atomic
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
 from evolora.generation.types import Sampling
+from evolora.io import write_text_atomic
 from evolora.tasks.base import HeldOutItem, Task
 
 if TYPE_CHECKING:
@@ -79,8 +78,9 @@ def evaluate(
     budget = default * EVAL_POSITIONS_PER_ROW
     for chunk in row_chunks([len(prompts[i]) for _, i in rows], batch_size or default, max_new_tokens, budget):
         with heap.mapped_blocks():  # the long decode's buffers outside the fragmented heap (evolora.generation.heap)
-            done = bank.rollout([prompts[rows[r][1]] for r in chunk], [rows[r][0] for r in chunk], sampling,
-                                batch_size=len(chunk))
+            done = bank.rollout(
+                [prompts[rows[r][1]] for r in chunk], [rows[r][0] for r in chunk], sampling, batch_size=len(chunk)
+            )
         for r, completion in zip(chunk, done):
             completions[r] = completion
         heap.trim()
@@ -88,9 +88,16 @@ def evaluate(
     answers: dict[str, list] = {adapter: [] for adapter in adapters}
     for (adapter, _), completion, grade in zip(rows, completions, grades):
         answers[adapter].append((completion.text, grade.label))
-    return {adapter: EvalResult(adapter, sum(label == "correct" for _, label in pairs), len(items),
-                                tuple(text for text, _ in pairs), tuple(label for _, label in pairs))
-            for adapter, pairs in answers.items()}
+    return {
+        adapter: EvalResult(
+            adapter,
+            sum(label == "correct" for _, label in pairs),
+            len(items),
+            tuple(text for text, _ in pairs),
+            tuple(label for _, label in pairs),
+        )
+        for adapter, pairs in answers.items()
+    }
 
 
 __all__ = ["BASE", "EVAL_POSITIONS_PER_ROW", "EvalResult", "evaluate", "row_chunks"]
@@ -127,9 +134,18 @@ def row_chunks(lengths: list[int], batch_size: int, max_new_tokens: int, budget:
     return chunks
 
 
-def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[str, str], eval_config, *, seed: int,
-                      limit: int | None = None, items: list[HeldOutItem] | None = None,
-                      answers_path: str | Path | None = None) -> tuple[dict[str, dict], int]:
+def held_out_accuracy(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    members: dict[str, str],
+    eval_config,
+    *,
+    seed: int,
+    limit: int | None = None,
+    items: list[HeldOutItem] | None = None,
+    answers_path: str | Path | None = None,
+) -> tuple[dict[str, dict], int]:
     """The one held-out evaluation of a run's members, used at a run's end and by
     :func:`evolora.evaluation.rerun.evaluate_run`.
 
@@ -169,8 +185,19 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
         cached = load_base(key, len(items))
     if eval_config.base and cached is None:
         names[BASE] = "base"
-    results = evaluate(bank, tokenizer, task, items, list(names), max_new_tokens=eval_config.max_new_tokens,
-                       batch_size=eval_config.batch_size) if names else {}
+    results = (
+        evaluate(
+            bank,
+            tokenizer,
+            task,
+            items,
+            list(names),
+            max_new_tokens=eval_config.max_new_tokens,
+            batch_size=eval_config.batch_size,
+        )
+        if names
+        else {}
+    )
     if cached is not None:
         texts, labels = cached
         results[BASE] = EvalResult(BASE, labels.count("correct"), len(items), tuple(texts), tuple(labels))
@@ -178,10 +205,25 @@ def held_out_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dic
     elif eval_config.base:
         store_base(key, list(results[BASE].texts), list(results[BASE].labels))
     if answers_path is not None:
-        write_text_atomic(answers_path, "".join(
-            json.dumps({"member": names[slot], "item": i, "question": item.question, "answer": item.answer,
-                        "group": item.group, "completion": text, "grade": label}) + "\n"
-            for slot, r in results.items() for i, (item, text, label) in enumerate(zip(items, r.texts, r.labels))))
+        write_text_atomic(
+            answers_path,
+            "".join(
+                json.dumps(
+                    {
+                        "member": names[slot],
+                        "item": i,
+                        "question": item.question,
+                        "answer": item.answer,
+                        "group": item.group,
+                        "completion": text,
+                        "grade": label,
+                    }
+                )
+                + "\n"
+                for slot, r in results.items()
+                for i, (item, text, label) in enumerate(zip(items, r.texts, r.labels))
+            ),
+        )
     records = {names[slot]: _record(r, items) for slot, r in results.items()}
     if cached is not None:
         records["base"]["cached"] = True
@@ -192,8 +234,12 @@ def _record(result: EvalResult, items: list[HeldOutItem]) -> dict:
     """One member's held-out entry: {"correct", "total", "accuracy", "items"}, and "by_group" when the
     items have groups. "items" holds per-item correctness in item order, one character each
     ("1" correct, "0" not), for item-level intervals (:func:`evolora.report.stats.bootstrap_difference`)."""
-    record = {"correct": result.correct, "total": result.total, "accuracy": result.accuracy,
-              "items": "".join("1" if label == "correct" else "0" for label in result.labels)}
+    record = {
+        "correct": result.correct,
+        "total": result.total,
+        "accuracy": result.accuracy,
+        "items": "".join("1" if label == "correct" else "0" for label in result.labels),
+    }
     if any(item.group is not None for item in items):
         groups: dict[str, dict[str, int]] = {}
         for item, label in zip(items, result.labels):
@@ -210,6 +256,7 @@ def held_out_curve(run) -> dict[str, float]:
     items, in one batched call, without the base; {} when the task has no held-out data."""
     solvers = {m.slot: m.id for m in run.population.players(run.arm.game)[1]}
     curve = run.config.eval.model_copy(update={"enabled": True, "base": False})
-    results, _ = held_out_accuracy(run.bank, run.tokenizer, run.task, solvers, curve, seed=run.config.run.seed,
-                                   limit=curve.curve_limit)
+    results, _ = held_out_accuracy(
+        run.bank, run.tokenizer, run.task, solvers, curve, seed=run.config.run.seed, limit=curve.curve_limit
+    )
     return {member: entry["accuracy"] for member, entry in results.items()}

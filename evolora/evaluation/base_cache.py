@@ -42,8 +42,9 @@ FORMAT = 2
 log = logging.getLogger(__name__)
 
 
-def base_key(bank: Bank, task, items: list, prompts: list[list[int]], max_new_tokens: int, *,
-             tokenizer: Tokenizer | None = None) -> str | None:
+def base_key(
+    bank: Bank, task, items: list, prompts: list[list[int]], max_new_tokens: int, *, tokenizer: Tokenizer | None = None
+) -> str | None:
     """The cache key (64 hex digits) of the base's greedy answers to ``items``, or None when ``bank``
     holds no in-process model (Ray workers: nothing to name the weights by, so no cache).
 
@@ -67,14 +68,23 @@ def base_key(bank: Bank, task, items: list, prompts: list[list[int]], max_new_to
     name = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
     engine = getattr(bank, "engine", None)
     fields = {
-        "format": FORMAT, "evolora": __version__, "torch": torch.__version__,
-        "model": name, "files": _file_identity(name), "weights": _weights_digest(model),
-        "dtype": str(parameter.dtype), "device": parameter.device.type,
+        "format": FORMAT,
+        "evolora": __version__,
+        "torch": torch.__version__,
+        "model": name,
+        "files": _file_identity(name),
+        "weights": _weights_digest(model),
+        "dtype": str(parameter.dtype),
+        "device": parameter.device.type,
         "tokenizer": _tokenizer_identity(tokenizer),
-        "task": task.name, "task_class": f"{type(task).__module__}.{type(task).__qualname__}",
-        "task_settings": _task_settings(task), "source": task.held_out_source,
+        "task": task.name,
+        "task_class": f"{type(task).__module__}.{type(task).__qualname__}",
+        "task_settings": _task_settings(task),
+        "source": task.held_out_source,
         "items": [[str(item.question), str(item.answer)] for item in items],
-        "prompts": prompts, "greedy": True, "max_new_tokens": max_new_tokens,
+        "prompts": prompts,
+        "greedy": True,
+        "max_new_tokens": max_new_tokens,
         "stop": [getattr(stop, "pattern", stop) for stop in task.answer_stop],
         "engine": type(engine).__name__ if engine is not None else None,
     }
@@ -117,10 +127,12 @@ def _tokenizer_identity(tokenizer: Tokenizer | None) -> dict | None:
     except (AttributeError, NotImplementedError, TypeError):
         vocab = None
     template = getattr(tokenizer, "chat_template", None)
-    return {"class": type(tokenizer).__qualname__,
-            "vocab": hashlib.sha256(json.dumps(vocab, default=repr).encode()).hexdigest(),
-            "special": [str(getattr(tokenizer, f"{t}_token_id", None)) for t in ("bos", "eos", "pad")],
-            "chat_template": template if isinstance(template, str) else repr(template)}
+    return {
+        "class": type(tokenizer).__qualname__,
+        "vocab": hashlib.sha256(json.dumps(vocab, default=repr).encode()).hexdigest(),
+        "special": [str(getattr(tokenizer, f"{t}_token_id", None)) for t in ("bos", "eos", "pad")],
+        "chat_template": template if isinstance(template, str) else repr(template),
+    }
 
 
 def _task_settings(task) -> dict:
@@ -143,7 +155,9 @@ def _path(key: str) -> Path:
 
 def _content_hash(key: str, texts: list, labels: list) -> str:
     """SHA-256 of an entry's key, texts and labels: what :func:`load_base` checks on every read."""
-    return hashlib.sha256(json.dumps({"key": key, "texts": texts, "labels": labels}, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps({"key": key, "texts": texts, "labels": labels}, sort_keys=True).encode()
+    ).hexdigest()
 
 
 def load_base(key: str | None, total: int) -> tuple[list[str], list[str]] | None:
@@ -203,8 +217,13 @@ def store_base(key: str | None, texts: list[str], labels: list[str]) -> None:
     if key is None:
         return
     texts, labels = list(texts), list(labels)
-    entry = {"format": FORMAT, "key": key, "texts": texts, "labels": labels,
-             "sha256": _content_hash(key, texts, labels)}
+    entry = {
+        "format": FORMAT,
+        "key": key,
+        "texts": texts,
+        "labels": labels,
+        "sha256": _content_hash(key, texts, labels),
+    }
     try:
         _path(key).parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(_path(key), json.dumps(entry))

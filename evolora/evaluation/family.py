@@ -27,8 +27,16 @@ FAMILY_SEED = 0
 so runs pair item by item."""
 
 
-def family_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[str, str], eval_config, *,
-                    exclude: set[str], answers_path: str | Path | None = None) -> dict:
+def family_accuracy(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    members: dict[str, str],
+    eval_config,
+    *,
+    exclude: set[str],
+    answers_path: str | Path | None = None,
+) -> dict:
     """Greedy accuracy of ``members`` (and the base when ``eval_config.base``) on the family set.
 
     Args:
@@ -49,6 +57,7 @@ def family_accuracy(bank: Bank, tokenizer: Tokenizer, task: Task, members: dict[
     if drawn is None or not drawn[0]:
         return {}
     items, excluded = drawn
-    records, n = held_out_accuracy(bank, tokenizer, task, members, eval_config, seed=FAMILY_SEED, items=items,
-                                   answers_path=answers_path)
+    records, n = held_out_accuracy(
+        bank, tokenizer, task, members, eval_config, seed=FAMILY_SEED, items=items, answers_path=answers_path
+    )
     return {"source": task.family_source, "items": n, "excluded": excluded, "held_out": records}

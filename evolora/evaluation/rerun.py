@@ -13,12 +13,11 @@ every member against the base).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evolora.config import load_run_config
 from evolora.evaluation.members import fittest
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from evolora.hf_types import CausalLM, Tokenizer
 
 
-
 def _check_run(run_dir: Path, limit: int | None, *, allow_stale: bool = False) -> tuple[Path, list[str], dict]:
     """(summary path, member ids, summary) of a finished run; errors say what is missing, and
     :func:`evolora.run_dir.final_step` refuses a ``final/`` older than the newest checkpoint
@@ -38,7 +36,9 @@ def _check_run(run_dir: Path, limit: int | None, *, allow_stale: bool = False) -
     summary_path = run_dir / "final" / "summary.json"
     for path in (run_dir / "config.yaml", summary_path):
         if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist; give a finished run directory (evolora evolve ... --out DIR)")
+            raise FileNotFoundError(
+                f"{path} does not exist; give a finished run directory (evolora evolve ... --out DIR)"
+            )
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     summary = json.loads(summary_path.read_text())
@@ -53,9 +53,15 @@ UNUSED_SLOT = "unused"
 """The slot of a base-only bank (:func:`load_members` with no members)."""
 
 
-def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | None = None,
-                 tokenizer: Tokenizer | None = None,
-                 num_threads: int | None = None, overrides: list[str] | tuple[str, ...] = ()) -> tuple:
+def load_members(
+    run_dir: str | Path,
+    members: list[str],
+    *,
+    model: CausalLM | None = None,
+    tokenizer: Tokenizer | None = None,
+    num_threads: int | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> tuple:
     """A finished run's ``members`` (ids saved in ``final/<id>/``) in one routed adapter bank.
 
     The run's ``config.yaml`` rebuilds the task and, unless ``model`` and ``tokenizer`` are
@@ -83,21 +89,39 @@ def load_members(run_dir: str | Path, members: list[str], *, model: CausalLM | N
         from evolora.model import load_base
 
         threads = config.model.num_threads if num_threads is None else num_threads
-        model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=threads,
-                                     device=config.model.device, prepack=config.model.prepack)
+        model, tokenizer = load_base(
+            config.model.name,
+            dtype=config.model.dtype,
+            num_threads=threads,
+            device=config.model.device,
+            prepack=config.model.prepack,
+        )
     lora = config.lora
     slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
-    bank = AdapterBank(model, slots, rank=lora.rank, alpha=lora.alpha, target_modules=lora.target_modules,
-                       tokenizer=tokenizer, engine=config.generation.engine)
+    bank = AdapterBank(
+        model,
+        slots,
+        rank=lora.rank,
+        alpha=lora.alpha,
+        target_modules=lora.target_modules,
+        tokenizer=tokenizer,
+        engine=config.generation.engine,
+    )
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     return config, task, tokenizer, bank
 
 
-def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: CausalLM | None = None,
-                 tokenizer: Tokenizer | None = None,
-                 overrides: list[str] | tuple[str, ...] = (), out: str | Path | None = None,
-                 allow_stale: bool = False) -> dict:
+def evaluate_run(
+    run_dir: str | Path,
+    *,
+    limit: int | None = None,
+    model: CausalLM | None = None,
+    tokenizer: Tokenizer | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    out: str | Path | None = None,
+    allow_stale: bool = False,
+) -> dict:
     """Re-run held-out evaluation of a finished run and update ``final/summary.json``.
 
     The evaluation is the run's own (:func:`evolora.evaluation.held_out_accuracy`, with the
@@ -140,14 +164,29 @@ def evaluate_run(run_dir: str | Path, *, limit: int | None = None, model: Causal
     run_dir = Path(run_dir)
     _check_run(run_dir, limit, allow_stale=allow_stale)  # nothing is created for a path that is no run
     record_dir = _record_dir(run_dir, overrides, out)
-    with lock_run_dir(run_dir), (lock_run_dir(record_dir) if record_dir != run_dir else nullcontext()):
+    with lock_run_dir(run_dir), lock_run_dir(record_dir) if record_dir != run_dir else nullcontext():
         _record_dir(run_dir, overrides, out)  # again under the locks: a run may have been written there meanwhile
-        return _evaluate_locked(run_dir, record_dir, limit=limit, model=model, tokenizer=tokenizer,
-                                overrides=overrides, allow_stale=allow_stale)
+        return _evaluate_locked(
+            run_dir,
+            record_dir,
+            limit=limit,
+            model=model,
+            tokenizer=tokenizer,
+            overrides=overrides,
+            allow_stale=allow_stale,
+        )
 
 
-def _evaluate_locked(run_dir: Path, record_dir: Path, *, limit, model: CausalLM | None, tokenizer: Tokenizer | None,
-                     overrides, allow_stale) -> dict:
+def _evaluate_locked(
+    run_dir: Path,
+    record_dir: Path,
+    *,
+    limit,
+    model: CausalLM | None,
+    tokenizer: Tokenizer | None,
+    overrides,
+    allow_stale,
+) -> dict:
     """The body of :func:`evaluate_run`, run while this process holds the locks of ``run_dir`` and ``record_dir``."""
     from evolora.evaluation import held_out_accuracy
 
@@ -156,15 +195,22 @@ def _evaluate_locked(run_dir: Path, record_dir: Path, *, limit, model: CausalLM 
     if load_run_config(run_dir, overrides).eval.members == "fittest":
         members = [_fittest(summary, members)]
 
-    config, task, tokenizer, bank = load_members(run_dir, members, model=model, tokenizer=tokenizer,
-                                                 overrides=overrides)
+    config, task, tokenizer, bank = load_members(
+        run_dir, members, model=model, tokenizer=tokenizer, overrides=overrides
+    )
     (record_dir / "final").mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     eval_config = config.eval.model_copy(update={"enabled": True})
-    held_out, items = held_out_accuracy(bank, tokenizer, task, {m: m for m in members}, eval_config,
-                                        seed=config.run.seed,
-                                        limit=limit or config.eval.limit,
-                                        answers_path=record_dir / "final" / "held_out.jsonl")
+    held_out, items = held_out_accuracy(
+        bank,
+        tokenizer,
+        task,
+        {m: m for m in members},
+        eval_config,
+        seed=config.run.seed,
+        limit=limit or config.eval.limit,
+        answers_path=record_dir / "final" / "held_out.jsonl",
+    )
     task.close()
     if not held_out:
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
@@ -172,8 +218,14 @@ def _evaluate_locked(run_dir: Path, record_dir: Path, *, limit, model: CausalLM 
     summary["held_out"] = held_out
     summary["held_out_members"] = config.eval.members
     summary["held_out_source"] = task.held_out_source
-    summary["held_out_eval"] = {"adapters_step": summary["steps"], "limit": limit or config.eval.limit, "items": items, "overrides": list(overrides),
-                                "seconds": round(time.perf_counter() - began, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    summary["held_out_eval"] = {
+        "adapters_step": summary["steps"],
+        "limit": limit or config.eval.limit,
+        "items": items,
+        "overrides": list(overrides),
+        "seconds": round(time.perf_counter() - began, 1),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     for individual in summary["individuals"]:
         if individual["role"] in MEMBER_ROLES:  # a member left out (eval.members: fittest) keeps no older number
             individual["held_out"] = held_out.get(individual["id"])

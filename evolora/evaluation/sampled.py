@@ -13,13 +13,12 @@ Estimator: 1 − C(n − c, k) / C(n, k) per problem, averaged (Chen et al., arX
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 import random
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -37,10 +36,20 @@ DEFAULT_KS = (1, 4, 16)
 """The k of pass@k reported by default (k > n samples are left out)."""
 
 
-def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[HeldOutItem], slots: list[str], *,
-                   samples: int,
-                   temperature: float, max_new_tokens: int, batch_size: int, seed: int,
-                   greedy: bool = False) -> dict[str, list[int]]:
+def correct_counts(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    task: Task,
+    items: list[HeldOutItem],
+    slots: list[str],
+    *,
+    samples: int,
+    temperature: float,
+    max_new_tokens: int,
+    batch_size: int,
+    seed: int,
+    greedy: bool = False,
+) -> dict[str, list[int]]:
     """Per slot (or ``"__base__"``), the number of correct answers among ``samples`` sampled ones
     for each item: {slot: [c_0, ..., c_{N-1}]}, each in [0, samples]. Each slot draws from its own
     generator, seeded from ``(seed, slot name)`` (:func:`slot_seed`), so a slot's samples do not
@@ -53,8 +62,9 @@ def correct_counts(bank: Bank, tokenizer: Tokenizer, task: Task, items: list[Hel
     for slot in slots:
         rows = [i for i in range(len(items)) for _ in range(samples)]
         generator = torch.Generator(device="cpu").manual_seed(slot_seed(seed, slot))  # the bank moves it to its device
-        done = bank.rollout([prompts[i] for i in rows], [slot] * len(rows), sampling,
-                            batch_size=batch_size, generator=generator)
+        done = bank.rollout(
+            [prompts[i] for i in rows], [slot] * len(rows), sampling, batch_size=batch_size, generator=generator
+        )
         grades = task.grade_held_out([c.text for c in done], [items[i] for i in rows])
         counts[slot] = [0] * len(items)
         for i, grade in zip(rows, grades):
@@ -104,13 +114,24 @@ def check_options(samples: int, temperature: float, ks: tuple[int, ...]) -> None
     if not temperature > 0:
         raise ValueError(f"--temperature must be > 0, got {temperature}")
     if not ks or min(ks) < 1 or min(ks) > samples:
-        raise ValueError(f"--k needs at least one value in 1..{samples} (the samples; larger k are left out), got {list(ks)}")
+        raise ValueError(
+            f"--k needs at least one value in 1..{samples} (the samples; larger k are left out), got {list(ks)}"
+        )
 
 
-def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] = DEFAULT_KS,
-                      temperature: float = 1.0, limit: int | None = None, seed: int = 0, model: CausalLM | None = None,
-                      tokenizer: Tokenizer | None = None, allow_stale: bool = False,
-                      base: dict | None = None) -> dict:
+def sampled_pass_at_k(
+    run_dir: str | Path,
+    *,
+    samples: int,
+    ks: tuple[int, ...] = DEFAULT_KS,
+    temperature: float = 1.0,
+    limit: int | None = None,
+    seed: int = 0,
+    model: CausalLM | None = None,
+    tokenizer: Tokenizer | None = None,
+    allow_stale: bool = False,
+    base: dict | None = None,
+) -> dict:
     """pass@k of a finished run's members and the base on its held-out set; written to the summary.
 
     Args:
@@ -138,12 +159,33 @@ def sampled_pass_at_k(run_dir: str | Path, *, samples: int, ks: tuple[int, ...] 
     check_options(samples, temperature, ks)
     _check_run(Path(run_dir), limit, allow_stale=allow_stale)  # nothing is created for a path that is no run
     with lock_run_dir(run_dir):
-        return _sampled_locked(run_dir, samples=samples, ks=ks, temperature=temperature, limit=limit, seed=seed,
-                               model=model, tokenizer=tokenizer, allow_stale=allow_stale, base=base)
+        return _sampled_locked(
+            run_dir,
+            samples=samples,
+            ks=ks,
+            temperature=temperature,
+            limit=limit,
+            seed=seed,
+            model=model,
+            tokenizer=tokenizer,
+            allow_stale=allow_stale,
+            base=base,
+        )
 
 
-def _sampled_locked(run_dir, *, samples, ks, temperature, limit, seed, model: CausalLM | None,
-                    tokenizer: Tokenizer | None, allow_stale, base) -> dict:
+def _sampled_locked(
+    run_dir,
+    *,
+    samples,
+    ks,
+    temperature,
+    limit,
+    seed,
+    model: CausalLM | None,
+    tokenizer: Tokenizer | None,
+    allow_stale,
+    base,
+) -> dict:
     """The body of :func:`sampled_pass_at_k`, run while this process holds the run directory's lock."""
     from evolora.evaluation.rerun import _check_run, load_members
 
@@ -154,14 +196,30 @@ def _sampled_locked(run_dir, *, samples, ks, temperature, limit, seed, model: Ca
     if not items:
         raise ValueError(f"task {config.task.name!r} has no held-out data with these parameters")
     began = time.perf_counter()
-    counts = correct_counts(bank, tokenizer, task, items, [*members] + ([] if base else [BASE]), samples=samples,
-                            temperature=temperature,
-                            max_new_tokens=config.eval.max_new_tokens, batch_size=config.eval.batch_size, seed=seed)
+    counts = correct_counts(
+        bank,
+        tokenizer,
+        task,
+        items,
+        [*members] + ([] if base else [BASE]),
+        samples=samples,
+        temperature=temperature,
+        max_new_tokens=config.eval.max_new_tokens,
+        batch_size=config.eval.batch_size,
+        seed=seed,
+    )
     task.close()
-    record = {"samples": samples, "temperature": temperature, "limit": len(items), "seed": seed,
-              "seconds": round(time.perf_counter() - began, 1),
-              "members": {("base" if slot == BASE else slot): {**pass_at_k_record(c, samples, ks), "correct_counts": c}
-                          for slot, c in counts.items()}}
+    record = {
+        "samples": samples,
+        "temperature": temperature,
+        "limit": len(items),
+        "seed": seed,
+        "seconds": round(time.perf_counter() - began, 1),
+        "members": {
+            ("base" if slot == BASE else slot): {**pass_at_k_record(c, samples, ks), "correct_counts": c}
+            for slot, c in counts.items()
+        },
+    }
     if base:
         record["members"]["base"] = dict(base)
     summary["pass_at_k"] = record

@@ -67,8 +67,9 @@ def completion_logprobs(model: CausalLM, samples: Sequence, *, entropy: bool = F
     return _scored(hidden, head, completion_ids, completion_attention, mask, entropy)
 
 
-def shared_prefix_logprobs(bank: RoutedBank, names: Sequence[str], samples: Sequence, *, entropy: bool = False,
-                           train: bool = False):
+def shared_prefix_logprobs(
+    bank: RoutedBank, names: Sequence[str], samples: Sequence, *, entropy: bool = False, train: bool = False
+):
     """:func:`completion_logprobs` of routed rows, each distinct (adapter, prompt) prefilled once.
 
     The U distinct pairs run first (left-padded to the longest prompt, T_p) through
@@ -104,8 +105,12 @@ def shared_prefix_logprobs(bank: RoutedBank, names: Sequence[str], samples: Sequ
     prompts = [prompt for _, prompt in order]
     prompt_ids, prompt_attention = _left_padded(prompts, max(len(p) for p in prompts), device)
     with routed(bank, [name for name, _ in order], train=train):
-        prefix = body(input_ids=prompt_ids, attention_mask=prompt_attention,
-                      position_ids=(prompt_attention.cumsum(-1) - 1).clamp(min=0), use_cache=True)
+        prefix = body(
+            input_ids=prompt_ids,
+            attention_mask=prompt_attention,
+            position_ids=(prompt_attention.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True,
+        )
     cache = prefix.cache
     cache.batch_select_indices(index)  # (U, …) -> (B, …), keeps the graph
     completion_ids, completion_attention, mask = _right_padded(samples, device)
@@ -113,8 +118,9 @@ def shared_prefix_logprobs(bank: RoutedBank, names: Sequence[str], samples: Sequ
     positions = lengths[:, None] + torch.arange(completion_ids.shape[1], device=device)[None]
     attention = torch.cat([prompt_attention[index], completion_attention], dim=1)
     with routed(bank, list(names), train=train):
-        rest = body(input_ids=completion_ids, attention_mask=attention, position_ids=positions,
-                    cache=cache, use_cache=True).last_hidden_state  # (B, T_c, d)
+        rest = body(
+            input_ids=completion_ids, attention_mask=attention, position_ids=positions, cache=cache, use_cache=True
+        ).last_hidden_state  # (B, T_c, d)
     last = prefix.last_hidden_state[:, -1][index]  # (B, d): predicts completion token 0
     hidden = torch.cat([last[:, None], rest[:, :-1]], dim=1)
     return _scored(hidden, head, completion_ids, completion_attention, mask, entropy)
@@ -165,8 +171,13 @@ def body_and_head(model: CausalLM):
     body = base.get_decoder() if hasattr(base, "get_decoder") else None
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
     config = base.config
-    plain = (isinstance(head, torch.nn.Linear) and head.bias is None and hasattr(head, "weight")
-             and not getattr(config, "final_logit_softcapping", None) and getattr(config, "logits_scaling", 1) == 1)
+    plain = (
+        isinstance(head, torch.nn.Linear)
+        and head.bias is None
+        and hasattr(head, "weight")
+        and not getattr(config, "final_logit_softcapping", None)
+        and getattr(config, "logits_scaling", 1) == 1
+    )
     return (body, head) if body is not None and plain and body is not base else (None, None)
 
 
@@ -176,8 +187,8 @@ def _left_padded(prompts: Sequence[Sequence[int]], width: int, device) -> tuple[
     ids = torch.zeros((len(prompts), width), dtype=torch.long, device="cpu")
     attention = torch.zeros((len(prompts), width), dtype=torch.long, device="cpu")
     for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long, device="cpu")
-        attention[row, width - len(prompt):] = 1
+        ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long, device="cpu")
+        attention[row, width - len(prompt) :] = 1
     return ids.to(device), attention.to(device)
 
 
@@ -201,6 +212,9 @@ def _scored(hidden, head, targets, attention, mask, entropy: bool):
     logp_flat, entropy_flat = token_logprobs(hidden[valid], head.weight, targets[valid], linear=head_linear(head))
     logp = torch.zeros(valid.shape, dtype=torch.float32, device=valid.device).index_put((valid,), logp_flat)
     if entropy:
-        return logp, mask, torch.zeros(valid.shape, dtype=torch.float32,
-                                       device=valid.device).index_put_((valid,), entropy_flat)
+        return (
+            logp,
+            mask,
+            torch.zeros(valid.shape, dtype=torch.float32, device=valid.device).index_put_((valid,), entropy_flat),
+        )
     return logp, mask

@@ -74,8 +74,11 @@ def skinny_linears(model: CausalLM):
     +55 MB per row at T = 130, 20 rows +1.1 GB and seconds of compute); copied, 20 × 576 values.
     """
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    patched = [m for m in base.modules() if type(m) is torch.nn.Linear and m.out_features >= m.in_features
-               and "forward" not in m.__dict__]
+    patched = [
+        m
+        for m in base.modules()
+        if type(m) is torch.nn.Linear and m.out_features >= m.in_features and "forward" not in m.__dict__
+    ]
     for module in patched:
         module.forward = _skinny_forward(module)
     try:
@@ -103,8 +106,7 @@ class BufferLayer(DynamicLayer):
         b, h, _, d = key_states.shape
         self.device = key_states.device
         self._k = torch.empty(b, h, self.capacity, d, dtype=key_states.dtype, device=self.device)
-        self._v = torch.empty(b, h, self.capacity, value_states.shape[-1], dtype=value_states.dtype,
-                              device=self.device)
+        self._v = torch.empty(b, h, self.capacity, value_states.shape[-1], dtype=value_states.dtype, device=self.device)
         self.is_initialized = True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
@@ -147,8 +149,9 @@ def top_p_filter(scores: torch.Tensor, tail: float | torch.Tensor) -> torch.Tens
     return scores.masked_fill(drop.scatter(1, index, drop), -float("inf"))
 
 
-def choose_tokens(logits: torch.Tensor, rows: torch.Tensor, total: int, sampling: Sampling,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+def choose_tokens(
+    logits: torch.Tensor, rows: torch.Tensor, total: int, sampling: Sampling, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """The next token of each running row from its last-position logits, as ``sampling`` says
     (its ``greedy``, ``temperature`` and ``top_p``).
 
@@ -188,8 +191,16 @@ class Decoder:
             the running rows when the batch shrinks.
     """
 
-    def __init__(self, model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], *,
-                 capacity: int, context: Callable[[list[str]], ContextManager]) -> None:
+    def __init__(
+        self,
+        model: CausalLM,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        names: list[str],
+        *,
+        capacity: int,
+        context: Callable[[list[str]], ContextManager],
+    ) -> None:
         n, width = input_ids.shape
         self.device = device = input_ids.device  # the model's: the batch, masks, rows and cache live there
         self.model, self.context, self.cache = model, context, buffer_cache(model, capacity)
@@ -217,9 +228,14 @@ class Decoder:
         unique = sorted(set(first.values()))
         position = (attention.cumsum(-1) - 1).masked_fill(attention == 0, 0)
         with self.context([self.names[i] for i in unique]):
-            logits = self.model(input_ids=input_ids[unique], attention_mask=attention[unique],
-                                position_ids=position[unique], cache=self.cache, use_cache=True,
-                                logits_to_keep=1).logits[:, -1]
+            logits = self.model(
+                input_ids=input_ids[unique],
+                attention_mask=attention[unique],
+                position_ids=position[unique],
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits[:, -1]
         if len(unique) < len(keys):
             index = torch.tensor([unique.index(first[key]) for key in keys], device=self.device)
             for layer in self.cache.layers:
@@ -232,8 +248,14 @@ class Decoder:
         t = tokens.shape[1]
         self.mask[:, self.length : self.length + t] = 1
         position = self.fed[:, None] + torch.arange(t, device=self.device)
-        logits = self.model(input_ids=tokens, attention_mask=self.mask[:, : self.length + t], position_ids=position,
-                            cache=self.cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        logits = self.model(
+            input_ids=tokens,
+            attention_mask=self.mask[:, : self.length + t],
+            position_ids=position,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits[:, -1]
         self.length, self.fed = self.length + t, self.fed + t
         return logits
 
@@ -250,8 +272,17 @@ class Decoder:
         self.stack = contextlib.ExitStack()
         self.stack.enter_context(self.context(self.names))
 
-    def run(self, sampling: Sampling, *, eos: torch.Tensor, pad_id: int, generator: torch.Generator | None = None,
-            stopped=None, min_new_tokens: int = 0, compact: bool = True) -> torch.Tensor:
+    def run(
+        self,
+        sampling: Sampling,
+        *,
+        eos: torch.Tensor,
+        pad_id: int,
+        generator: torch.Generator | None = None,
+        stopped=None,
+        min_new_tokens: int = 0,
+        compact: bool = True,
+    ) -> torch.Tensor:
         """Decode one segment: (B, t) chosen tokens of every row (pads after a row ended),
         t <= ``sampling.max_new_tokens``.
 
@@ -313,11 +344,20 @@ class Decoder:
         self.fast.close()
 
 
-def decode(model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
-           *, eos_ids: set[int], pad_id: int, generator: torch.Generator | None = None,
-           context: Callable[[list[str]], ContextManager] | None = None,
-           stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
-           min_new_tokens: int = 0) -> torch.Tensor:
+def decode(
+    model: CausalLM,
+    input_ids: torch.Tensor,
+    attention: torch.Tensor,
+    names: list[str],
+    sampling: Sampling,
+    *,
+    eos_ids: set[int],
+    pad_id: int,
+    generator: torch.Generator | None = None,
+    context: Callable[[list[str]], ContextManager] | None = None,
+    stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
+    min_new_tokens: int = 0,
+) -> torch.Tensor:
     """Generate up to ``max_new_tokens`` per row of one left-padded batch (one segment).
 
     Args:
@@ -338,10 +378,22 @@ def decode(model: CausalLM, input_ids: torch.Tensor, attention: torch.Tensor, na
         ``pad_id`` after its EOS or stop.
 
     """
-    decoder = Decoder(model, input_ids, attention, names, capacity=input_ids.shape[1] + sampling.max_new_tokens,
-                      context=context or (lambda _: contextlib.nullcontext()))
+    decoder = Decoder(
+        model,
+        input_ids,
+        attention,
+        names,
+        capacity=input_ids.shape[1] + sampling.max_new_tokens,
+        context=context or (lambda _: contextlib.nullcontext()),
+    )
     try:
-        return decoder.run(sampling, eos=torch.tensor(sorted(eos_ids), dtype=torch.long, device=input_ids.device),
-                           pad_id=pad_id, generator=generator, stopped=stopped, min_new_tokens=min_new_tokens)
+        return decoder.run(
+            sampling,
+            eos=torch.tensor(sorted(eos_ids), dtype=torch.long, device=input_ids.device),
+            pad_id=pad_id,
+            generator=generator,
+            stopped=stopped,
+            min_new_tokens=min_new_tokens,
+        )
     finally:
         decoder.close()

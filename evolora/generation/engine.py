@@ -69,9 +69,17 @@ class Engine(Protocol):
     batch_size: int
     """Rows per decode batch when a call gives none (:data:`BATCH_SIZE` by device)."""
 
-    def generate(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
-                 segments: tuple[Segment, ...] = (), batch_size: int | None = None,
-                 stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        adapters: list[str],
+        sampling: Sampling,
+        *,
+        segments: tuple[Segment, ...] = (),
+        batch_size: int | None = None,
+        stats: RolloutStats | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[Completion]:
         """N completions in the order of ``prompts`` (token id lists), row i by adapter ``adapters[i]``."""
 
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
@@ -103,9 +111,17 @@ class EagerEngine:
         self.model, self.tokenizer, self.bank = model, tokenizer, bank
         self.batch_size = BATCH_SIZE.get(model_device(model).type, BATCH_SIZE["cpu"])
 
-    def generate(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
-                 segments: tuple[Segment, ...] = (), batch_size: int | None = None,
-                 stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        adapters: list[str],
+        sampling: Sampling,
+        *,
+        segments: tuple[Segment, ...] = (),
+        batch_size: int | None = None,
+        stats: RolloutStats | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[Completion]:
         """One completion per (prompt, adapter) row (PopuLoRA arXiv 2605.16727 §2 steps 2-3).
 
         Args:
@@ -126,29 +142,56 @@ class EagerEngine:
                 stop on their own).
         """
         if self.tokenizer is None:
-            raise ValueError("this bank was built without a tokenizer, so it cannot generate; "
-                             "pass tokenizer= to AdapterBank")
+            raise ValueError(
+                "this bank was built without a tokenizer, so it cannot generate; pass tokenizer= to AdapterBank"
+            )
         options = dict(batch_size=batch_size or self.batch_size, stats=stats, generator=generator)
         if not segments:
-            return generate_rows(self.model, self.tokenizer, prompts, adapters, sampling, decode=self.decode_batch,
-                                 **options)
+            return generate_rows(
+                self.model, self.tokenizer, prompts, adapters, sampling, decode=self.decode_batch, **options
+            )
         if sampling.greedy or sampling.stop:
             raise ValueError("segments sample and carry their own stop strings; give neither greedy nor stop")
         return self._segments(prompts, adapters, tuple(segments), sampling, **options)
 
     def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
         """Multi-segment rows: each batch continues one cache through every segment."""
-        return continue_segments(self.model, self.tokenizer, prompts, adapters, segments, sampling,
-                                 context=lambda names: routed(self.bank, names), **options)
+        return continue_segments(
+            self.model,
+            self.tokenizer,
+            prompts,
+            adapters,
+            segments,
+            sampling,
+            context=lambda names: routed(self.bank, names),
+            **options,
+        )
 
-    def decode_batch(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
-                     *, eos_ids: set[int], generator: torch.Generator | None) -> torch.Tensor:
+    def decode_batch(
+        self,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        names: list[str],
+        sampling: Sampling,
+        *,
+        eos_ids: set[int],
+        generator: torch.Generator | None,
+    ) -> torch.Tensor:
         """(B, t) new tokens of one left-padded batch (:data:`evolora.generation.rollout.BatchDecode`):
         routed LoRA through the preallocated-cache decode."""
-        return decode(self.model, input_ids, attention, names, sampling, eos_ids=eos_ids,
-                      pad_id=self.tokenizer.pad_token_id, generator=generator,
-                      context=lambda rows: routed(self.bank, rows), stopped=self._stopped(sampling),
-                      min_new_tokens=min_new_tokens(self.model))
+        return decode(
+            self.model,
+            input_ids,
+            attention,
+            names,
+            sampling,
+            eos_ids=eos_ids,
+            pad_id=self.tokenizer.pad_token_id,
+            generator=generator,
+            context=lambda rows: routed(self.bank, rows),
+            stopped=self._stopped(sampling),
+            min_new_tokens=min_new_tokens(self.model),
+        )
 
     def _stopped(self, sampling: Sampling):
         """The stop-string check of a decode (:meth:`evolora.generation.stops.StopOnText.tails`), or None."""
@@ -173,20 +216,38 @@ class PeftEngine(EagerEngine):
     name = "peft"
 
     def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
-        return generate_segments(self.model, self.tokenizer, prompts, adapters, segments, sampling,
-                                 decode=self.decode_batch, **options)
+        return generate_segments(
+            self.model, self.tokenizer, prompts, adapters, segments, sampling, decode=self.decode_batch, **options
+        )
 
-    def decode_batch(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
-                     *, eos_ids: set[int], generator: torch.Generator | None) -> torch.Tensor:
+    def decode_batch(
+        self,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        names: list[str],
+        sampling: Sampling,
+        *,
+        eos_ids: set[int],
+        generator: torch.Generator | None,
+    ) -> torch.Tensor:
         """(B, t) new tokens of one batch: ``transformers``' ``generate`` with PEFT ``adapter_names``."""
         width = input_ids.shape[1]
-        kwargs = dict(do_sample=False) if sampling.greedy else dict(
-            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        kwargs = (
+            dict(do_sample=False)
+            if sampling.greedy
+            else dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        )
         criteria = StoppingCriteriaList([StopOnText(self.tokenizer, sampling.stop, width)]) if sampling.stop else None
         output = self.model.generate(
-            stopping_criteria=criteria, input_ids=input_ids, attention_mask=attention,
-            max_new_tokens=sampling.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=sorted(eos_ids), adapter_names=names, **kwargs)
+            stopping_criteria=criteria,
+            input_ids=input_ids,
+            attention_mask=attention,
+            max_new_tokens=sampling.max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=sorted(eos_ids),
+            adapter_names=names,
+            **kwargs,
+        )
         return output[:, width:]
 
 
@@ -210,8 +271,7 @@ class GraphEngine(EagerEngine):
 
     name = "graph"
 
-    def __init__(self, model: CausalLM, tokenizer: Tokenizer | None, bank: RoutedBank,
-                 decoder: Callable | None = None):
+    def __init__(self, model: CausalLM, tokenizer: Tokenizer | None, bank: RoutedBank, decoder: Callable | None = None):
         super().__init__(model, tokenizer, bank)
         if decoder is None:
             check_graph(model_device(model), model_type(model))
@@ -220,27 +280,59 @@ class GraphEngine(EagerEngine):
             decoder = GraphDecoder
         self._factory, self.decoder = decoder, None
 
-    def generate(self, prompts: list[list[int]], adapters: list[str], sampling: Sampling, *,
-                 segments: tuple[Segment, ...] = (), batch_size: int | None = None,
-                 stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        adapters: list[str],
+        sampling: Sampling,
+        *,
+        segments: tuple[Segment, ...] = (),
+        batch_size: int | None = None,
+        stats: RolloutStats | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[Completion]:
         """As :meth:`EagerEngine.generate`, in batches of at most the largest graph bucket (512 rows)."""
         from evolora.generation.graph import BUCKETS
 
-        return super().generate(prompts, adapters, sampling, segments=segments, stats=stats,
-                                batch_size=min(batch_size or self.batch_size, max(BUCKETS)), generator=generator)
+        return super().generate(
+            prompts,
+            adapters,
+            sampling,
+            segments=segments,
+            stats=stats,
+            batch_size=min(batch_size or self.batch_size, max(BUCKETS)),
+            generator=generator,
+        )
 
     def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
-        return generate_segments(self.model, self.tokenizer, prompts, adapters, segments, sampling,
-                                 decode=self.decode_batch, **options)
+        return generate_segments(
+            self.model, self.tokenizer, prompts, adapters, segments, sampling, decode=self.decode_batch, **options
+        )
 
-    def decode_batch(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling,
-                     *, eos_ids: set[int], generator: torch.Generator | None) -> torch.Tensor:
+    def decode_batch(
+        self,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        names: list[str],
+        sampling: Sampling,
+        *,
+        eos_ids: set[int],
+        generator: torch.Generator | None,
+    ) -> torch.Tensor:
         """(B, t) new tokens of one batch from the graph decoder (built on first use)."""
         if self.decoder is None:
             self.decoder = self._factory(self.bank)
-        return self.decoder.decode(input_ids, attention, names, sampling, eos_ids=eos_ids,
-                                   pad_id=self.tokenizer.pad_token_id, generator=generator,
-                                   stopped=self._stopped(sampling), min_new_tokens=min_new_tokens(self.model))
+        return self.decoder.decode(
+            input_ids,
+            attention,
+            names,
+            sampling,
+            eos_ids=eos_ids,
+            pad_id=self.tokenizer.pad_token_id,
+            generator=generator,
+            stopped=self._stopped(sampling),
+            min_new_tokens=min_new_tokens(self.model),
+        )
 
     def refresh(self, slots: list[str]) -> None:
         """Copy the new factors of ``slots`` into the decoder's fixed buffers (nothing before its first use)."""

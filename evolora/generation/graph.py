@@ -86,8 +86,9 @@ class GraphDecoder:
         ValueError: an unsupported model type, or ``check_every < 1``.
     """
 
-    def __init__(self, bank: RoutedBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None,
-                 compile: bool = False) -> None:
+    def __init__(
+        self, bank: RoutedBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None, compile: bool = False
+    ) -> None:
         if check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
         self.bank, self.check_every = bank, check_every
@@ -124,8 +125,9 @@ class GraphDecoder:
             self.buffers = b = StaticBuffers(self.weights, slots, capacity)
         return b
 
-    def _runner(self, rows: int, window: int, greedy: bool, top_p: bool, total: int,
-                generator: torch.Generator | None) -> Callable[[], None]:
+    def _runner(
+        self, rows: int, window: int, greedy: bool, top_p: bool, total: int, generator: torch.Generator | None
+    ) -> Callable[[], None]:
         key = (rows, window, greedy, top_p, total)
         if self.capture:
             if key not in self.steps:
@@ -163,10 +165,19 @@ class GraphDecoder:
 
     # -- one call ------------------------------------------------------------------------------
     @torch.no_grad()
-    def decode(self, input_ids: torch.Tensor, attention: torch.Tensor, names: list[str], sampling: Sampling, *,
-               eos_ids: set[int], pad_id: int, generator: torch.Generator | None,
-               stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
-               min_new_tokens: int = 0) -> torch.Tensor:
+    def decode(
+        self,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        names: list[str],
+        sampling: Sampling,
+        *,
+        eos_ids: set[int],
+        pad_id: int,
+        generator: torch.Generator | None,
+        stopped: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
+        min_new_tokens: int = 0,
+    ) -> torch.Tensor:
         """Generate up to ``sampling.max_new_tokens`` per row of one left-padded batch.
 
         Same arguments and return as :func:`evolora.generation.decode.decode`:
@@ -186,8 +197,17 @@ class GraphDecoder:
         max_new_tokens, greedy = sampling.max_new_tokens, sampling.greedy
         total, width = input_ids.shape
         if total > BUCKETS[-1]:  # in chunks of the largest bucket, padded to the longest
-            return self._chunked(input_ids, attention, names, sampling, stopped, eos_ids=eos_ids, pad_id=pad_id,
-                                 generator=generator, min_new_tokens=min_new_tokens)
+            return self._chunked(
+                input_ids,
+                attention,
+                names,
+                sampling,
+                stopped,
+                eos_ids=eos_ids,
+                pad_id=pad_id,
+                generator=generator,
+                min_new_tokens=min_new_tokens,
+            )
         size = bucket(total)
         w = self.weights
         if generator is not None and generator.device.type != w.device.type:
@@ -226,20 +246,38 @@ class GraphDecoder:
         length = steps if any(e is None for e in ends) else last + 1
         return b.out[:total, :length].clone()
 
-    def _chunked(self, input_ids, attention, names, sampling: Sampling, stopped, *, pad_id: int,
-                 **options) -> torch.Tensor:
+    def _chunked(
+        self, input_ids, attention, names, sampling: Sampling, stopped, *, pad_id: int, **options
+    ) -> torch.Tensor:
         """:meth:`decode` of more rows than the largest bucket, chunk by chunk, padded to the longest."""
         parts, size = [], BUCKETS[-1]
         for start in range(0, input_ids.shape[0], size):
             tail = None if stopped is None else (lambda g, r, t, s=start: stopped(g, r + s, t))
-            parts.append(self.decode(input_ids[start:start + size], attention[start:start + size],
-                                     names[start:start + size], sampling, stopped=tail, pad_id=pad_id, **options))
+            parts.append(
+                self.decode(
+                    input_ids[start : start + size],
+                    attention[start : start + size],
+                    names[start : start + size],
+                    sampling,
+                    stopped=tail,
+                    pad_id=pad_id,
+                    **options,
+                )
+            )
         length = max(p.shape[1] for p in parts)
         return torch.cat([torch.nn.functional.pad(p, (0, length - p.shape[1]), value=pad_id) for p in parts])
 
     @staticmethod
-    def _first(b: StaticBuffers, logits: torch.Tensor, eos: torch.Tensor, sampling: Sampling, *, min_new_tokens: int,
-               pad_id: int, generator) -> None:
+    def _first(
+        b: StaticBuffers,
+        logits: torch.Tensor,
+        eos: torch.Tensor,
+        sampling: Sampling,
+        *,
+        min_new_tokens: int,
+        pad_id: int,
+        generator,
+    ) -> None:
         """The first token from the prefill's (B, V) logits, the eager engine's own choice; the step's settings."""
         total = logits.shape[0]
         if min_new_tokens > 0:
@@ -259,8 +297,14 @@ class GraphDecoder:
     def _prefill(self, b: StaticBuffers, input_ids, attention, names, size: int) -> torch.Tensor:
         """Run the eager prefill; copy its K/V into the buffers; set rows, routes, masks. (B, V) logits."""
         total, width = input_ids.shape
-        decoder = Decoder(self.bank.model, input_ids, attention, list(names), capacity=width,
-                          context=lambda rows: routed(self.bank, rows))
+        decoder = Decoder(
+            self.bank.model,
+            input_ids,
+            attention,
+            list(names),
+            capacity=width,
+            context=lambda rows: routed(self.bank, rows),
+        )
         decoder.close()
         for i, layer in enumerate(decoder.cache.layers):
             b.keys[i, :total, :, :width] = layer.keys
@@ -280,8 +324,9 @@ class GraphDecoder:
         b.onehot[adapted, route[adapted]] = 1.0
         return decoder.logits
 
-    def _check(self, b: StaticBuffers, rows: int, steps: int, checked: int, ends: list, stopped, pad_id: int,
-               total: int) -> int:
+    def _check(
+        self, b: StaticBuffers, rows: int, steps: int, checked: int, ends: list, stopped, pad_id: int, total: int
+    ) -> int:
         """The host check after ``steps`` tokens: EOS ends, stop strings over steps (checked, steps],
         bucket snapping. Returns the slots still stepped (0: every row ended)."""
         out = b.out[:total, :steps].cpu()
@@ -324,4 +369,3 @@ class GraphDecoder:
     def _leave_rng(self, generator: torch.Generator | None) -> None:
         source = generator if generator is not None else torch.cuda.default_generators[self.weights.device.index or 0]
         source.set_state(self.rng.get_state())
-

@@ -57,8 +57,9 @@ class _TokenLogProbs(torch.autograd.Function):
         return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None
 
 
-def token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *,
-                   chunk: int = CHUNK, linear=F.linear) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, chunk: int = CHUNK, linear=F.linear
+) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(hidden · Wᵀ)[target] and the entropy of each position, chunk by chunk.
 
     Shapes: hidden (N, d) (any float dtype, may require grad), weight (V, d) the LM head (tied
@@ -73,8 +74,10 @@ def token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Te
         ValueError: shapes that do not fit, or ``chunk < 1``.
     """
     if hidden.ndim != 2 or targets.shape != hidden.shape[:1] or weight.shape[-1] != hidden.shape[-1]:
-        raise ValueError(f"hidden (N, d), weight (V, d), targets (N,) expected; got {tuple(hidden.shape)}, "
-                         f"{tuple(weight.shape)}, {tuple(targets.shape)}")
+        raise ValueError(
+            f"hidden (N, d), weight (V, d), targets (N,) expected; got {tuple(hidden.shape)}, "
+            f"{tuple(weight.shape)}, {tuple(targets.shape)}"
+        )
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     return _TokenLogProbs.apply(hidden, weight, targets, chunk, linear)

@@ -52,8 +52,9 @@ class DenseStack:
         dtype, device: the factors' (the delta is computed in ``dtype``).
     """
 
-    def __init__(self, slots: int, adapted: int, rank: int, d_in: int, d_out: int, *, dtype: torch.dtype,
-                 device: torch.device) -> None:
+    def __init__(
+        self, slots: int, adapted: int, rank: int, d_in: int, d_out: int, *, dtype: torch.dtype, device: torch.device
+    ) -> None:
         self.rank, self.width = rank, adapted * rank
         self.a = torch.zeros(d_in, slots * self.width, dtype=dtype, device=device)
         self.b = torch.zeros(slots * self.width, d_out, dtype=dtype, device=device)
@@ -71,7 +72,7 @@ class DenseStack:
         ``b_block`` (W, D) s·Bᵀ block-structured in the siblings' concatenated column order."""
         rows = slice(slot * self.width, (slot + 1) * self.width)
         for k, a in enumerate(a_factors):
-            self.a[:, rows][:, k * self.rank:(k + 1) * self.rank].copy_(a.t())
+            self.a[:, rows][:, k * self.rank : (k + 1) * self.rank].copy_(a.t())
         self.b[rows].copy_(b_block if self.order is None else b_block[:, self.order])
 
     def add_(self, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -126,15 +127,21 @@ class GatheredStack:
     """
 
     @torch.no_grad()
-    def __init__(self, a_factors: list[list[torch.Tensor]], b_factors: list[list[torch.Tensor]], plan: RowPlan,
-                 dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        a_factors: list[list[torch.Tensor]],
+        b_factors: list[list[torch.Tensor]],
+        plan: RowPlan,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         a = torch.cat([f for per_slot in a_factors for f in per_slot])
         dtype = dtype or a.dtype
         self.plan = plan
         self.a = a.view(len(a_factors), -1, a.shape[-1]).to(dtype)
         siblings = len(b_factors[0])
-        self.bt = [torch.stack([per_slot[j].t() for per_slot in b_factors]).mul_(plan.scale).to(dtype)
-                   for j in range(siblings)]  # one allocation each, no temporaries
+        self.bt = [
+            torch.stack([per_slot[j].t() for per_slot in b_factors]).mul_(plan.scale).to(dtype) for j in range(siblings)
+        ]  # one allocation each, no temporaries
 
     def shrink(self, x: torch.Tensor, tokens: int) -> tuple[torch.Tensor, ...]:
         """hᵀ of ``x`` (N, T, d_in) per sibling: G tensors (P, r, n·T) in the factors' dtype."""
@@ -161,8 +168,9 @@ class GatheredStack:
             out.index_add_(0, plan.gather, delta.to(out.dtype))
 
 
-def masked_delta_(output: torch.Tensor, x: torch.Tensor, a_cat: torch.Tensor, b_cat: torch.Tensor,
-                  mask: torch.Tensor) -> torch.Tensor:
+def masked_delta_(
+    output: torch.Tensor, x: torch.Tensor, a_cat: torch.Tensor, b_cat: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """The update's routed delta, with the graph to the factors: two dense matmuls over the used
     adapters' factors concatenated (P times the LoRA flops, plain 2-D matmuls).
 

@@ -26,7 +26,9 @@ from evolora.generation.types import RoutedBank
 
 
 @torch.no_grad()
-def path_logprobs(bank: RoutedBank, names: list[str], samples: Sequence, *, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def path_logprobs(
+    bank: RoutedBank, names: list[str], samples: Sequence, *, train: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (B, T_c) float32 of each completion under adapter ``names[i]`` and its mask (B, T_c) bool.
 
     ``train=False``: the inference path (what rollouts and ``old`` log-probs use); ``train=True``:
@@ -57,5 +59,9 @@ def summarize(gaps: torch.Tensor) -> dict[str, float]:
     if gaps.numel() == 0:
         raise ValueError("no completion tokens to compare")
     gaps = gaps.double()
-    return {"mean": gaps.mean().item(), "p99": torch.quantile(gaps, 0.99).item(), "max": gaps.max().item(),
-            "ratio_max": float(torch.exp(gaps.max()).item())}
+    return {
+        "mean": gaps.mean().item(),
+        "p99": torch.quantile(gaps, 0.99).item(),
+        "max": gaps.max().item(),
+        "ratio_max": float(torch.exp(gaps.max()).item()),
+    }

@@ -53,8 +53,10 @@ class EngineSpec:
         try:
             found = importlib.import_module(module_name)
         except ImportError as error:
-            raise ValueError(f"generation.engine {self.name!r}: cannot import module {module_name!r}: {error}; "
-                             "put the folder that holds it on the import path (e.g. PYTHONPATH=.)") from None
+            raise ValueError(
+                f"generation.engine {self.name!r}: cannot import module {module_name!r}: {error}; "
+                "put the folder that holds it on the import path (e.g. PYTHONPATH=.)"
+            ) from None
         for part in attr.split("."):
             if not hasattr(found, part):
                 raise ValueError(f"generation.engine {self.name!r}: module {module_name!r} has no attribute {attr!r}")
@@ -70,8 +72,9 @@ ENGINES: dict[str, EngineSpec] = {}
 """Registered engines by name (the shipped ones, then a user's)."""
 
 
-def register_engine(name: str, target: str | None = None, *, doc: str = "",
-                    where: str = "any device") -> Callable[[type], type]:
+def register_engine(
+    name: str, target: str | None = None, *, doc: str = "", where: str = "any device"
+) -> Callable[[type], type]:
     """Register an engine class under ``name``; as a decorator, ``@register_engine("mine")`` on the
     class (``target`` from its module and name, ``doc`` from its docstring's first line).
 
@@ -94,12 +97,24 @@ def register_engine(name: str, target: str | None = None, *, doc: str = "",
     return add
 
 
-register_engine("eager", "evolora.generation.engine:EagerEngine", where="any device",
-                doc="routed LoRA in the preallocated-cache decode loop: the CPU engine and the reference")
-register_engine("graph", "evolora.generation.engine:GraphEngine", where=f"CUDA; {', '.join(SUPPORTED)}",
-                doc="static KV cache and one captured CUDA-graph decode step per batch-size bucket")
-register_engine("peft", "evolora.generation.engine:PeftEngine", where="any device",
-                doc="transformers' generate with PEFT's adapter_names: the slow, independent reference")
+register_engine(
+    "eager",
+    "evolora.generation.engine:EagerEngine",
+    where="any device",
+    doc="routed LoRA in the preallocated-cache decode loop: the CPU engine and the reference",
+)
+register_engine(
+    "graph",
+    "evolora.generation.engine:GraphEngine",
+    where=f"CUDA; {', '.join(SUPPORTED)}",
+    doc="static KV cache and one captured CUDA-graph decode step per batch-size bucket",
+)
+register_engine(
+    "peft",
+    "evolora.generation.engine:PeftEngine",
+    where="any device",
+    doc="transformers' generate with PEFT's adapter_names: the slow, independent reference",
+)
 
 
 def engine_spec(name: str) -> EngineSpec:
@@ -113,8 +128,10 @@ def engine_spec(name: str) -> EngineSpec:
     if name in ENGINES:
         return ENGINES[name]
     if ":" not in name:
-        raise ValueError(f"unknown generation.engine {name!r}; use {AUTO}, one of {sorted(ENGINES)}, "
-                         "or 'package.module:Class' for your own")
+        raise ValueError(
+            f"unknown generation.engine {name!r}; use {AUTO}, one of {sorted(ENGINES)}, "
+            "or 'package.module:Class' for your own"
+        )
     spec = EngineSpec(name, name, "")
     cls = spec.load()
     spec = EngineSpec(name, name, ((cls.__doc__ or "").strip().splitlines() or [""])[0])
@@ -134,11 +151,15 @@ def check_graph(device: torch.device | str | None = None, model_type: str | None
             ``model_type``'s layers (:data:`SUPPORTED`); the message says which engine to use.
     """
     if device is not None and torch.device(device).type != "cuda":
-        raise ValueError(f"generation.engine=graph needs a CUDA device (the model is on {device}); "
-                         f"set generation.engine={AUTO} or eager")
+        raise ValueError(
+            f"generation.engine=graph needs a CUDA device (the model is on {device}); "
+            f"set generation.engine={AUTO} or eager"
+        )
     if model_type is not None and model_type not in SUPPORTED:
-        raise ValueError(f"generation.engine=graph computes {', '.join(SUPPORTED)} decoder layers, not "
-                         f"{model_type!r}; set generation.engine={AUTO} or eager")
+        raise ValueError(
+            f"generation.engine=graph computes {', '.join(SUPPORTED)} decoder layers, not "
+            f"{model_type!r}; set generation.engine={AUTO} or eager"
+        )
 
 
 def resolve_engine(name: str, device: torch.device | str | None = None, model_type: str | None = None) -> str:

@@ -54,8 +54,9 @@ def render_chat(tokenizer: Tokenizer, messages: list[dict[str, str]]) -> str:
     """
     template = None if getattr(tokenizer, "chat_template", None) else PLAIN_TEMPLATE
     try:
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                             chat_template=template)
+        return tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, chat_template=template
+        )
     except TemplateError as error:  # Gemma 2: "System role not supported"
         if not messages or messages[0]["role"] != "system" or "system" not in str(error).lower():
             raise
@@ -78,9 +79,18 @@ def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 @torch.no_grad()
-def generate(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str], sampling: Sampling,
-             *, decode: BatchDecode, batch_size: int = 16, stats: RolloutStats | None = None,
-             generator: torch.Generator | None = None) -> list[Completion]:
+def generate(
+    model: CausalLM,
+    tokenizer: Tokenizer,
+    prompts: list[list[int]],
+    adapters: list[str],
+    sampling: Sampling,
+    *,
+    decode: BatchDecode,
+    batch_size: int = 16,
+    stats: RolloutStats | None = None,
+    generator: torch.Generator | None = None,
+) -> list[Completion]:
     """Generate one completion per (prompt, adapter) row, many adapters per batch, each batch by
     an engine's ``decode`` (:meth:`evolora.generation.engine.EagerEngine.decode_batch` and its kin).
 
@@ -115,8 +125,9 @@ def generate(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], ad
         input_ids, attention = left_pad([prompts[i] for i in rows], tokenizer.pad_token_id, device)
         new = decode(input_ids, attention, [adapters[i] for i in rows], sampling, eos_ids=eos_ids, generator=generator)
         for j, i in enumerate(rows):
-            results[i] = completion_of(tokenizer, prompts[i], adapters[i], new[j].tolist(), eos_ids, sampling.stop,
-                                       sampling.keep_stop)
+            results[i] = completion_of(
+                tokenizer, prompts[i], adapters[i], new[j].tolist(), eos_ids, sampling.stop, sampling.keep_stop
+            )
         if stats is not None:
             stats.seconds += time.perf_counter() - began
             stats.tokens += sum(len(results[i].completion_ids) for i in rows)
@@ -124,8 +135,9 @@ def generate(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], ad
     return results  # type: ignore[return-value]
 
 
-def left_pad(prompts: list[list[int]], pad_id: int,
-             device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(
+    prompts: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T) input ids and attention mask on ``device``, left padded: completions start at column T.
     Built on the CPU and moved in one copy each (not one small copy per row)."""
     width = max(len(p) for p in prompts)
@@ -148,13 +160,25 @@ def min_new_tokens(model: CausalLM) -> int:
     return getattr(getattr(model, "generation_config", None), "min_new_tokens", None) or 0
 
 
-def completion_of(tokenizer: Tokenizer, prompt: list[int], adapter: str, ids: list[int], eos_ids: set[int],
-                stop: tuple[Stop, ...], keep_stop: bool) -> Completion:
+def completion_of(
+    tokenizer: Tokenizer,
+    prompt: list[int],
+    adapter: str,
+    ids: list[int],
+    eos_ids: set[int],
+    stop: tuple[Stop, ...],
+    keep_stop: bool,
+) -> Completion:
     """One row's completion: cut after its first EOS, or at its stop string."""
     end = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
     kept = ids[:end] if end is not None else ids  # no EOS: the row ran all max_new_tokens
     cut = stop_cut(tokenizer, kept, stop, keep_stop) if stop else None
     if cut is not None:
         kept, end = kept[:cut], cut
-    return Completion(adapter=adapter, prompt_ids=tuple(prompt), completion_ids=tuple(kept),
-                      text=tokenizer.decode(kept, skip_special_tokens=True), truncated=end is None)
+    return Completion(
+        adapter=adapter,
+        prompt_ids=tuple(prompt),
+        completion_ids=tuple(kept),
+        text=tokenizer.decode(kept, skip_special_tokens=True),
+        truncated=end is None,
+    )

@@ -175,9 +175,12 @@ class _Group:
             if n != plan.rows:
                 raise RuntimeError(f"routed batch has {n} rows but {plan.rows} adapter names were given")
             if self.stack is None:
-                self.stack = GatheredStack([[layer.lora_A[s].weight for layer in self.layers] for s in self.slots],
-                                           [[layer.lora_B[s].weight for layer in self.layers] for s in self.slots],
-                                           plan, LORA_COMPUTE_DTYPE)
+                self.stack = GatheredStack(
+                    [[layer.lora_A[s].weight for layer in self.layers] for s in self.slots],
+                    [[layer.lora_B[s].weight for layer in self.layers] for s in self.slots],
+                    plan,
+                    LORA_COMPUTE_DTYPE,
+                )
             d_out = output.shape[-1]
             tokens = x.numel() // (n * x.shape[-1])
             shared = self.shared

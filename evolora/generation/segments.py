@@ -38,14 +38,29 @@ if TYPE_CHECKING:
 def segment_sampling(sampling: Sampling, segment: Segment) -> Sampling:
     """The sampling of one segment: ``sampling`` (the role's) with the segment's own token limit,
     temperature (when set), stop strings and ``keep_stop``; segments always sample."""
-    return replace(sampling, greedy=False, max_new_tokens=segment.max_new_tokens or sampling.max_new_tokens,
-                   temperature=segment.temperature if segment.temperature is not None else sampling.temperature,
-                   stop=segment.stop, keep_stop=segment.keep_stop)
+    return replace(
+        sampling,
+        greedy=False,
+        max_new_tokens=segment.max_new_tokens or sampling.max_new_tokens,
+        temperature=segment.temperature if segment.temperature is not None else sampling.temperature,
+        stop=segment.stop,
+        keep_stop=segment.keep_stop,
+    )
 
 
-def generate_segments(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str],
-                      segments: tuple[Segment, ...], sampling: Sampling, *, decode: BatchDecode, batch_size: int = 16,
-                      stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+def generate_segments(
+    model: CausalLM,
+    tokenizer: Tokenizer,
+    prompts: list[list[int]],
+    adapters: list[str],
+    segments: tuple[Segment, ...],
+    sampling: Sampling,
+    *,
+    decode: BatchDecode,
+    batch_size: int = 16,
+    stats: RolloutStats | None = None,
+    generator: torch.Generator | None = None,
+) -> list[Completion]:
     """Generate every row through the same sequence of segments, one
     :func:`evolora.generation.rollout.generate` call per segment over the whole context so far.
 
@@ -76,9 +91,17 @@ def generate_segments(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[
         for row in range(len(prompts)):
             ids[row] += forced
             mask[row] += [False] * len(forced)
-        outputs = generate(model, tokenizer, [list(p) + i for p, i in zip(prompts, ids)], adapters,
-                           segment_sampling(sampling, segment), decode=decode, batch_size=batch_size, stats=stats,
-                           generator=generator)
+        outputs = generate(
+            model,
+            tokenizer,
+            [list(p) + i for p, i in zip(prompts, ids)],
+            adapters,
+            segment_sampling(sampling, segment),
+            decode=decode,
+            batch_size=batch_size,
+            stats=stats,
+            generator=generator,
+        )
         for row, output in enumerate(outputs):
             new = list(output.completion_ids)
             if not last and new and new[-1] in eos:
@@ -87,17 +110,31 @@ def generate_segments(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[
             mask[row] += [True] * len(new)
             truncated[row] = output.truncated
     return [
-        Completion(adapter=adapter, prompt_ids=tuple(prompt), completion_ids=tuple(row_ids),
-                   text=tokenizer.decode(row_ids, skip_special_tokens=True), truncated=trunc,
-                   mask=tuple(row_mask))
+        Completion(
+            adapter=adapter,
+            prompt_ids=tuple(prompt),
+            completion_ids=tuple(row_ids),
+            text=tokenizer.decode(row_ids, skip_special_tokens=True),
+            truncated=trunc,
+            mask=tuple(row_mask),
+        )
         for adapter, prompt, row_ids, row_mask, trunc in zip(adapters, prompts, ids, mask, truncated)
     ]
 
 
-def continue_segments(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[int]], adapters: list[str],
-                      segments: tuple[Segment, ...], sampling: Sampling, *,
-                      context: Callable[[list[str]], ContextManager], batch_size: int = 16,
-                      stats: RolloutStats | None = None, generator: torch.Generator | None = None) -> list[Completion]:
+def continue_segments(
+    model: CausalLM,
+    tokenizer: Tokenizer,
+    prompts: list[list[int]],
+    adapters: list[str],
+    segments: tuple[Segment, ...],
+    sampling: Sampling,
+    *,
+    context: Callable[[list[str]], ContextManager],
+    batch_size: int = 16,
+    stats: RolloutStats | None = None,
+    generator: torch.Generator | None = None,
+) -> list[Completion]:
     """:func:`generate_segments`' rows, every batch in one :class:`evolora.generation.decode.Decoder`:
     the prompt is prefilled once and each segment continues from the cache (tokens a segment drops
     are masked out of it). The eager engine's segments.
@@ -117,16 +154,26 @@ def continue_segments(model: CausalLM, tokenizer: Tokenizer, prompts: list[list[
     out: list[Completion | None] = [None] * len(prompts)
     for start in range(0, len(order), batch_size):
         rows = sorted(order[start : start + batch_size], key=lambda i: adapters[i])  # as generate()
-        done = _continued_batch(model, tokenizer, [prompts[i] for i in rows], [adapters[i] for i in rows], segments,
-                                sampling, context=context, stats=stats, generator=generator)
+        done = _continued_batch(
+            model,
+            tokenizer,
+            [prompts[i] for i in rows],
+            [adapters[i] for i in rows],
+            segments,
+            sampling,
+            context=context,
+            stats=stats,
+            generator=generator,
+        )
         for i, completion in zip(rows, done):
             out[i] = completion
     heap.trim()  # the KV caches just freed (see evolora.generation.heap)
     return out  # type: ignore[return-value]
 
 
-def _continued_batch(model: CausalLM, tokenizer: Tokenizer, prompts, adapters, segments, sampling: Sampling, *,
-                     context, stats, generator) -> list[Completion]:
+def _continued_batch(
+    model: CausalLM, tokenizer: Tokenizer, prompts, adapters, segments, sampling: Sampling, *, context, stats, generator
+) -> list[Completion]:
     """One batch of rows through every segment in one :class:`evolora.generation.decode.Decoder`."""
     began = time.perf_counter()
     eos_ids = end_of_turn_ids(model, tokenizer)
@@ -135,9 +182,14 @@ def _continued_batch(model: CausalLM, tokenizer: Tokenizer, prompts, adapters, s
     forced = [tokenizer(s.forced, add_special_tokens=False)["input_ids"] if s.forced else [] for s in segments]
     each = [segment_sampling(sampling, s) for s in segments]
     input_ids, attention = left_pad([list(p) + forced[0] for p in prompts], tokenizer.pad_token_id, device)
-    decoder = Decoder(model, input_ids, attention, list(adapters), context=context,
-                      capacity=input_ids.shape[1] + sum(e.max_new_tokens for e in each) + sum(map(len, forced))
-                      + len(segments))
+    decoder = Decoder(
+        model,
+        input_ids,
+        attention,
+        list(adapters),
+        context=context,
+        capacity=input_ids.shape[1] + sum(e.max_new_tokens for e in each) + sum(map(len, forced)) + len(segments),
+    )
     ids = [list(forced[0]) for _ in prompts]
     mask = [[False] * len(forced[0]) for _ in prompts]
     truncated, kept, sampled = [False] * len(prompts), [], 0
@@ -151,8 +203,15 @@ def _continued_batch(model: CausalLM, tokenizer: Tokenizer, prompts, adapters, s
                     ids[row] += forced[k]
                     mask[row] += [False] * len(forced[k])
             stop = StopOnText(tokenizer, segment.stop, 0).tails if segment.stop else None
-            new = decoder.run(each[k], eos=eos, pad_id=tokenizer.pad_token_id, generator=generator, stopped=stop,
-                              min_new_tokens=minimum, compact=last)
+            new = decoder.run(
+                each[k],
+                eos=eos,
+                pad_id=tokenizer.pad_token_id,
+                generator=generator,
+                stopped=stop,
+                min_new_tokens=minimum,
+                compact=last,
+            )
             kept = []
             for row in range(len(prompts)):
                 done = completion_of(tokenizer, [], "", new[row].tolist(), eos_ids, segment.stop, segment.keep_stop)
@@ -169,6 +228,14 @@ def _continued_batch(model: CausalLM, tokenizer: Tokenizer, prompts, adapters, s
     if stats is not None:
         stats.seconds += time.perf_counter() - began
         stats.tokens += sampled
-    return [Completion(adapter=a, prompt_ids=tuple(p), completion_ids=tuple(i),
-                       text=tokenizer.decode(i, skip_special_tokens=True), truncated=t, mask=tuple(m))
-            for a, p, i, m, t in zip(adapters, prompts, ids, mask, truncated)]
+    return [
+        Completion(
+            adapter=a,
+            prompt_ids=tuple(p),
+            completion_ids=tuple(i),
+            text=tokenizer.decode(i, skip_special_tokens=True),
+            truncated=t,
+            mask=tuple(m),
+        )
+        for a, p, i, m, t in zip(adapters, prompts, ids, mask, truncated)
+    ]

@@ -57,8 +57,16 @@ class StaticBuffers:
         self.onehot[n:size] = 0
 
 
-def sample(b: StaticBuffers, logits: torch.Tensor, rows: int, *, greedy: bool, top_p: bool, total: int,
-           generator: torch.Generator | None) -> torch.Tensor:
+def sample(
+    b: StaticBuffers,
+    logits: torch.Tensor,
+    rows: int,
+    *,
+    greedy: bool,
+    top_p: bool,
+    total: int,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
     """:func:`evolora.generation.decode.choose_tokens` on fixed buffers: (rows, V) logits → (rows,) long.
 
     EOS is masked before ``min_new`` tokens; temperature and 1 − top_p are tensors (``top_p``: apply
@@ -75,13 +83,23 @@ def sample(b: StaticBuffers, logits: torch.Tensor, rows: int, *, greedy: bool, t
     return (scores.softmax(dim=-1) / noise).argmax(dim=-1)
 
 
-def step(w: StaticWeights, b: StaticBuffers, rows: int, window: int, *, greedy: bool, top_p: bool, total: int,
-         generator: torch.Generator | None) -> None:
+def step(
+    w: StaticWeights,
+    b: StaticBuffers,
+    rows: int,
+    window: int,
+    *,
+    greedy: bool,
+    top_p: bool,
+    total: int,
+    generator: torch.Generator | None,
+) -> None:
     """One decode step of slots [0, rows), in place: feed ``b.last``, attend cache columns [0, window),
     choose (:func:`sample`), write the token (``pad`` for ended rows) at ``out[row, step]``, mark rows
     that wrote an EOS ended, advance positions, the write column and the step."""
-    logits = decode_step(w, b.last[:rows], b.position[:rows], b.column, b.kv[:, :, :rows], b.valid[:rows],
-                         b.onehot[:rows], window)
+    logits = decode_step(
+        w, b.last[:rows], b.position[:rows], b.column, b.kv[:, :, :rows], b.valid[:rows], b.onehot[:rows], window
+    )
     token = sample(b, logits, rows, greedy=greedy, top_p=top_p, total=total, generator=generator)
     done = b.done[:rows]
     token = torch.where(done, b.pad, token)

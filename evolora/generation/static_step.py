@@ -41,8 +41,12 @@ from evolora.generation.registry import check_graph
 if TYPE_CHECKING:
     from evolora.generation.types import RoutedBank
 
-SIBLINGS = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("self_attn", ("o_proj",)),
-            ("mlp", ("gate_proj", "up_proj")), ("mlp", ("down_proj",)))
+SIBLINGS = (
+    ("self_attn", ("q_proj", "k_proj", "v_proj")),
+    ("self_attn", ("o_proj",)),
+    ("mlp", ("gate_proj", "up_proj")),
+    ("mlp", ("down_proj",)),
+)
 """Linear layers of one decoder layer, grouped by the input they read (one fused GEMM each)."""
 
 SKINNY_ROWS = 16
@@ -61,18 +65,38 @@ class _Group:
 
     def __init__(self, modules: list, names: list[str], bank: RoutedBank, slots: int) -> None:
         linears = [_base_linear(m) for m in modules]
-        self.weight = torch.cat([lin.weight.detach() for lin in linears]) if len(linears) > 1 else linears[0].weight.detach()
+        self.weight = (
+            torch.cat([lin.weight.detach() for lin in linears]) if len(linears) > 1 else linears[0].weight.detach()
+        )
         biases = [lin.bias for lin in linears]
-        self.bias = None if all(b is None for b in biases) else torch.cat(
-            [(b.detach() if b is not None else torch.zeros(lin.out_features, dtype=lin.weight.dtype,
-                                                            device=lin.weight.device)) for b, lin in zip(biases, linears)])
+        self.bias = (
+            None
+            if all(b is None for b in biases)
+            else torch.cat(
+                [
+                    (
+                        b.detach()
+                        if b is not None
+                        else torch.zeros(lin.out_features, dtype=lin.weight.dtype, device=lin.weight.device)
+                    )
+                    for b, lin in zip(biases, linears)
+                ]
+            )
+        )
         self.sizes = [lin.out_features for lin in linears]
         self.adapted = [(j, name) for j, name in enumerate(names) if name in bank.layers]
         self.lora: DenseStack | None = None
         if self.adapted:
             factor = bank.layers[self.adapted[0][1]].lora_A[bank.slots[0]].weight
-            self.lora = DenseStack(slots, len(self.adapted), bank.rank, self.weight.shape[1], self.weight.shape[0],
-                                   dtype=factor.dtype, device=factor.device)
+            self.lora = DenseStack(
+                slots,
+                len(self.adapted),
+                bank.rank,
+                self.weight.shape[1],
+                self.weight.shape[0],
+                dtype=factor.dtype,
+                device=factor.device,
+            )
 
     def reorder(self, order: torch.Tensor) -> None:
         """Output column c becomes the siblings' concatenated column ``order[c]`` (a column may repeat),
@@ -93,15 +117,20 @@ class _Group:
             slot = bank.slots[p]
             block = self.lora.b.new_zeros(g * rank, sum(self.sizes))  # (G·r, d_out) in the siblings' order
             for k, (j, name) in enumerate(self.adapted):
-                block[k * rank:(k + 1) * rank, offsets[j]: offsets[j] + self.sizes[j]] = \
+                block[k * rank : (k + 1) * rank, offsets[j] : offsets[j] + self.sizes[j]] = (
                     bank.layers[name].lora_B[slot].weight.t() * scale
+                )
             self.lora.write_(p, [bank.layers[name].lora_A[slot].weight for _, name in self.adapted], block)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x (R, d_in) Wᵀ (+ bias); few-row fp32 products on the CPU as (W xᵀ)ᵀ."""
-    if x.device.type == "cpu" and x.shape[0] <= SKINNY_ROWS and weight.shape[0] >= weight.shape[1] \
-            and x.dtype == weight.dtype:
+    if (
+        x.device.type == "cpu"
+        and x.shape[0] <= SKINNY_ROWS
+        and weight.shape[0] >= weight.shape[1]
+        and x.dtype == weight.dtype
+    ):
         y = torch.mm(weight, x.t()).t().contiguous()
         return y if bias is None else y.add_(bias)
     return F.linear(x, weight, bias)
@@ -168,8 +197,9 @@ class StaticWeights:
         self.scaling = attn.scaling
         # the q/k/v GEMM also writes the halves-swapped heads (one kernel fewer per layer, the q/k/v
         # weights read twice): on CUDA, where the step is bound by kernels; the CPU's by its GEMMs
-        self.flipped = (self.head.device.type == "cuda" if swapped_copy is None else swapped_copy) \
-            and not hasattr(attn, "q_norm")
+        self.flipped = (self.head.device.type == "cuda" if swapped_copy is None else swapped_copy) and not hasattr(
+            attn, "q_norm"
+        )
         order = qkv_order(self.heads, self.kv_heads, self.head_dim, self.flipped)
         for _, _, groups in self.layers:
             groups[0].reorder(order)
@@ -194,8 +224,12 @@ def _project(x: torch.Tensor, group: _Group, onehot: torch.Tensor, into: torch.T
     the delta; returns ``into``."""
     if into is None:
         y = _linear(x, group.weight, group.bias)
-    elif x.device.type == "cpu" and x.shape[0] <= SKINNY_ROWS and x.dtype == group.weight.dtype \
-            and group.weight.shape[0] >= group.weight.shape[1]:
+    elif (
+        x.device.type == "cpu"
+        and x.shape[0] <= SKINNY_ROWS
+        and x.dtype == group.weight.dtype
+        and group.weight.shape[0] >= group.weight.shape[1]
+    ):
         y = into.add_(torch.mm(group.weight, x.t()).t())
     else:
         y = into.addmm_(x, group.weight.t())
@@ -233,8 +267,16 @@ def attention_bias(w: StaticWeights, valid: torch.Tensor, window: int) -> torch.
     return bias.masked_fill_(valid[:, None, None, :window], 0.0).view(rows * w.kv_heads, 1, window)
 
 
-def decode_step(w: StaticWeights, tokens: torch.Tensor, position: torch.Tensor, column: torch.Tensor,
-                kv: torch.Tensor, valid: torch.Tensor, onehot: torch.Tensor, window: int) -> torch.Tensor:
+def decode_step(
+    w: StaticWeights,
+    tokens: torch.Tensor,
+    position: torch.Tensor,
+    column: torch.Tensor,
+    kv: torch.Tensor,
+    valid: torch.Tensor,
+    onehot: torch.Tensor,
+    window: int,
+) -> torch.Tensor:
     """Feed one token per row; returns (R, V) logits of the next token.
 
     Shapes: ``tokens`` (R,) long; ``position`` (R,) long RoPE positions; ``column`` (1,) long, the

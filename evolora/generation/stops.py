@@ -55,8 +55,9 @@ class StopOnText(StoppingCriteria):
     def tails(self, generated: torch.Tensor, *_) -> torch.Tensor:
         """(B,) bool on ``generated``'s device: the last ``window`` of the (B, t) generated tokens hold a stop string."""
         texts = self.tokenizer.batch_decode(generated[:, -self.window :].tolist(), skip_special_tokens=True)
-        return torch.tensor([any(holds(text, s) for s in self.stops) for text in texts], dtype=torch.bool,
-                            device=generated.device)
+        return torch.tensor(
+            [any(holds(text, s) for s in self.stops) for text in texts], dtype=torch.bool, device=generated.device
+        )
 
 
 def stop_cut(tokenizer: Tokenizer, ids: list[int], stops: tuple[Stop, ...], keep: bool) -> int | None:

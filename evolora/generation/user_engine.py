@@ -22,8 +22,10 @@ from evolora.user_code import UserCodeError, describe_exception
 KEY = "generation.engine"
 """The config key that names an engine."""
 
-CONTRACT = ("cls(model, tokenizer, bank); generate(prompts, adapters, sampling, ...) -> one Completion per prompt, "
-            "row i by adapters[i]; logprobs(names, samples) -> (len(names), T_c) float tensor, no NaN; refresh(slots)")
+CONTRACT = (
+    "cls(model, tokenizer, bank); generate(prompts, adapters, sampling, ...) -> one Completion per prompt, "
+    "row i by adapters[i]; logprobs(names, samples) -> (len(names), T_c) float tensor, no NaN; refresh(slots)"
+)
 """What a user's engine takes and returns (:class:`evolora.generation.engine.Engine`)."""
 
 

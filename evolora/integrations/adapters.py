@@ -23,12 +23,17 @@ from evolora.factors import random_factors
 from evolora.model.targets import check_rank
 from evolora.operators import Adapter, check_adapter
 
-__all__ = ["random_adapter", "adapter_shapes", "num_floats", "flatten", "unflatten", "write_to_bank",
-           "save_to_bank"]
+__all__ = ["random_adapter", "adapter_shapes", "num_floats", "flatten", "unflatten", "write_to_bank", "save_to_bank"]
 
 
-def random_adapter(shapes: Mapping[str, tuple[int, int]], *, rank: int, generator: torch.Generator,
-                   b_std: float = 0.01, dtype: torch.dtype = torch.float32) -> Adapter:
+def random_adapter(
+    shapes: Mapping[str, tuple[int, int]],
+    *,
+    rank: int,
+    generator: torch.Generator,
+    b_std: float = 0.01,
+    dtype: torch.dtype = torch.float32,
+) -> Adapter:
     """A fresh adapter with non-zero ΔW, drawn like :meth:`AdapterBank.init_factors`.
 
     A ~ U(±1/sqrt(d_in)) (Kaiming-like), B ~ N(0, b_std²). PEFT's B = 0 would make every
@@ -93,13 +98,15 @@ def unflatten(vector: Tensor, template: Mapping[str, tuple[Tensor, Tensor]]) -> 
     """
     total = num_floats(template)
     if vector.ndim != 1 or vector.numel() != total:
-        raise ValueError(f"vector has shape {tuple(vector.shape)} but the template needs ({total},); "
-                         f"pass one solution (N,), not a batch")
+        raise ValueError(
+            f"vector has shape {tuple(vector.shape)} but the template needs ({total},); "
+            f"pass one solution (N,), not a batch"
+        )
     adapter, offset = {}, 0
     for name, (a, b) in template.items():
         factors = []
         for like in (a, b):
-            piece = vector[offset: offset + like.numel()].reshape(like.shape)
+            piece = vector[offset : offset + like.numel()].reshape(like.shape)
             factors.append(piece.to(dtype=like.dtype, device=like.device))
             offset += like.numel()
         adapter[name] = (factors[0], factors[1])

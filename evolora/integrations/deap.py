@@ -38,9 +38,22 @@ from evolora.bank import LocalBank
 from evolora.integrations.adapters import random_adapter, save_to_bank, write_to_bank
 from evolora.operators import REGISTRY, Adapter, OperatorSpec
 
-__all__ = ["FitnessMax", "FitnessMin", "LoRAIndividual", "make_toolbox", "clone_individual", "score",
-           "mate", "mutate", "select", "population_from_bank", "random_population", "write_individual",
-           "save_individual", "BankEvaluator"]
+__all__ = [
+    "FitnessMax",
+    "FitnessMin",
+    "LoRAIndividual",
+    "make_toolbox",
+    "clone_individual",
+    "score",
+    "mate",
+    "mutate",
+    "select",
+    "population_from_bank",
+    "random_population",
+    "write_individual",
+    "save_individual",
+    "BankEvaluator",
+]
 
 OperatorChoice = str | tuple[str, Mapping[str, Any]]
 """An operator by registry name (``"svd_merge"``, ``"my_pkg.ops:fn"``) or (name, params)."""
@@ -85,8 +98,11 @@ class LoRAIndividual:
             return NotImplemented
         if self.factors.keys() != other.factors.keys():
             return False
-        return all(x is y or (x.shape == y.shape and torch.equal(x, y))
-                   for name in self.factors for x, y in zip(self.factors[name], other.factors[name]))
+        return all(
+            x is y or (x.shape == y.shape and torch.equal(x, y))
+            for name in self.factors
+            for x, y in zip(self.factors[name], other.factors[name])
+        )
 
     __hash__ = None  # equality is by value
 
@@ -112,8 +128,14 @@ def _resolve(kind: str, choice: OperatorChoice) -> tuple[OperatorSpec, dict[str,
     return REGISTRY.get(kind, name), params
 
 
-def mate(first: LoRAIndividual, second: LoRAIndividual, *, operator: OperatorSpec, params: Mapping[str, Any],
-         generator: torch.Generator) -> tuple[LoRAIndividual, LoRAIndividual]:
+def mate(
+    first: LoRAIndividual,
+    second: LoRAIndividual,
+    *,
+    operator: OperatorSpec,
+    params: Mapping[str, Any],
+    generator: torch.Generator,
+) -> tuple[LoRAIndividual, LoRAIndividual]:
     """DEAP ``mate``: ``first`` ← crossover(first, second), ``second`` ← crossover(second, first).
 
     Both children are made from the parents as they were; each gets its own operator call (so
@@ -131,25 +153,37 @@ def mate(first: LoRAIndividual, second: LoRAIndividual, *, operator: OperatorSpe
     return first, second
 
 
-def mutate(individual: LoRAIndividual, *, operator: OperatorSpec, params: Mapping[str, Any],
-           generator: torch.Generator) -> tuple[LoRAIndividual]:
+def mutate(
+    individual: LoRAIndividual, *, operator: OperatorSpec, params: Mapping[str, Any], generator: torch.Generator
+) -> tuple[LoRAIndividual]:
     """DEAP ``mutate``: replace the individual's factors by a mutated child; returns a 1-tuple."""
     individual.factors = operator.fn(individual.factors, generator=generator, **params)
     return (individual,)
 
 
-def select(individuals: Sequence[LoRAIndividual], k: int, *, operator: OperatorSpec, params: Mapping[str, Any],
-           generator: torch.Generator) -> list[LoRAIndividual]:
+def select(
+    individuals: Sequence[LoRAIndividual],
+    k: int,
+    *,
+    operator: OperatorSpec,
+    params: Mapping[str, Any],
+    generator: torch.Generator,
+) -> list[LoRAIndividual]:
     """DEAP ``select`` through an evolora selection operator on :func:`score` (the same objects, k times)."""
     fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64, device="cpu")
     index = operator.fn(fitness, k, generator=generator, **params)
     return [individuals[i] for i in index.tolist()]
 
 
-def make_toolbox(*, evaluate: Callable[[LoRAIndividual], tuple[float, ...]], generator: torch.Generator,
-                 crossover: OperatorChoice = "svd_merge", mutation: OperatorChoice = "lowrank_gaussian",
-                 selection: OperatorChoice | Callable[..., list] | None = None,
-                 toolbox: base.Toolbox | None = None) -> base.Toolbox:
+def make_toolbox(
+    *,
+    evaluate: Callable[[LoRAIndividual], tuple[float, ...]],
+    generator: torch.Generator,
+    crossover: OperatorChoice = "svd_merge",
+    mutation: OperatorChoice = "lowrank_gaussian",
+    selection: OperatorChoice | Callable[..., list] | None = None,
+    toolbox: base.Toolbox | None = None,
+) -> base.Toolbox:
     """Fill a ``deap.base.Toolbox`` with ``evaluate``, ``mate``, ``mutate``, ``select`` and ``clone``.
 
     ``deap.algorithms.eaSimple``, ``eaMuPlusLambda`` and ``eaMuCommaLambda`` then run unchanged
@@ -188,21 +222,31 @@ def make_toolbox(*, evaluate: Callable[[LoRAIndividual], tuple[float, ...]], gen
     return toolbox
 
 
-def population_from_bank(bank: LocalBank, slots: Iterable[str] | None = None,
-                         fitness: type[base.Fitness] = FitnessMax) -> list[LoRAIndividual]:
+def population_from_bank(
+    bank: LocalBank, slots: Iterable[str] | None = None, fitness: type[base.Fitness] = FitnessMax
+) -> list[LoRAIndividual]:
     """One individual per bank slot (default: every slot), holding a copy of its factors."""
     return [LoRAIndividual(bank.get_factors(slot), fitness()) for slot in (bank.slots if slots is None else slots)]
 
 
-def random_population(size: int, shapes: Mapping[str, tuple[int, int]], *, rank: int, generator: torch.Generator,
-                      b_std: float = 0.01, fitness: type[base.Fitness] = FitnessMax) -> list[LoRAIndividual]:
+def random_population(
+    size: int,
+    shapes: Mapping[str, tuple[int, int]],
+    *,
+    rank: int,
+    generator: torch.Generator,
+    b_std: float = 0.01,
+    fitness: type[base.Fitness] = FitnessMax,
+) -> list[LoRAIndividual]:
     """``size`` individuals with random factors (see :func:`evolora.integrations.adapters.random_adapter`).
 
     Args:
         shapes: module name → (d_in, d_out); use ``adapter_shapes(bank.get_factors(slot))`` for a bank's.
     """
-    return [LoRAIndividual(random_adapter(shapes, rank=rank, generator=generator, b_std=b_std), fitness())
-            for _ in range(size)]
+    return [
+        LoRAIndividual(random_adapter(shapes, rank=rank, generator=generator, b_std=b_std), fitness())
+        for _ in range(size)
+    ]
 
 
 def write_individual(individual: LoRAIndividual, bank: LocalBank, slot: str) -> None:

@@ -36,8 +36,7 @@ from evolora.bank import Bank
 from evolora.integrations.adapters import flatten, num_floats, save_to_bank, unflatten, write_to_bank
 from evolora.operators import Adapter, check_adapter
 
-__all__ = ["LoRAProblem", "flatten", "unflatten", "num_floats", "solution_adapter", "write_solution",
-           "save_solution"]
+__all__ = ["LoRAProblem", "flatten", "unflatten", "num_floats", "solution_adapter", "write_solution", "save_solution"]
 
 
 class LoRAProblem(Problem):
@@ -60,9 +59,16 @@ class LoRAProblem(Problem):
         ValueError: malformed template, init_std < 0 or an unknown objective sense.
     """
 
-    def __init__(self, fitness: Callable[[Adapter], float], template: Mapping[str, tuple[Tensor, Tensor]], *,
-                 objective_sense: str = "max", init_std: float = 0.01, seed: int | None = None,
-                 device: str | torch.device | None = None):
+    def __init__(
+        self,
+        fitness: Callable[[Adapter], float],
+        template: Mapping[str, tuple[Tensor, Tensor]],
+        *,
+        objective_sense: str = "max",
+        init_std: float = 0.01,
+        seed: int | None = None,
+        device: str | torch.device | None = None,
+    ):
         check_adapter(template, what="template")
         if objective_sense not in ("max", "min"):
             raise ValueError(f"objective_sense must be 'max' or 'min', got {objective_sense!r}")
@@ -72,8 +78,13 @@ class LoRAProblem(Problem):
         self.template = {name: (a.detach(), b.detach()) for name, (a, b) in template.items()}
         self.fitness = fitness
         self.init_std = init_std
-        super().__init__(objective_sense, solution_length=num_floats(template), dtype=first.dtype,
-                         device=first.device if device is None else device, seed=seed)
+        super().__init__(
+            objective_sense,
+            solution_length=num_floats(template),
+            dtype=first.dtype,
+            device=first.device if device is None else device,
+            seed=seed,
+        )
         self.center = flatten(self.template).to(self.device)
         """(N,) the template as a vector: pass it as ``center_init`` to SNES / PGPE / CEM."""
 
@@ -87,8 +98,9 @@ class LoRAProblem(Problem):
         solution.set_evaluation(float(self.fitness(adapter)))
 
 
-def solution_adapter(solution: Solution | SolutionBatch | Tensor, template: Mapping[str, tuple[Tensor, Tensor]]
-                     ) -> Adapter:
+def solution_adapter(
+    solution: Solution | SolutionBatch | Tensor, template: Mapping[str, tuple[Tensor, Tensor]]
+) -> Adapter:
     """The adapter of an EvoTorch solution (or a raw (N,) vector), copied out of EvoTorch's storage."""
     values = solution.values if hasattr(solution, "values") else solution
     vector = torch.as_tensor(values, device=next(iter(template.values()))[0].device).detach()
@@ -97,13 +109,19 @@ def solution_adapter(solution: Solution | SolutionBatch | Tensor, template: Mapp
     return {name: (a.clone(), b.clone()) for name, (a, b) in unflatten(vector, template).items()}
 
 
-def write_solution(solution: Solution | Tensor, template: Mapping[str, tuple[Tensor, Tensor]], bank: Bank,
-                   slot: str) -> None:
+def write_solution(
+    solution: Solution | Tensor, template: Mapping[str, tuple[Tensor, Tensor]], bank: Bank, slot: str
+) -> None:
     """Overwrite ``bank``'s ``slot`` with a solution (e.g. ``searcher.status["best"]`` or ``center``)."""
     write_to_bank(solution_adapter(solution, template), bank, slot)
 
 
-def save_solution(solution: Solution | Tensor, template: Mapping[str, tuple[Tensor, Tensor]], bank: Bank, slot: str,
-                  directory: str | Path) -> Path:
+def save_solution(
+    solution: Solution | Tensor,
+    template: Mapping[str, tuple[Tensor, Tensor]],
+    bank: Bank,
+    slot: str,
+    directory: str | Path,
+) -> Path:
     """Write a solution into ``slot`` and save it as a PEFT adapter directory (``PeftModel.from_pretrained``)."""
     return save_to_bank(solution_adapter(solution, template), bank, slot, directory)

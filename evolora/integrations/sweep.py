@@ -38,9 +38,13 @@ def _choice(kind: str, name: str, **params) -> str:
     return f"evolution.{kind}={{name: {name}, params: {{{inner}}}}}"
 
 
-def selection_variants(*, tournament_sizes: Sequence[int] = (2, 4), truncation_fractions: Sequence[float] = (0.25, 0.5),
-                       temperatures: Sequence[float] = (0.1, 1.0),
-                       pfsp_weightings: Sequence[str] = ("variance", "hard", "uniform")) -> dict[str, list[str]]:
+def selection_variants(
+    *,
+    tournament_sizes: Sequence[int] = (2, 4),
+    truncation_fractions: Sequence[float] = (0.25, 0.5),
+    temperatures: Sequence[float] = (0.1, 1.0),
+    pfsp_weightings: Sequence[str] = ("variance", "hard", "uniform"),
+) -> dict[str, list[str]]:
     """Variants sweeping parent selection (tournament size, truncation fraction, Boltzmann
     temperature) and the PFSP weighting of matchmaking, one knob at a time.
 
@@ -50,8 +54,9 @@ def selection_variants(*, tournament_sizes: Sequence[int] = (2, 4), truncation_f
     """
     variants = {f"tournament k={k}": [_choice("selection", "tournament", k=k)] for k in tournament_sizes}
     variants |= {f"truncation {f:g}": [_choice("selection", "truncation", fraction=f)] for f in truncation_fractions}
-    variants |= {f"softmax T={t:g}": [_choice("selection", "fitness_proportional", temperature=t)]
-                 for t in temperatures}
+    variants |= {
+        f"softmax T={t:g}": [_choice("selection", "fitness_proportional", temperature=t)] for t in temperatures
+    }
     variants |= {f"pfsp {w}": [f"selfplay.matchmaking.weighting={w}"] for w in pfsp_weightings}
     return variants
 
@@ -84,8 +89,14 @@ def _ratio(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else math.nan
 
 
-def run_sweep(config_path: str | Path, variants: Mapping[str, Sequence[str]], *, seeds: Sequence[int],
-              out_dir: str | Path, overrides: Sequence[str] = ()) -> list[dict]:
+def run_sweep(
+    config_path: str | Path,
+    variants: Mapping[str, Sequence[str]],
+    *,
+    seeds: Sequence[int],
+    out_dir: str | Path,
+    overrides: Sequence[str] = (),
+) -> list[dict]:
     """Run every variant with every seed; write and return the rows.
 
     Args:
@@ -109,12 +120,20 @@ def run_sweep(config_path: str | Path, variants: Mapping[str, Sequence[str]], *,
     rows = []
     for label, extra in variants.items():
         for seed in seeds:
-            outcome = run_variant(config_path, [*overrides, *extra], seed=seed,
-                                  out_dir=out_dir / _slug(label) / f"seed{seed}")
+            outcome = run_variant(
+                config_path, [*overrides, *extra], seed=seed, out_dir=out_dir / _slug(label) / f"seed{seed}"
+            )
             rows.append({"variant": label, "seed": seed, **outcome})
-    write_json_atomic(out_dir / "final" / "summary.json",
-                      {"config": str(config_path), "overrides": list(overrides), "seeds": list(seeds),
-                       "variants": {k: list(v) for k, v in variants.items()}, "rows": rows})
+    write_json_atomic(
+        out_dir / "final" / "summary.json",
+        {
+            "config": str(config_path),
+            "overrides": list(overrides),
+            "seeds": list(seeds),
+            "variants": {k: list(v) for k, v in variants.items()},
+            "rows": rows,
+        },
+    )
     return rows
 
 

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from evolora.model.device import resolve_device
-from evolora.versions import guard_versions
 from evolora.model.converted import entry_problem, source_identity
+from evolora.model.device import resolve_device
 from evolora.model.gguf import convert_gguf, is_converted, say
 from evolora.model.prepack import check_prepack, prepacked
 from evolora.model.targets import check_rank, check_targets
 from evolora.model.threads import ThreadPolicy
 from evolora.model.tiny import tiny_model
+from evolora.versions import guard_versions
 
 if TYPE_CHECKING:
     from evolora.hf_types import CausalLM, Tokenizer
@@ -212,8 +212,10 @@ def _config_dict(name: str) -> dict | None:
     try:
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ModelNotFoundError(f"{path} is not a readable config.json ({error}); re-save the model "
-                                 "with save_pretrained or point model.name at another directory") from None
+        raise ModelNotFoundError(
+            f"{path} is not a readable config.json ({error}); re-save the model "
+            "with save_pretrained or point model.name at another directory"
+        ) from None
 
 
 def linear_shapes(config: dict) -> dict[str, tuple[int, int]] | None:
@@ -228,9 +230,15 @@ def linear_shapes(config: dict) -> dict[str, tuple[int, int]] | None:
     head_dim = config.get("head_dim") or hidden // heads
     kv = config.get("num_key_value_heads") or heads
     inter = config["intermediate_size"]
-    return {"q_proj": (hidden, heads * head_dim), "k_proj": (hidden, kv * head_dim),
-            "v_proj": (hidden, kv * head_dim), "o_proj": (heads * head_dim, hidden),
-            "gate_proj": (hidden, inter), "up_proj": (hidden, inter), "down_proj": (inter, hidden)}
+    return {
+        "q_proj": (hidden, heads * head_dim),
+        "k_proj": (hidden, kv * head_dim),
+        "v_proj": (hidden, kv * head_dim),
+        "o_proj": (heads * head_dim, hidden),
+        "gate_proj": (hidden, inter),
+        "up_proj": (hidden, inter),
+        "down_proj": (inter, hidden),
+    }
 
 
 def check_lora_fits(name: str, rank: int, target_modules: tuple[str, ...] | str) -> None:
@@ -333,8 +341,13 @@ def end_of_turn_ids(model_ids: int | list[int] | None, tokenizer_id: int | None)
 
 
 def load_base(
-    name: str, *, dtype: ModelDtype = "float32", num_threads: int | str | None = None, device: str = "auto",
-    prepack: bool | str = False) -> tuple[CausalLM, Tokenizer]:
+    name: str,
+    *,
+    dtype: ModelDtype = "float32",
+    num_threads: int | str | None = None,
+    device: str = "auto",
+    prepack: bool | str = False,
+) -> tuple[CausalLM, Tokenizer]:
     """Load a frozen base model and its left-padding tokenizer.
 
     Args:
@@ -383,7 +396,8 @@ def load_base(
             raise ModelNotFoundError(
                 f"the converted model in {source} cannot be loaded ({type(error).__name__}: "
                 f"{(str(error).splitlines() or [''])[0][:160]}); clear it with: evolora cache --clear models, "
-                "then run again (it is converted again)") from error
+                "then run again (it is converted again)"
+            ) from error
         if isinstance(source, Path) or not isinstance(error, OSError):
             raise
         raise ModelNotFoundError(
@@ -396,4 +410,3 @@ def load_base(
     _set_special_ids(model, tokenizer)
     logger.info("loaded %s (%s) in %.1f s", name, dtype, time.perf_counter() - start)
     return prepacked(_freeze(model, _DTYPES[dtype]).to(device), prepack), tokenizer
-

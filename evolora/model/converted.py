@@ -81,8 +81,11 @@ def write_manifest(directory: Path, source: dict | None) -> None:
     Raises:
         OSError: a file cannot be read or the manifest cannot be written.
     """
-    files = {path.name: {"size": path.stat().st_size, "sha256": file_sha256(path)}
-             for path in sorted(Path(directory).iterdir()) if path.is_file() and path.name != MANIFEST}
+    files = {
+        path.name: {"size": path.stat().st_size, "sha256": file_sha256(path)}
+        for path in sorted(Path(directory).iterdir())
+        if path.is_file() and path.name != MANIFEST
+    }
     manifest = {"format": FORMAT, "key": entry_key(source), "files": files}
     with open(Path(directory) / MANIFEST, "w") as handle:
         handle.write(json.dumps(manifest, indent=1))

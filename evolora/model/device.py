@@ -44,8 +44,10 @@ def resolve_device(device: str) -> str:
             raise ValueError(f"model.device={device} but torch sees no CUDA GPU here; set model.device=cpu or auto")
         index = int(device.partition(":")[2] or 0)
         if index >= count:
-            raise ValueError(f"model.device={device} but torch sees {count} GPU(s) (cuda:0 to cuda:{count - 1}); "
-                             f"set model.device=cuda:{count - 1} or lower")
+            raise ValueError(
+                f"model.device={device} but torch sees {count} GPU(s) (cuda:0 to cuda:{count - 1}); "
+                f"set model.device=cuda:{count - 1} or lower"
+            )
     return device
 
 

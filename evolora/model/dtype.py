@@ -13,7 +13,6 @@ Source: PopuLoRA (arXiv 2605.16727) §2 (one frozen base shared by every adapter
 
 from __future__ import annotations
 
-
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 """``/proc/cpuinfo`` flags of CPUs with native bf16 matrix arithmetic."""
 
@@ -21,7 +20,9 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 def cpu_flags(cpuinfo: str) -> set[str]:
     """The flags named on the ``flags`` lines of a ``/proc/cpuinfo`` text (other lines, such as
     ``bugs``, do not count)."""
-    return {flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[-1].split()}
+    return {
+        flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[-1].split()
+    }
 
 
 def cpu_has_bf16(cpuinfo: str) -> bool:

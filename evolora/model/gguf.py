@@ -83,8 +83,7 @@ def convert_gguf(gguf_file: Path, destination: Path) -> None:
         identity = source_identity(gguf_file)
         if entry_problem(destination, identity) is None:  # another process finished while we waited
             return
-        say(f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} (once, ~20 s) ...",
-            end="")
+        say(f"converting {gguf_file.stem.split('.')[0]} GGUF to safetensors in {destination} (once, ~20 s) ...", end="")
         start = time.perf_counter()
         source, file_name = str(gguf_file.parent), gguf_file.name
         with _quiet_unless_verbose():  # transformers' per-tensor progress bar

@@ -50,19 +50,31 @@ class ModelShapes:
             KeyError: a required key is missing.
         """
         heads = config["num_attention_heads"]
-        return cls(hidden=config["hidden_size"], layers=config["num_hidden_layers"], heads=heads,
-                   kv_heads=config.get("num_key_value_heads") or heads,
-                   head_dim=config.get("head_dim") or config["hidden_size"] // heads,
-                   intermediate=config["intermediate_size"], vocab=config["vocab_size"],
-                   tied=bool(config.get("tie_word_embeddings", False)),
-                   qkv_bias=bool(config.get("attention_bias", config.get("model_type") == "qwen2")),
-                   qk_norm=config.get("model_type") == "qwen3")
+        return cls(
+            hidden=config["hidden_size"],
+            layers=config["num_hidden_layers"],
+            heads=heads,
+            kv_heads=config.get("num_key_value_heads") or heads,
+            head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+            intermediate=config["intermediate_size"],
+            vocab=config["vocab_size"],
+            tied=bool(config.get("tie_word_embeddings", False)),
+            qkv_bias=bool(config.get("attention_bias", config.get("model_type") == "qwen2")),
+            qk_norm=config.get("model_type") == "qwen3",
+        )
 
     def linears(self) -> dict[str, tuple[int, int]]:
         """(d_in, d_out) of each linear module of one decoder layer."""
         h, q, kv, i = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate
-        return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
-                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+        return {
+            "q_proj": (h, q),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (q, h),
+            "gate_proj": (h, i),
+            "up_proj": (h, i),
+            "down_proj": (i, h),
+        }
 
     def parameters(self) -> int:
         """Every parameter of the model: embeddings, LM head (unless tied), decoder layers, norms."""
@@ -123,8 +135,9 @@ def memory_estimate(shapes: ModelShapes, run: RunShape) -> dict[str, int]:
     """
     adapter = shapes.lora_parameters(run.rank, run.targets) * LORA_BYTES
     tokens = run.train_rows * run.train_tokens
-    recompute = tokens * (3 * shapes.intermediate + 4 * shapes.hidden
-                          + 2 * (shapes.heads + 2 * shapes.kv_heads) * shapes.head_dim)
+    recompute = tokens * (
+        3 * shapes.intermediate + 4 * shapes.hidden + 2 * (shapes.heads + 2 * shapes.kv_heads) * shapes.head_dim
+    )
     parts = {
         "weights": shapes.parameters() * run.dtype_bytes,
         "adapters": 2 * run.slots * adapter,

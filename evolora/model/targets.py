@@ -52,8 +52,10 @@ def check_targets(targets: tuple[str, ...] | list[str], available: tuple[str, ..
     """
     unknown = [name for name in targets if name not in available]
     if unknown:
-        raise ValueError(f"lora.target_modules {unknown} match no linear layer of {where}; "
-                         f"its layers are {sorted(available)} (or use {ALL_LINEAR})")
+        raise ValueError(
+            f"lora.target_modules {unknown} match no linear layer of {where}; "
+            f"its layers are {sorted(available)} (or use {ALL_LINEAR})"
+        )
 
 
 def check_rank(rank: int, shapes: dict[str, tuple[int, int]], where: str) -> None:
@@ -66,8 +68,10 @@ def check_rank(rank: int, shapes: dict[str, tuple[int, int]], where: str) -> Non
     for name, (d_in, d_out) in shapes.items():
         if rank > min(d_in, d_out):
             limit = min(min(shape) for shape in shapes.values())
-            raise ValueError(f"lora.rank={rank} exceeds the smaller dimension of {name} ({d_in} -> {d_out}) "
-                             f"in {where}; set lora.rank <= {limit}")
+            raise ValueError(
+                f"lora.rank={rank} exceeds the smaller dimension of {name} ({d_in} -> {d_out}) "
+                f"in {where}; set lora.rank <= {limit}"
+            )
 
 
 def resolve_target_modules(model: CausalLM, targets: TargetModules) -> tuple[str, ...]:

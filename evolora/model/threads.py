@@ -156,9 +156,13 @@ class ThreadPolicy:
         ValueError: an int setting below 1, or a value that is neither an int, ``"auto"`` nor None.
     """
 
-    def __init__(self, setting: ThreadSetting, run_dir: str | Path | None = None,
-                 say: Callable[[str], None] | None = None,
-                 probe: Callable[[], tuple[int, float, int]] | None = None):
+    def __init__(
+        self,
+        setting: ThreadSetting,
+        run_dir: str | Path | None = None,
+        say: Callable[[str], None] | None = None,
+        probe: Callable[[], tuple[int, float, int]] | None = None,
+    ):
         if not (setting is None or setting == "auto" or (isinstance(setting, int) and not isinstance(setting, bool))):
             raise ValueError(f"model.num_threads must be an int >= 1, auto or null; got {setting!r}")
         if isinstance(setting, int) and setting < 1:
@@ -176,9 +180,13 @@ class ThreadPolicy:
         threads = auto_threads(cores, others, beside)
         busy = others + threads > cores
         if threads != self.threads and (busy or self.threads is not None):
-            why = f"{others:g} runnable threads of other processes" + (f", {beside} runs beside this one" if beside else "")
-            self.say(f"{'busy machine' if busy else 'cores freed'}: {why} on {cores} cores; "
-                     f"torch uses {threads} thread{'s' * (threads > 1)} (model.num_threads: auto)")
+            why = f"{others:g} runnable threads of other processes" + (
+                f", {beside} runs beside this one" if beside else ""
+            )
+            self.say(
+                f"{'busy machine' if busy else 'cores freed'}: {why} on {cores} cores; "
+                f"torch uses {threads} thread{'s' * (threads > 1)} (model.num_threads: auto)"
+            )
         return threads
 
     def apply(self) -> int | None:

@@ -35,9 +35,17 @@ def breeders_rows(runs: list[RunData], role: str = "student") -> list[dict]:
             if selection is None:
                 continue
             later = responses.get(record["step"], {})
-            rows.append({"run": str(run.path), "seed": run.seed, "mode": run.mode, "step": record["step"],
-                         "S": selection["differential"], "R": later.get("response", {}),
-                         "h2": later.get("heritability", {})})
+            rows.append(
+                {
+                    "run": str(run.path),
+                    "seed": run.seed,
+                    "mode": run.mode,
+                    "step": record["step"],
+                    "S": selection["differential"],
+                    "R": later.get("response", {}),
+                    "h2": later.get("heritability", {}),
+                }
+            )
     return rows
 
 
@@ -47,14 +55,21 @@ def breeders_summary(rows: list[dict]) -> dict[str, dict]:
     table = {}
     for signal in SIGNALS:
         s = [row["S"][signal] for row in rows if _finite(row["S"].get(signal))]
-        pairs = [(row["S"][signal], row["R"][signal]) for row in rows
-                 if _finite(row["S"].get(signal)) and _finite(row["R"].get(signal))]
+        pairs = [
+            (row["S"][signal], row["R"][signal])
+            for row in rows
+            if _finite(row["S"].get(signal)) and _finite(row["R"].get(signal))
+        ]
         if not s:
             continue
         total_s = sum(p[0] for p in pairs)
-        table[signal] = {"events": len(s), "positive": sum(v > 0 for v in s) / len(s), "S": sum(s) / len(s),
-                         "R": sum(p[1] for p in pairs) / len(pairs) if pairs else None,
-                         "h2": sum(p[1] for p in pairs) / total_s if pairs and total_s else None}
+        table[signal] = {
+            "events": len(s),
+            "positive": sum(v > 0 for v in s) / len(s),
+            "S": sum(s) / len(s),
+            "R": sum(p[1] for p in pairs) / len(pairs) if pairs else None,
+            "h2": sum(p[1] for p in pairs) / total_s if pairs and total_s else None,
+        }
     return table
 
 
@@ -72,8 +87,14 @@ def plot_breeding(runs: list[RunData], path: Path) -> Path | None:
             for run in dict.fromkeys(r["run"] for r in rows):
                 points = [(r["step"], r[key][signal]) for r in rows if r["run"] == run and _finite(r[key].get(signal))]
                 if points:
-                    ax.plot(*zip(*points), linestyle=style, marker=".", linewidth=1.0, alpha=0.8,
-                            label=signal if run == rows[0]["run"] else None)
+                    ax.plot(
+                        *zip(*points),
+                        linestyle=style,
+                        marker=".",
+                        linewidth=1.0,
+                        alpha=0.8,
+                        label=signal if run == rows[0]["run"] else None,
+                    )
         ax.axhline(0.0, color="gray", linewidth=0.8)
         ax.set_title(title)
         ax.set_xlabel("event step")
@@ -88,8 +109,12 @@ def _finite(value) -> bool:
     return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
 
 
-FIGURE = ("breeding", plot_breeding, "The breeder's equation of the students at every evolution event: "
-          "selection differential S (the chosen parents' mean deviation from the role mean) and, at the next "
-          "event, the response R of their children; solid: the fitness, dashed: audited held-out accuracy. "
-          "Drawn when a run recorded events (evolora.breeding).")
+FIGURE = (
+    "breeding",
+    plot_breeding,
+    "The breeder's equation of the students at every evolution event: "
+    "selection differential S (the chosen parents' mean deviation from the role mean) and, at the next "
+    "event, the response R of their children; solid: the fitness, dashed: audited held-out accuracy. "
+    "Drawn when a run recorded events (evolora.breeding).",
+)
 """(name, function, caption) of the report's breeder's figure (:data:`evolora.report.plots.FIGURES` order: last)."""

@@ -84,15 +84,24 @@ class RunData:
             return list(self.summary["lineage"])
         if not self.metrics:
             return []
-        nodes = [{"id": i, "role": r.get("role", "?"), "slot": None, "parents": [], "operator": "init",
-                  "born_step": 0} for i, r in self.metrics[0].get("ratings", {}).items()]
+        nodes = [
+            {"id": i, "role": r.get("role", "?"), "slot": None, "parents": [], "operator": "init", "born_step": 0}
+            for i, r in self.metrics[0].get("ratings", {}).items()
+        ]
         for record in self.metrics:
             for birth in record.get("births", []):
                 replaced = next((n for n in nodes if n["id"] == birth.get("replaced")), None)
-                nodes.append({"id": birth["child"], "role": birth.get("role", "?"),
-                              "slot": replaced.get("slot") if replaced else None,
-                              "parents": list(birth.get("parents", [])), "operator": birth.get("operator", "?"),
-                              "born_step": birth.get("step", record["step"]), "replaced": birth.get("replaced")})
+                nodes.append(
+                    {
+                        "id": birth["child"],
+                        "role": birth.get("role", "?"),
+                        "slot": replaced.get("slot") if replaced else None,
+                        "parents": list(birth.get("parents", [])),
+                        "operator": birth.get("operator", "?"),
+                        "born_step": birth.get("step", record["step"]),
+                        "replaced": birth.get("replaced"),
+                    }
+                )
         return nodes
 
 
@@ -117,8 +126,10 @@ def load_run(path: str | Path) -> RunData:
         raise FileNotFoundError(f"{path}: no such run directory; give the --out directory of an `evolora evolve` run")
     config_file, metrics_file = path / "config.yaml", path / "metrics.jsonl"
     if not config_file.exists() and not metrics_file.exists():
-        raise ValueError(f"{path} is not a run directory (no config.yaml or metrics.jsonl); "
-                         "give the --out directory of an `evolora evolve` run")
+        raise ValueError(
+            f"{path} is not a run directory (no config.yaml or metrics.jsonl); "
+            "give the --out directory of an `evolora evolve` run"
+        )
     missing = []
     try:
         config = (yaml.safe_load(config_file.read_text()) or {}) if config_file.exists() else {}
@@ -128,20 +139,37 @@ def load_run(path: str | Path) -> RunData:
         raise ValueError(f"{path}: malformed run file ({error})") from error
     if not isinstance(config, dict) or not isinstance(summary, (dict, type(None))):
         raise ValueError(f"{path}: config.yaml or final/summary.json does not hold a mapping")
-    for name, present in (("config.yaml", config_file.exists()), ("metrics.jsonl", metrics_file.exists()),
-                          ("matches.jsonl", (path / "matches.jsonl").exists())):
+    for name, present in (
+        ("config.yaml", config_file.exists()),
+        ("metrics.jsonl", metrics_file.exists()),
+        ("matches.jsonl", (path / "matches.jsonl").exists()),
+    ):
         if not present:
             missing.append(f"{name} is missing")
     if summary is None:
-        missing.append("final/summary.json is missing (run unfinished): no held-out accuracy, "
-                       "lineage rebuilt from metrics.jsonl")
+        missing.append(
+            "final/summary.json is missing (run unfinished): no held-out accuracy, lineage rebuilt from metrics.jsonl"
+        )
     metrics = read_jsonl(metrics_file)
-    mode = ((config.get("study") or {}).get("arm") or (config.get("selfplay") or {}).get("mode") or (summary or {}).get("mode")
-            or (SINGLE_AGENT if _has_role(metrics, summary, "agent") else POPULATION))
+    mode = (
+        (config.get("study") or {}).get("arm")
+        or (config.get("selfplay") or {}).get("mode")
+        or (summary or {}).get("mode")
+        or (SINGLE_AGENT if _has_role(metrics, summary, "agent") else POPULATION)
+    )
     task = (config.get("task") or {}).get("name") or (summary or {}).get("task") or "?"
     seed = (config.get("run") or {}).get("seed")
-    return RunData(path=path, config=config, mode=str(mode), task=str(task), seed=seed, metrics=metrics,
-                   matches=read_jsonl(path / "matches.jsonl"), summary=summary, missing=missing)
+    return RunData(
+        path=path,
+        config=config,
+        mode=str(mode),
+        task=str(task),
+        seed=seed,
+        metrics=metrics,
+        matches=read_jsonl(path / "matches.jsonl"),
+        summary=summary,
+        missing=missing,
+    )
 
 
 def _has_role(metrics: list[dict], summary: dict | None, role: str) -> bool:
@@ -228,8 +256,11 @@ def held_out_members(run: RunData) -> dict[str, float]:
     if not run.summary:
         return {}
     roles = {i["id"]: i.get("role") for i in run.summary.get("individuals", [])}
-    return {i: r["accuracy"] for i, r in (run.summary.get("held_out") or {}).items()
-            if i != "base" and r and r.get("accuracy") is not None and roles.get(i, "student") in MEMBER_ROLES}
+    return {
+        i: r["accuracy"]
+        for i, r in (run.summary.get("held_out") or {}).items()
+        if i != "base" and r and r.get("accuracy") is not None and roles.get(i, "student") in MEMBER_ROLES
+    }
 
 
 def run_numbers(run: RunData, metric: str | None) -> dict:
@@ -318,15 +349,20 @@ def _paired(arms: dict[str, dict]) -> dict | None:
     """
     if POPULATION not in arms or SINGLE_AGENT not in arms:
         return None
-    by_seed = [{seed: n for seed, n in zip(arms[mode]["seeds"], arms[mode]["numbers"]) if seed is not None}
-               for mode in (POPULATION, SINGLE_AGENT)]
+    by_seed = [
+        {seed: n for seed, n in zip(arms[mode]["seeds"], arms[mode]["numbers"]) if seed is not None}
+        for mode in (POPULATION, SINGLE_AGENT)
+    ]
     seeds = sorted(set(by_seed[0]) & set(by_seed[1]))
     if not seeds:
         return None
     out: dict = {"seeds": seeds}
     for key in ("mean", "best", "complexity_slope"):
-        diffs = [by_seed[0][s][key] - by_seed[1][s][key] for s in seeds
-                 if by_seed[0][s][key] is not None and by_seed[1][s][key] is not None]
+        diffs = [
+            by_seed[0][s][key] - by_seed[1][s][key]
+            for s in seeds
+            if by_seed[0][s][key] is not None and by_seed[1][s][key] is not None
+        ]
         out[key] = t_interval(diffs)
     return out
 
@@ -352,5 +388,18 @@ def held_out_groups(runs: list[RunData]) -> dict[str, dict[str, float]]:
     return {key: {group: float(np.mean(v)) for group, v in groups.items()} for key, groups in values.items()}
 
 
-__all__ = ["POPULATION", "SINGLE_AGENT", "RunData", "complexity_metrics", "held_out_groups", "held_out_members", "load_run",
-           "run_numbers", "series", "slope", "summarize", "t_interval", "trend_metric"]
+__all__ = [
+    "POPULATION",
+    "SINGLE_AGENT",
+    "RunData",
+    "complexity_metrics",
+    "held_out_groups",
+    "held_out_members",
+    "load_run",
+    "run_numbers",
+    "series",
+    "slope",
+    "summarize",
+    "t_interval",
+    "trend_metric",
+]

@@ -78,8 +78,10 @@ def _save(fig: Figure, path: Path) -> Path:
 def _arm_handles(runs: list[RunData]) -> list[Line2D]:
     modes = list(dict.fromkeys(r.mode for r in runs))
     count = {m: sum(r.mode == m for r in runs) for m in modes}
-    return [Line2D([], [], color=arm_color(m, modes), label=f"{m} ({count[m]} seed{'s' if count[m] != 1 else ''})")
-            for m in modes]
+    return [
+        Line2D([], [], color=arm_color(m, modes), label=f"{m} ({count[m]} seed{'s' if count[m] != 1 else ''})")
+        for m in modes
+    ]
 
 
 def _plot_series(ax, runs: list[RunData], getter, **style) -> bool:
@@ -90,8 +92,12 @@ def _plot_series(ax, runs: list[RunData], getter, **style) -> bool:
         steps, values = getter(run)
         points = [(s, v) for s, v in zip(steps, values) if v is not None and math.isfinite(v)]
         if points:
-            ax.plot(*zip(*points), color=arm_color(run.mode, modes), marker="." if len(points) < 3 else None,
-                    **{**LINE, **style})
+            ax.plot(
+                *zip(*points),
+                color=arm_color(run.mode, modes),
+                marker="." if len(points) < 3 else None,
+                **{**LINE, **style},
+            )
             drawn = True
     return drawn
 
@@ -111,15 +117,18 @@ def _role_rating(run: RunData, role: str, conservative: bool) -> tuple[list[int]
     for record in run.metrics:
         rows = [r for r in (record.get("ratings") or {}).values() if r.get("role") == role]
         steps.append(record["step"])
-        values.append(float(np.mean([r["mu"] - 3 * r["sigma"] if conservative else r["mu"] for r in rows]))
-                      if rows else None)
+        values.append(
+            float(np.mean([r["mu"] - 3 * r["sigma"] if conservative else r["mu"] for r in rows])) if rows else None
+        )
     return steps, values
 
 
 def plot_ratings(runs: list[RunData], path: Path) -> Path | None:
     """Mean rating μ (solid) and conservative rating μ − 3σ (dashed) of each role's current members."""
-    roles = sorted({r.get("role") for run in runs for rec in run.metrics for r in (rec.get("ratings") or {}).values()}
-                   - {None}, key=lambda role: (ROLE_ORDER.index(role) if role in ROLE_ORDER else 9, role))
+    roles = sorted(
+        {r.get("role") for run in runs for rec in run.metrics for r in (rec.get("ratings") or {}).values()} - {None},
+        key=lambda role: (ROLE_ORDER.index(role) if role in ROLE_ORDER else 9, role),
+    )
     if not roles:
         return None
     fig, axes = _grid(len(roles))
@@ -127,8 +136,10 @@ def plot_ratings(runs: list[RunData], path: Path) -> Path | None:
         _plot_series(ax, runs, lambda run: _role_rating(run, role, False))
         _plot_series(ax, runs, lambda run: _role_rating(run, role, True), linestyle="--")
         _finish_axes(ax, f"{role} ratings (mean over members)", "rating (OpenSkill units)", runs)
-        handles = _arm_handles(runs) + [Line2D([], [], color="black", label="μ"),
-                                        Line2D([], [], color="black", linestyle="--", label="μ − 3σ")]
+        handles = _arm_handles(runs) + [
+            Line2D([], [], color="black", label="μ"),
+            Line2D([], [], color="black", linestyle="--", label="μ − 3σ"),
+        ]
         ax.legend(handles=handles, fontsize=8, loc="best")
     return _save(fig, path)
 
@@ -138,8 +149,10 @@ def plot_rates(runs: list[RunData], path: Path) -> Path | None:
     if not any(run.metrics for run in runs):
         return None
     fig, axes = _grid(2)
-    for ax, key, title, ylabel in ((axes[0], "validity_rate", "validity rate", "valid proposals (fraction)"),
-                                   (axes[1], "solve_rate", "solve rate", "correct attempts (fraction)")):
+    for ax, key, title, ylabel in (
+        (axes[0], "validity_rate", "validity rate", "valid proposals (fraction)"),
+        (axes[1], "solve_rate", "solve rate", "correct attempts (fraction)"),
+    ):
         _plot_series(ax, runs, lambda run: series(run, key))
         ax.set_ylim(-0.03, 1.03)
         _finish_axes(ax, title, ylabel, runs)
@@ -155,8 +168,12 @@ def plot_complexity(runs: list[RunData], path: Path) -> Path | None:
     fig, axes = _grid(len(names) + has_coverage)
     for ax, name in zip(axes, names):
         _plot_series(ax, runs, lambda run: series(run, "complexity", name))
-        _finish_axes(ax, f"proposal complexity: {name.replace('_', ' ')}",
-                     f"{name.replace('_', ' ')} (mean over valid proposals)", runs)
+        _finish_axes(
+            ax,
+            f"proposal complexity: {name.replace('_', ' ')}",
+            f"{name.replace('_', ' ')} (mean over valid proposals)",
+            runs,
+        )
     if has_coverage:
         _plot_series(axes[-1], runs, lambda run: series(run, "coverage"))
         _finish_axes(axes[-1], "coverage", "distinct problem signatures (cumulative)", runs)
@@ -175,9 +192,16 @@ def plot_entropy(runs: list[RunData], path: Path) -> Path | None:
 
 def plot_response_length(runs: list[RunData], path: Path) -> Path | None:
     """Mean response length per role (tokens) per step."""
-    roles = sorted({role for run in runs for rec in run.metrics
-                    for role, s in (rec.get("response_length") or {}).items() if (s or {}).get("count")},
-                   key=lambda role: (ROLE_ORDER.index(role) if role in ROLE_ORDER else 9, role))
+    roles = sorted(
+        {
+            role
+            for run in runs
+            for rec in run.metrics
+            for role, s in (rec.get("response_length") or {}).items()
+            if (s or {}).get("count")
+        },
+        key=lambda role: (ROLE_ORDER.index(role) if role in ROLE_ORDER else 9, role),
+    )
     if not roles:
         return None
     fig, axes = _grid(len(roles))
@@ -209,8 +233,15 @@ def plot_matchup(runs: list[RunData], path: Path) -> Path | None:
     for i in range(len(teachers)):
         for j in range(len(students)):
             if not np.isnan(values[i, j]):
-                ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if values[i, j] < 0.6 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{values[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if values[i, j] < 0.6 else "black",
+                )
     ax.set_xticks(range(len(students)), students)
     ax.set_yticks(range(len(teachers)), teachers)
     ax.set_xlabel("student")
@@ -223,8 +254,9 @@ def plot_matchup(runs: list[RunData], path: Path) -> Path | None:
 def _lanes(nodes: list[dict]) -> dict[str, int]:
     """Lane (y) of each individual: its slot, teachers' slots first; a child without a slot
     inherits the lane of the member it replaced, else opens a new lane."""
-    by_slot = sorted({n["slot"] for n in nodes if n.get("slot")},
-                     key=lambda s: (not str(s).upper().startswith("T"), natural_key(s)))
+    by_slot = sorted(
+        {n["slot"] for n in nodes if n.get("slot")}, key=lambda s: (not str(s).upper().startswith("T"), natural_key(s))
+    )
     lanes, slot_lane = {}, {slot: i for i, slot in enumerate(by_slot)}
     for node in nodes:
         if node.get("slot") in slot_lane:
@@ -253,9 +285,18 @@ def plot_lineage(runs: list[RunData], path: Path) -> Path | None:
     for node in nodes:
         for parent in node.get("parents") or []:
             if parent in where:
-                ax.annotate("", xy=where[node["id"]], xytext=where[parent],
-                            arrowprops={"arrowstyle": "->", "color": colors[node.get("operator", "?")],
-                                        "linewidth": 1.2, "shrinkA": 6, "shrinkB": 6})
+                ax.annotate(
+                    "",
+                    xy=where[node["id"]],
+                    xytext=where[parent],
+                    arrowprops={
+                        "arrowstyle": "->",
+                        "color": colors[node.get("operator", "?")],
+                        "linewidth": 1.2,
+                        "shrinkA": 6,
+                        "shrinkB": 6,
+                    },
+                )
     markers = {"teacher": "s", "student": "o", "agent": "D"}
     for node in nodes:
         x, y = where[node["id"]]
@@ -272,8 +313,11 @@ def plot_lineage(runs: list[RunData], path: Path) -> Path | None:
     ax.set_title(f"lineage, {run.label}" + ("" if run.finished else " (rebuilt from metrics: unfinished)"))
     ax.grid(axis="x", alpha=0.3)
     handles = [Line2D([], [], color=colors[o], label=o) for o in operators]
-    handles += [Line2D([], [], marker=m, color="black", linestyle="", label=role) for role, m in markers.items()
-                if any(n.get("role") == role for n in nodes)]
+    handles += [
+        Line2D([], [], marker=m, color="black", linestyle="", label=role)
+        for role, m in markers.items()
+        if any(n.get("role") == role for n in nodes)
+    ]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="operator / role")
     return _save(fig, path)
 
@@ -281,8 +325,9 @@ def plot_lineage(runs: list[RunData], path: Path) -> Path | None:
 def plot_held_out(runs: list[RunData], path: Path) -> Path | None:
     """Held-out accuracy per run: the base model, and the members (bar = mean, error bar =
     min…max, dots = each member); single-agent runs sit next to population runs."""
-    evaluated = [run for run in runs
-                 if held_out_members(run) or ((run.summary or {}).get("held_out") or {}).get("base")]
+    evaluated = [
+        run for run in runs if held_out_members(run) or ((run.summary or {}).get("held_out") or {}).get("base")
+    ]
     if not evaluated:
         return None
     evaluated.sort(key=lambda r: (r.mode != POPULATION, r.mode, r.seed if r.seed is not None else -1))
@@ -297,8 +342,15 @@ def plot_held_out(runs: list[RunData], path: Path) -> Path | None:
         members = list(held_out_members(run).values())
         if members:
             mean = float(np.mean(members))
-            ax.bar(x + width / 2, mean, width, color=arm_color(run.mode, modes), alpha=0.8,
-                   yerr=[[mean - min(members)], [max(members) - mean]], capsize=4)
+            ax.bar(
+                x + width / 2,
+                mean,
+                width,
+                color=arm_color(run.mode, modes),
+                alpha=0.8,
+                yerr=[[mean - min(members)], [max(members) - mean]],
+                capsize=4,
+            )
             ax.scatter([x + width / 2] * len(members), members, color="black", s=10, zorder=3)
     ax.set_xticks(range(len(evaluated)), [f"{r.path.name}\n{r.label}" for r in evaluated], fontsize=8)
     ax.set_ylabel("held-out accuracy (fraction correct)")
@@ -308,8 +360,11 @@ def plot_held_out(runs: list[RunData], path: Path) -> Path | None:
     ax.set_ylim(0, min(1.05, max(0.1, 1.15 * top)))
     ax.grid(axis="y", alpha=0.3)
     handles = [Line2D([], [], color="lightgray", linewidth=8, label="base model")]
-    handles += [Line2D([], [], color=arm_color(m, modes), linewidth=8, label=f"{m} members") for m in modes
-                if any(r.mode == m for r in evaluated)]
+    handles += [
+        Line2D([], [], color=arm_color(m, modes), linewidth=8, label=f"{m} members")
+        for m in modes
+        if any(r.mode == m for r in evaluated)
+    ]
     ax.legend(handles=handles, fontsize=8, loc="best")
     return _save(fig, path)
 
@@ -330,9 +385,14 @@ def plot_held_out_groups(runs: list[RunData], path: Path) -> Path | None:
     for j, key in enumerate(keys):
         xs = [i + (j - (len(keys) - 1) / 2) * width for i in range(len(groups))]
         base = key == "base"
-        ax.bar(xs, [table[key].get(g, math.nan) for g in groups], width, edgecolor="gray" if base else None,
-               color="lightgray" if base else arm_color(key, modes),
-               label="base model" if base else f"{key}: best member")
+        ax.bar(
+            xs,
+            [table[key].get(g, math.nan) for g in groups],
+            width,
+            edgecolor="gray" if base else None,
+            color="lightgray" if base else arm_color(key, modes),
+            label="base model" if base else f"{key}: best member",
+        )
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
     ax.set_xlabel("held-out group")
     ax.set_ylabel("held-out accuracy (fraction correct)")
@@ -344,24 +404,60 @@ def plot_held_out_groups(runs: list[RunData], path: Path) -> Path | None:
 
 
 FIGURES = (
-    ("ratings", plot_ratings, "Ratings over training per role: mean μ (solid) and conservative μ − 3σ (dashed) "
-     "of the current members; one thin line per seed, colour = arm. A single agent stays at its prior."),
+    (
+        "ratings",
+        plot_ratings,
+        "Ratings over training per role: mean μ (solid) and conservative μ − 3σ (dashed) "
+        "of the current members; one thin line per seed, colour = arm. A single agent stays at its prior.",
+    ),
     ("rates", plot_rates, "Validity rate of proposals and solve rate of graded attempts per step."),
-    ("complexity", plot_complexity, "Mean complexity of valid proposals per metric, and coverage "
-     "(distinct problem signatures seen so far)."),
+    (
+        "complexity",
+        plot_complexity,
+        "Mean complexity of valid proposals per metric, and coverage (distinct problem signatures seen so far).",
+    ),
     ("entropy", plot_entropy, "Mean per-token entropy of the trained samples, in nats."),
     ("response_length", plot_response_length, "Mean response length per role, in tokens."),
-    ("matchup", plot_matchup, "Teacher × student solve rate over all games of the first population run "
-     "(cumulative, from matches.jsonl); gray: the pair never met or none of its attempts was graded."),
-    ("lineage", plot_lineage, "Lineage of the first population run: x = birth step, y = slot; edges go "
-     "parent → child, coloured by the operator that made the child."),
-    ("held_out", plot_held_out, "Held-out accuracy of every run: base model (gray) and members "
-     "(bar = mean, whiskers = min–max, dots = members; a single agent is one member)."),
-    ("held_out_groups", plot_held_out_groups, "Held-out accuracy per group of problems (arith: grid cell "
-     "d<digits>o<operators>), mean over runs: base model (gray) and each arm's best member. Drawn when "
-     "the task's held-out items have groups."),
+    (
+        "matchup",
+        plot_matchup,
+        "Teacher × student solve rate over all games of the first population run "
+        "(cumulative, from matches.jsonl); gray: the pair never met or none of its attempts was graded.",
+    ),
+    (
+        "lineage",
+        plot_lineage,
+        "Lineage of the first population run: x = birth step, y = slot; edges go "
+        "parent → child, coloured by the operator that made the child.",
+    ),
+    (
+        "held_out",
+        plot_held_out,
+        "Held-out accuracy of every run: base model (gray) and members "
+        "(bar = mean, whiskers = min–max, dots = members; a single agent is one member).",
+    ),
+    (
+        "held_out_groups",
+        plot_held_out_groups,
+        "Held-out accuracy per group of problems (arith: grid cell "
+        "d<digits>o<operators>), mean over runs: base model (gray) and each arm's best member. Drawn when "
+        "the task's held-out items have groups.",
+    ),
 )
 """(name, function, caption) of every report figure, in page order."""
 
-__all__ = ["ARM_COLORS", "FIGURES", "arm_color", "natural_key", "plot_complexity", "plot_entropy", "plot_held_out",
-           "plot_held_out_groups", "plot_lineage", "plot_matchup", "plot_rates", "plot_ratings", "plot_response_length"]
+__all__ = [
+    "ARM_COLORS",
+    "FIGURES",
+    "arm_color",
+    "natural_key",
+    "plot_complexity",
+    "plot_entropy",
+    "plot_held_out",
+    "plot_held_out_groups",
+    "plot_lineage",
+    "plot_matchup",
+    "plot_rates",
+    "plot_ratings",
+    "plot_response_length",
+]

@@ -58,8 +58,9 @@ def paired_difference(a: list[float | None], b: list[float | None]) -> dict:
     return out
 
 
-def bootstrap_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray], *, generator: np.random.Generator,
-                         replicates: int = 4000) -> dict:
+def bootstrap_difference(
+    a: dict[int, np.ndarray], b: dict[int, np.ndarray], *, generator: np.random.Generator, replicates: int = 4000
+) -> dict:
     """Arm a minus arm b over seeds *and* items: a crossed bootstrap of the mean paired difference.
 
     Args:
@@ -85,8 +86,14 @@ def bootstrap_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray], *, 
     seeds = sorted(set(a) & set(b))
     if not seeds:
         return {"mean": None, "low": None, "high": None, "seeds": 0, "items": 0}
-    diffs = np.stack([np.asarray(a[s], dtype=float) - np.asarray(b[s], dtype=float) for s in seeds
-                      if len(a[s]) == len(b[s]) == len(a[seeds[0]])] or [np.zeros(0)])
+    diffs = np.stack(
+        [
+            np.asarray(a[s], dtype=float) - np.asarray(b[s], dtype=float)
+            for s in seeds
+            if len(a[s]) == len(b[s]) == len(a[seeds[0]])
+        ]
+        or [np.zeros(0)]
+    )
     if diffs.shape[0] != len(seeds):
         raise ValueError("every run of the comparison needs the same held-out items")
     n_seeds, n_items = diffs.shape

@@ -77,9 +77,11 @@ def pass_at_k_curves(runs: list[RunData]) -> dict[str, dict[str, list[float]]]:
         keys = set.intersection(*({k for k in m["base"] if k.startswith("pass@")} for m in members))
         ks = sorted(int(key[5:]) for key in keys)
         best = [max((v for name, v in m.items() if name != "base"), key=lambda v: v["pass@1"]) for m in members]
-        curves[arm] = {"k": ks,
-                       "base": [sum(m["base"][f"pass@{k}"] for m in members) / len(members) for k in ks],
-                       "best member": [sum(b[f"pass@{k}"] for b in best) / len(best) for k in ks]}
+        curves[arm] = {
+            "k": ks,
+            "base": [sum(m["base"][f"pass@{k}"] for m in members) / len(members) for k in ks],
+            "best member": [sum(b[f"pass@{k}"] for b in best) / len(best) for k in ks],
+        }
     return curves
 
 

@@ -11,9 +11,8 @@ Unfinished runs are left out and every n is printed. Source: PopuLoRA (arXiv 260
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import json
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,8 +45,7 @@ class StudyTables:
     markdown: str
 
 
-def select_runs(runs: list[RunData], arms: list[str] | None = None,
-                seeds: list[int] | None = None) -> list[RunData]:
+def select_runs(runs: list[RunData], arms: list[str] | None = None, seeds: list[int] | None = None) -> list[RunData]:
     """The runs of the given arms and seeds, arms in the order given (all of them when ``None``).
 
     One study directory can hold several questions (the study's arms and a selection sweep); this
@@ -88,10 +86,20 @@ def study_tables(runs: list[RunData], reference: str = REFERENCE) -> StudyTables
     metric = trend_metric(finished) if finished else None
     by_arm: dict[str, dict[int, dict]] = {}
     for run in finished:
-        by_arm.setdefault(run.mode, {})[run.seed] = {**run_numbers(run, metric), "items": member_items(run),
-                                                     **compute_numbers(run)}
-    sections = [_arm_table(by_arm), _paired_table(by_arm, reference), _compute_table(by_arm), _seed_table(by_arm),
-                _fitness_table(finished), _pass_table(finished), _cell_table(held_out_groups(finished))]
+        by_arm.setdefault(run.mode, {})[run.seed] = {
+            **run_numbers(run, metric),
+            "items": member_items(run),
+            **compute_numbers(run),
+        }
+    sections = [
+        _arm_table(by_arm),
+        _paired_table(by_arm, reference),
+        _compute_table(by_arm),
+        _seed_table(by_arm),
+        _fitness_table(finished),
+        _pass_table(finished),
+        _cell_table(held_out_groups(finished)),
+    ]
     return StudyTables(by_arm, "\n\n".join("\n".join(lines) for lines in sections if lines))
 
 
@@ -105,10 +113,15 @@ def _pass_table(runs: list[RunData]) -> list[str]:
             rows.setdefault(run.mode, []).append(record)
     if not rows:
         return []
-    lines = ["| arm | seeds | samples | k | base, % | member mean, % | best member, % |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| arm | seeds | samples | k | base, % | member mean, % | best member, % |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for arm, records in rows.items():
-        ks = sorted({key for r in records for key in r["members"]["base"] if key.startswith("pass@")},
-                    key=lambda key: int(key[5:]))
+        ks = sorted(
+            {key for r in records for key in r["members"]["base"] if key.startswith("pass@")},
+            key=lambda key: int(key[5:]),
+        )
         for key in ks:
             base = [r["members"]["base"][key] for r in records]
             members = [[v[key] for m, v in r["members"].items() if m != "base"] for r in records]
@@ -129,21 +142,33 @@ def _pct(stat: dict, key: str = "mean") -> str:
 
 
 def _arm_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
-    lines = ["| arm | n | member mean, % [95 % t] | best member, % | base, % | complexity slope per step [95 % t] |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| arm | n | member mean, % [95 % t] | best member, % | base, % | complexity slope per step [95 % t] |",
+        "|---|---|---|---|---|---|",
+    ]
     for arm, seeds in by_arm.items():
         numbers = list(seeds.values())
         cells = [_pct(t_interval([n[k] for n in numbers])) for k in ("mean", "best", "base")]
         slope = t_interval([n["complexity_slope"] for n in numbers])
-        shown = "–" if slope["mean"] is None else (f"{slope['mean']:+.4f}" if slope["low"] is None else
-                                                    f"{slope['mean']:+.4f} [{slope['low']:+.4f}, {slope['high']:+.4f}]")
+        shown = (
+            "–"
+            if slope["mean"] is None
+            else (
+                f"{slope['mean']:+.4f}"
+                if slope["low"] is None
+                else f"{slope['mean']:+.4f} [{slope['low']:+.4f}, {slope['high']:+.4f}]"
+            )
+        )
         lines.append(f"| {arm} | {len(numbers)} | {' | '.join(cells)} | {shown} |")
     return lines
 
 
 def _paired_table(by_arm: dict[str, dict[int, dict]], name: str) -> list[str]:
-    lines = ["| comparison | seeds | member mean, points [95 % t] | exact sign-flip p | best member (chosen on the "
-             "test set), points | member mean, points [95 % item × seed bootstrap] |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| comparison | seeds | member mean, points [95 % t] | exact sign-flip p | best member (chosen on the "
+        "test set), points | member mean, points [95 % item × seed bootstrap] |",
+        "|---|---|---|---|---|---|",
+    ]
     reference = by_arm.get(name, {})
     for arm, seeds in by_arm.items():
         if arm == name:
@@ -163,8 +188,10 @@ def _paired_table(by_arm: dict[str, dict[int, dict]], name: str) -> list[str]:
                 crossed = _points(boot)
             except ValueError:  # runs evaluated on different items
                 crossed = "–"
-        lines.append(f"| {name} − {arm} | {', '.join(map(str, common))} (n = {len(common)}) | "
-                     f"{_points(mean)} | {mean['p']:.3f} | {_points(best)} | {crossed} |")
+        lines.append(
+            f"| {name} − {arm} | {', '.join(map(str, common))} (n = {len(common)}) | "
+            f"{_points(mean)} | {mean['p']:.3f} | {_points(best)} | {crossed} |"
+        )
     return lines
 
 
@@ -192,8 +219,11 @@ def _cell_table(groups: dict[str, dict[str, float]]) -> list[str]:
     cells = sorted({cell for values in groups.values() for cell in values})
     lines = ["| cell | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
     for cell in cells:
-        lines.append(f"| {cell} | " + " | ".join(f"{100 * groups[k][cell]:.0f}" if cell in groups[k] else "–"
-                                                  for k in groups) + " |")
+        lines.append(
+            f"| {cell} | "
+            + " | ".join(f"{100 * groups[k][cell]:.0f}" if cell in groups[k] else "–" for k in groups)
+            + " |"
+        )
     return lines
 
 
@@ -241,20 +271,25 @@ def member_items(run: RunData) -> np.ndarray | None:
 def compute_numbers(run: RunData) -> dict:
     """What a run spent, summed over its steps: rollouts (completions sampled), trained samples
     (samples that carried gradient), rollout tokens and wall seconds; None where the records lack a key."""
+
     def total(get):
         values = [get(record) for record in run.metrics]
         return float(sum(values)) if values and all(v is not None for v in values) else None
 
-    return {"rollouts": total(lambda r: r.get("rollouts")),
-            "trained": total(lambda r: sum(r["trained_samples"].values()) if "trained_samples" in r else None),
-            "tokens": total(lambda r: r.get("tokens")),
-            "wall": total(lambda r: (r.get("seconds") or {}).get("total"))}
+    return {
+        "rollouts": total(lambda r: r.get("rollouts")),
+        "trained": total(lambda r: sum(r["trained_samples"].values()) if "trained_samples" in r else None),
+        "tokens": total(lambda r: r.get("tokens")),
+        "wall": total(lambda r: (r.get("seconds") or {}).get("total")),
+    }
 
 
 def _compute_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
     """Compute per run, mean over each arm's seeds: is a comparison matched?"""
-    lines = ["| arm | n | rollouts per run | trained samples per run | rollout tokens per run | wall minutes per run |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| arm | n | rollouts per run | trained samples per run | rollout tokens per run | wall minutes per run |",
+        "|---|---|---|---|---|---|",
+    ]
     for arm, seeds in by_arm.items():
         cells = []
         for key, scale in (("rollouts", 1), ("trained", 1), ("tokens", 1), ("wall", 60)):
@@ -279,13 +314,17 @@ def _fitness_table(runs: list[RunData]) -> list[str]:
             by_arm.setdefault(run.mode, {}).setdefault(signal, []).append((values, accuracy))
     if not by_arm:
         return []
-    lines = ["| arm | fitness signal | runs | members | within-run Spearman ρ | pairs alike / unlike / tied |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| arm | fitness signal | runs | members | within-run Spearman ρ | pairs alike / unlike / tied |",
+        "|---|---|---|---|---|---|",
+    ]
     for arm, signals in by_arm.items():
         for signal, pairs in signals.items():
             pooled = pooled_rank_correlation(pairs)
             rho = "–" if pooled["rho"] is None else f"{pooled['rho']:+.2f}"
-            lines.append(f"| {arm} | {'μ − 3σ' if signal == 'rating' else 'dev accuracy'} | {len(pairs)} | "
-                         f"{pooled['members']} | {rho} | {pooled['concordant']} / {pooled['discordant']} / "
-                         f"{pooled['tied']} |")
+            lines.append(
+                f"| {arm} | {'μ − 3σ' if signal == 'rating' else 'dev accuracy'} | {len(pairs)} | "
+                f"{pooled['members']} | {rho} | {pooled['concordant']} / {pooled['discordant']} / "
+                f"{pooled['tied']} |"
+            )
     return lines

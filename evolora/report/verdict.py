@@ -45,12 +45,17 @@ def trends(records: list[dict]) -> dict[str, tuple[float | None, float | None]]:
     if not records:
         return {}
     edge = max(1, len(records) // 5)
-    series = {"validity": [r.get("validity_rate") for r in records], "solve rate": [r.get("solve_rate") for r in records]}
+    series = {
+        "validity": [r.get("validity_rate") for r in records],
+        "solve rate": [r.get("solve_rate") for r in records],
+    }
     for role in sorted({v["role"] for r in records for v in r.get("ratings", {}).values()}):
         series[f"{role} rating spread"] = [_spread(r, role) for r in records]
     mean = lambda values: (sum(values) / len(values)) if values else None  # noqa: E731
-    return {name: (mean([v for v in values[:edge] if v is not None]), mean([v for v in values[-edge:] if v is not None]))
-            for name, values in series.items()}
+    return {
+        name: (mean([v for v in values[:edge] if v is not None]), mean([v for v in values[-edge:] if v is not None]))
+        for name, values in series.items()
+    }
 
 
 def _spread(record: dict, role: str) -> float | None:
@@ -72,9 +77,11 @@ def solve_rate_sentence(records: list[dict]) -> str:
         return "The students' in-run solve rate cannot be compared: no valid problem was played in the first or last steps."
     delta, low, high = difference(pooled[1], pooled[0])
     word = "rose" if low > 0 else "fell" if high < 0 else "did not change beyond the noise"
-    return (f"The students' in-run solve rate on valid problems {word}: {pooled[0][0]}/{pooled[0][1]} attempts in the "
-            f"first {edge} step(s), {pooled[1][0]}/{pooled[1][1]} in the last {edge}, {100 * delta:+.1f} points, "
-            f"95 % interval [{100 * low:+.1f}, {100 * high:+.1f}].")
+    return (
+        f"The students' in-run solve rate on valid problems {word}: {pooled[0][0]}/{pooled[0][1]} attempts in the "
+        f"first {edge} step(s), {pooled[1][0]}/{pooled[1][1]} in the last {edge}, {100 * delta:+.1f} points, "
+        f"95 % interval [{100 * low:+.1f}, {100 * high:+.1f}]."
+    )
 
 
 def run_verdict(summary: dict, records: list[dict]) -> dict:
@@ -82,13 +89,21 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
     with a family set (``summary["held_out_family"]``: :mod:`evolora.evaluation.family`), also
     ``"family"``: its intervals, its sentence and what it measures, reported beside the main set."""
     intervals, sentence = _compare_base(summary.get("held_out") or {}, summary.get("held_out_members"))
-    verdict = {"held_out": intervals, "trend": trends(records), "sentence": sentence,
-               "in_run": solve_rate_sentence(records)}
+    verdict = {
+        "held_out": intervals,
+        "trend": trends(records),
+        "sentence": sentence,
+        "in_run": solve_rate_sentence(records),
+    }
     family = summary.get("held_out_family")
     if family:
         intervals, sentence = _compare_base(family["held_out"], summary.get("held_out_members"))
-        verdict["family"] = {"held_out": intervals, "source": family["source"], "excluded": family["excluded"],
-                             "sentence": f"On the teachers' problem family (numbers no teacher proposed): {sentence}"}
+        verdict["family"] = {
+            "held_out": intervals,
+            "source": family["source"],
+            "excluded": family["excluded"],
+            "sentence": f"On the teachers' problem family (numbers no teacher proposed): {sentence}",
+        }
     return verdict
 
 
@@ -100,8 +115,9 @@ def _compare_base(results: dict, members_kind: str | None) -> tuple[dict, str]:
     sentence = "No held-out evaluation: nothing to compare with the base."
     if "base" in held and members:
         best = max(members, key=lambda name: held[name]["accuracy"])
-        delta, low, high = difference((held[best]["correct"], held[best]["total"]),
-                                      (held["base"]["correct"], held["base"]["total"]))
+        delta, low, high = difference(
+            (held[best]["correct"], held[best]["total"]), (held["base"]["correct"], held["base"]["total"])
+        )
         outside = low > 0 or high < 0
         if len(members) > 1:
             who = f"The best member ({best}, chosen on these problems, so the figure is optimistic)"
@@ -109,11 +125,18 @@ def _compare_base(results: dict, members_kind: str | None) -> tuple[dict, str]:
             who = f"The fittest student ({best}, chosen by the run's fitness, not on these problems)"
         else:
             who = f"The member ({best})"
-        sentence = (f"{who} differs from the base by {100 * delta:+.1f} points, 95 % interval "
-                    f"[{100 * low:+.1f}, {100 * high:+.1f}] on {held[best]['total']} problems: "
-                    + ("outside the noise." if outside else
-                       "within the noise; more held-out problems (--set eval.limit=N) would be needed to tell."))
+        sentence = (
+            f"{who} differs from the base by {100 * delta:+.1f} points, 95 % interval "
+            f"[{100 * low:+.1f}, {100 * high:+.1f}] on {held[best]['total']} problems: "
+            + (
+                "outside the noise."
+                if outside
+                else "within the noise; more held-out problems (--set eval.limit=N) would be needed to tell."
+            )
+        )
         if held["base"].get("cached"):
-            sentence += (" The base's answers were reused from evolora's cache (the same model, items, prompts"
-                         " and decoding; --set eval.cache_base=false evaluates it again).")
+            sentence += (
+                " The base's answers were reused from evolora's cache (the same model, items, prompts"
+                " and decoding; --set eval.cache_base=false evaluates it again)."
+            )
     return {name: dict(zip(("accuracy", "low", "high", "n"), v)) for name, v in intervals.items()}, sentence

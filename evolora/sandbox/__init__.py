@@ -72,7 +72,8 @@ class SandboxResult:
         return self.status == "ok"
 
 
-from evolora.sandbox.boot import BOOT as _BOOT, LAZY_IMPORTS as _LAZY_IMPORTS  # noqa: E402 (the child side)
+from evolora.sandbox.boot import BOOT as _BOOT  # noqa: E402 (the child side)
+from evolora.sandbox.boot import LAZY_IMPORTS as _LAZY_IMPORTS  # noqa: E402
 
 _log = logging.getLogger(__name__)
 _NOBODY = 65534
@@ -126,8 +127,15 @@ def _child_env() -> dict[str, str]:
 def _spawn(args: list[str], cwd: str, stdin) -> subprocess.Popen:
     """Start the child, as ``nobody`` when possible; fall back to the caller's user."""
     global _drop_privileges
-    common = dict(cwd=cwd, env=_child_env(), stdin=stdin, stdout=subprocess.PIPE,
-                  stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+    common = dict(
+        cwd=cwd,
+        env=_child_env(),
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
     if _drop_privileges:
         try:
             os.chown(cwd, _NOBODY, _NOBODY)
@@ -135,8 +143,11 @@ def _spawn(args: list[str], cwd: str, stdin) -> subprocess.Popen:
         except OSError as exc:  # interpreter or workdir hidden from nobody, or no CAP_SETUID
             with _drop_lock:
                 if _drop_privileges:
-                    _log.warning("sandbox: cannot run programs as nobody (%s); running them as the "
-                                 "calling user. Point TMPDIR at a world-searchable directory.", exc)
+                    _log.warning(
+                        "sandbox: cannot run programs as nobody (%s); running them as the "
+                        "calling user. Point TMPDIR at a world-searchable directory.",
+                        exc,
+                    )
                 _drop_privileges = False
             os.chown(cwd, os.getuid(), os.getgid())
     return subprocess.Popen(args, **common)
@@ -171,8 +182,11 @@ def _classify(returncode: int | None, stderr: str) -> tuple[Status, str]:
         if "MemoryError" in stderr or "Cannot allocate memory" in stderr:
             return "memory", last or f"killed by {name}"
         return "error", last or f"killed by {name}"
-    if last.startswith("MemoryError") or "Cannot allocate memory" in stderr or (
-            "MemoryError" in stderr and "Traceback" not in stderr):
+    if (
+        last.startswith("MemoryError")
+        or "Cannot allocate memory" in stderr
+        or ("MemoryError" in stderr and "Traceback" not in stderr)
+    ):
         return "memory", last
     if "sandbox: import of module" in last or ("sandbox: " in last and "is not allowed" in last):
         return "banned", last
@@ -207,18 +221,21 @@ def run_program(
     if not timeout_s > 0 or memory_mb < 32 or output_limit < 1:
         raise ValueError(
             f"sandbox limits out of range: timeout_s={timeout_s!r} (> 0), "
-            f"memory_mb={memory_mb!r} (>= 32), output_limit={output_limit!r} (>= 1)")
+            f"memory_mb={memory_mb!r} (>= 32), output_limit={output_limit!r} (>= 1)"
+        )
     start = time.perf_counter()
     try:
         return _run(source, timeout_s, memory_mb, output_limit, stdin, start)
     except Exception as exc:  # a bug or an OS failure here must not stop a training run
         _log.warning("sandbox: internal failure running a program", exc_info=True)
-        return SandboxResult("error", "", f"sandbox internal error: {type(exc).__name__}: {exc}",
-                             time.perf_counter() - start)
+        return SandboxResult(
+            "error", "", f"sandbox internal error: {type(exc).__name__}: {exc}", time.perf_counter() - start
+        )
 
 
-def _run(source: str, timeout_s: float, memory_mb: int, output_limit: int,
-         stdin: str | None, start: float) -> SandboxResult:
+def _run(
+    source: str, timeout_s: float, memory_mb: int, output_limit: int, stdin: str | None, start: float
+) -> SandboxResult:
     if len(source) > MAX_SOURCE_CHARS:
         return SandboxResult("error", "", f"source longer than {MAX_SOURCE_CHARS} characters", 0.0)
     try:
@@ -239,14 +256,24 @@ def _run(source: str, timeout_s: float, memory_mb: int, output_limit: int,
                 f.write(stdin)
             stdin_handle = open(os.path.join(workdir, "stdin.txt"), "rb")
         os.chmod(os.path.join(workdir, "prog.py"), 0o644)
-        args = [PYTHON, "-S", "-s", "-B", "-P", "-c", _BOOT, str(memory_mb * 1024 * 1024),
-                str(math.ceil(timeout_s) + 1), "64", ",".join(sorted(ALLOWED_MODULES | _LAZY_IMPORTS)),
-                ",".join(sorted(BANNED_NAMES - ({"input"} if stdin is not None else set())))]
+        args = [
+            PYTHON,
+            "-S",
+            "-s",
+            "-B",
+            "-P",
+            "-c",
+            _BOOT,
+            str(memory_mb * 1024 * 1024),
+            str(math.ceil(timeout_s) + 1),
+            "64",
+            ",".join(sorted(ALLOWED_MODULES | _LAZY_IMPORTS)),
+            ",".join(sorted(BANNED_NAMES - ({"input"} if stdin is not None else set()))),
+        ]
         try:
             proc = _spawn(args, workdir, stdin_handle)
         except OSError as exc:
-            return SandboxResult("error", "", f"could not start interpreter: {exc}",
-                                 time.perf_counter() - start)
+            return SandboxResult("error", "", f"could not start interpreter: {exc}", time.perf_counter() - start)
         finally:
             if stdin is not None:
                 stdin_handle.close()
@@ -255,15 +282,17 @@ def _run(source: str, timeout_s: float, memory_mb: int, output_limit: int,
     stderr = err.decode("utf-8", errors="replace")
     output = out[:output_limit].decode("utf-8", errors="replace")
     if status is not None:
-        detail = (f"wall-clock limit {timeout_s:g} s exceeded" if status == "timeout"
-                  else f"stdout exceeded {output_limit} bytes")
+        detail = (
+            f"wall-clock limit {timeout_s:g} s exceeded"
+            if status == "timeout"
+            else f"stdout exceeded {output_limit} bytes"
+        )
         return SandboxResult(status, output, detail, seconds)
     status, error = _classify(proc.returncode, stderr)
     return SandboxResult(status, output, error, seconds)
 
 
-def _collect(proc: subprocess.Popen, deadline: float,
-             output_limit: int) -> tuple[Status | None, bytes, bytes]:
+def _collect(proc: subprocess.Popen, deadline: float, output_limit: int) -> tuple[Status | None, bytes, bytes]:
     """Read stdout/stderr until EOF, the deadline, or the output cap; reap the group."""
     out, err = bytearray(), bytearray()
     status: Status | None = None

@@ -17,37 +17,124 @@ import string
 
 from evolora.parsing import PARSE_ERRORS
 
-ALLOWED_MODULES = frozenset({
-    "math", "cmath", "fractions", "decimal", "numbers", "itertools", "functools",
-    "operator", "collections", "statistics", "re", "string", "heapq", "bisect",
-    "datetime", "json", "copy", "typing", "dataclasses", "enum",
-})
+ALLOWED_MODULES = frozenset(
+    {
+        "math",
+        "cmath",
+        "fractions",
+        "decimal",
+        "numbers",
+        "itertools",
+        "functools",
+        "operator",
+        "collections",
+        "statistics",
+        "re",
+        "string",
+        "heapq",
+        "bisect",
+        "datetime",
+        "json",
+        "copy",
+        "typing",
+        "dataclasses",
+        "enum",
+    }
+)
 """Top-level modules a program may import: pure computation, no I/O, no clock, no RNG."""
 
-BANNED_NAMES = frozenset({
-    "__import__", "eval", "exec", "compile", "open", "input", "globals", "locals", "vars",
-    "getattr", "setattr", "delattr", "hasattr", "breakpoint", "exit", "quit", "help",
-    "memoryview", "copyright", "credits", "license",
-})
+BANNED_NAMES = frozenset(
+    {
+        "__import__",
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "input",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "hasattr",
+        "breakpoint",
+        "exit",
+        "quit",
+        "help",
+        "memoryview",
+        "copyright",
+        "credits",
+        "license",
+    }
+)
 """Builtin names a program may neither use nor find in its ``__builtins__``."""
 
-BANNED_ATTRIBUTES = frozenset({
-    # modules reachable as attributes of allowed modules (statistics.sys, enum.bltns,
-    # dataclasses.inspect, json.codecs, typing.types, collections.abc.sys, ...)
-    "sys", "os", "builtins", "bltns", "inspect", "random", "types", "warnings", "codecs",
-    "io", "importlib", "machinery", "ast", "dis", "linecache", "tokenize", "contextlib",
-    "copyreg", "stdlib_re", "subprocess", "socket", "shutil", "ctypes", "gc", "resource",
-    "signal", "threading", "multiprocessing", "pickle", "marshal",
-    # getattr in disguise, clocks, frame and code internals
-    "attrgetter", "methodcaller", "now", "today", "utcnow", "gi_frame", "gi_code",
-    "cr_frame", "cr_code", "ag_frame", "ag_code", "f_globals", "f_locals", "f_builtins",
-    "f_back", "tb_frame", "co_code",
-    # helpers that evaluate strings with the real builtins: typing.get_type_hints (and
-    # functools.singledispatch, which calls it) evaluate string annotations with ``{}`` as
-    # globals; string.Formatter resolves attribute paths like str.format does
-    "get_type_hints", "ForwardRef", "singledispatch", "singledispatchmethod", "Formatter",
-    "vformat", "get_field", "format_map",
-})
+BANNED_ATTRIBUTES = frozenset(
+    {
+        # modules reachable as attributes of allowed modules (statistics.sys, enum.bltns,
+        # dataclasses.inspect, json.codecs, typing.types, collections.abc.sys, ...)
+        "sys",
+        "os",
+        "builtins",
+        "bltns",
+        "inspect",
+        "random",
+        "types",
+        "warnings",
+        "codecs",
+        "io",
+        "importlib",
+        "machinery",
+        "ast",
+        "dis",
+        "linecache",
+        "tokenize",
+        "contextlib",
+        "copyreg",
+        "stdlib_re",
+        "subprocess",
+        "socket",
+        "shutil",
+        "ctypes",
+        "gc",
+        "resource",
+        "signal",
+        "threading",
+        "multiprocessing",
+        "pickle",
+        "marshal",
+        # getattr in disguise, clocks, frame and code internals
+        "attrgetter",
+        "methodcaller",
+        "now",
+        "today",
+        "utcnow",
+        "gi_frame",
+        "gi_code",
+        "cr_frame",
+        "cr_code",
+        "ag_frame",
+        "ag_code",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_back",
+        "tb_frame",
+        "co_code",
+        # helpers that evaluate strings with the real builtins: typing.get_type_hints (and
+        # functools.singledispatch, which calls it) evaluate string annotations with ``{}`` as
+        # globals; string.Formatter resolves attribute paths like str.format does
+        "get_type_hints",
+        "ForwardRef",
+        "singledispatch",
+        "singledispatchmethod",
+        "Formatter",
+        "vformat",
+        "get_field",
+        "format_map",
+    }
+)
 """Attribute names refused on any object (and as ``from m import name``): ways back to
 banned modules, getattr-like helpers, clocks (``datetime.now``) and frame internals.
 ``re.compile`` and ``datetime.time`` stay allowed."""
@@ -105,10 +192,12 @@ def _main_guard_names(tree: ast.AST) -> set[int]:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
             test = node.test
             operands = [test.left, *test.comparators]
-            if (len(operands) == 2 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
-                    and any(isinstance(o, ast.Constant) and o.value == "__main__" for o in operands)):
-                allowed.update(id(o) for o in operands
-                               if isinstance(o, ast.Name) and o.id == "__name__")
+            if (
+                len(operands) == 2
+                and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
+                and any(isinstance(o, ast.Constant) and o.value == "__main__" for o in operands)
+            ):
+                allowed.update(id(o) for o in operands if isinstance(o, ast.Name) and o.id == "__name__")
     return allowed
 
 
@@ -144,8 +233,7 @@ def _check_node(node: ast.AST, main_guards: set[int], banned_names: frozenset[st
                 return f"dunder attribute {attr!r} is not allowed"
         elif (reason := _check_attribute_name(attr)) is not None:
             return reason
-        elif attr == "format" and not (isinstance(node.value, ast.Constant)
-                                       and isinstance(node.value.value, str)):
+        elif attr == "format" and not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
             # str.format follows attribute paths ("{0.x.y}"); only literal templates,
             # whose fields are checked below, may be formatted
             return "str.format is only allowed on a string literal"
@@ -155,8 +243,7 @@ def _check_node(node: ast.AST, main_guards: set[int], banned_names: frozenset[st
             if (reason := _check_attribute_name(attr)) is not None:
                 return f"match pattern: {reason}"
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-        if "__" in node.value and any(_is_dunder(w) and w not in _HARMLESS_DUNDER_STRINGS
-                                      for w in _words(node.value)):
+        if "__" in node.value and any(_is_dunder(w) and w not in _HARMLESS_DUNDER_STRINGS for w in _words(node.value)):
             return "string constants naming dunder attributes are not allowed"
         if "{" in node.value and (reason := _check_format_fields(node.value)) is not None:
             return reason
@@ -214,5 +301,4 @@ def _words(text: str) -> list[str]:
 
 
 def _is_super_call(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "super")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"

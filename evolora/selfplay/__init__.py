@@ -17,7 +17,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -61,8 +61,9 @@ def repetition_penalties(problems: list[str | None], coefficient: float) -> list
     return [coefficient * (counts[k] - 1) / others if k is not None else 0.0 for k in keys]
 
 
-def teacher_reward(solve_rate: float | None, rewards: RewardConfig, *, parsed: bool = True,
-                   copied: bool = False) -> float:
+def teacher_reward(
+    solve_rate: float | None, rewards: RewardConfig, *, parsed: bool = True, copied: bool = False
+) -> float:
     """Teacher reward for one proposal (AZR-style composite).
 
     Args:
@@ -180,12 +181,18 @@ def play_step(
     owners = [t.id for t in proposers for _ in range(config.proposals_per_teacher)]
     # proposal j goes to the teacher's j-th opponent, cyclically
     rivals = [opponents[t.id][j % len(opponents[t.id])] for t in proposers for j in range(config.proposals_per_teacher)]
-    requests = ([proposal_request(task, rng) for _ in owners] if config.teacher_prompt == "per_proposal" else
-                [r for _ in proposers for r in [proposal_request(task, rng)] * config.proposals_per_teacher])
+    requests = (
+        [proposal_request(task, rng) for _ in owners]
+        if config.teacher_prompt == "per_proposal"
+        else [r for _ in proposers for r in [proposal_request(task, rng)] * config.proposals_per_teacher]
+    )
     proposals_out = _teacher_rollout(bank, tokenizer, requests, [slot_of[o] for o in owners], config, stats)
     seconds["rollout_teacher"] = time.perf_counter() - began
 
-    began, parsed = time.perf_counter(), [task.parse_proposal(r.prefix + c.text) for r, c in zip(requests, proposals_out)]
+    began, parsed = (
+        time.perf_counter(),
+        [task.parse_proposal(r.prefix + c.text) for r, c in zip(requests, proposals_out)],
+    )
     verdicts = task.verify(parsed)
     seconds["verify"] = time.perf_counter() - began
     games = [_game(*row) for row in zip(owners, rivals, requests, proposals_out, parsed, verdicts)]
@@ -195,41 +202,68 @@ def play_step(
     began = time.perf_counter()
     solve_rows = [g for g, game in enumerate(games) if game.valid for _ in range(config.samples_per_problem)]
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(solve_rows)}
-    attempts = bank.rollout(
-        [prompts[g] for g in solve_rows], [slot_of[games[g].student] for g in solve_rows],
-        config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
-        batch_size=config.generation_batch_size, stats=stats,
-    ) if solve_rows else []
+    attempts = (
+        bank.rollout(
+            [prompts[g] for g in solve_rows],
+            [slot_of[games[g].student] for g in solve_rows],
+            config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
+            batch_size=config.generation_batch_size,
+            stats=stats,
+        )
+        if solve_rows
+        else []
+    )
     seconds["rollout_student"] = time.perf_counter() - began
 
-    samples = _score(task, games, solve_rows, attempts, proposals_out, config.rewards,
-                     [m.id for m in [*proposers, *solvers, *frozen]], recent)
+    samples = _score(
+        task,
+        games,
+        solve_rows,
+        attempts,
+        proposals_out,
+        config.rewards,
+        [m.id for m in [*proposers, *solvers, *frozen]],
+        recent,
+    )
     if config.guidance != "none":
         firsts = {g: attempt.prompt_ids for g, attempt in zip(solve_rows, attempts)}
         add_guidance(task, tokenizer, games, firsts, samples, config.guidance, config.rewards.correct)
     return StepOutcome(samples, games, pairs, _pair_solve_rates(pairs, games), seconds, stats)
 
 
-def _game(teacher: str, student: str, request: ProposalRequest, completion: Completion, proposal, verdict) -> GameRecord:
+def _game(
+    teacher: str, student: str, request: ProposalRequest, completion: Completion, proposal, verdict
+) -> GameRecord:
     """The record of one proposal before the student plays it (``copied``: it equals an example of its prompt)."""
     return GameRecord(
-        teacher=teacher, student=student, proposal_text=request.prefix + completion.text,
-        problem=proposal.problem if proposal else None, program=proposal.program if proposal else None,
-        valid=verdict.valid, reason=verdict.reason, answer=verdict.answer,
-        copied=proposal is not None and normalise_problem(proposal.problem) in
-        {normalise_problem(e) for e in request.examples},
+        teacher=teacher,
+        student=student,
+        proposal_text=request.prefix + completion.text,
+        problem=proposal.problem if proposal else None,
+        program=proposal.program if proposal else None,
+        valid=verdict.valid,
+        reason=verdict.reason,
+        answer=verdict.answer,
+        copied=proposal is not None
+        and normalise_problem(proposal.problem) in {normalise_problem(e) for e in request.examples},
     )
 
 
 def _matchmake(proposers, solvers, ratings, mm, np_rng, frozen) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
     """PFSP pairs (some opponents swapped for hall-of-fame snapshots) and each teacher's opponents."""
     pairs = pfsp_pairs(
-        [t.id for t in proposers], [s.id for s in solvers], ratings,
-        weighting=mm.weighting, k=mm.k, scheme=mm.scheme, rng=np_rng,
+        [t.id for t in proposers],
+        [s.id for s in solvers],
+        ratings,
+        weighting=mm.weighting,
+        k=mm.k,
+        scheme=mm.scheme,
+        rng=np_rng,
     )
     if frozen:  # the hall of fame: past champions as frozen opponents (AlphaStar league)
-        pairs = [(t, frozen[int(np_rng.integers(len(frozen)))].id if np_rng.random() < mm.hall_prob else s)
-                 for t, s in pairs]
+        pairs = [
+            (t, frozen[int(np_rng.integers(len(frozen)))].id if np_rng.random() < mm.hall_prob else s) for t, s in pairs
+        ]
     opponents: dict[str, list[str]] = {}
     for teacher_id, student_id in pairs:
         opponents.setdefault(teacher_id, []).append(student_id)  # round_robin: all solvers
@@ -245,8 +279,9 @@ def _check_memory(games: list[GameRecord], memory: ProblemMemory | None, step: i
     recent = [memory.recent(key, step) for key in keys]
     truth: dict[str, object] = {}
     for game, key in zip(games, keys):
-        if game.valid and (memory.conflicts(key, game.answer) or
-                           (key in truth and not same_answer(truth[key], game.answer))):
+        if game.valid and (
+            memory.conflicts(key, game.answer) or (key in truth and not same_answer(truth[key], game.answer))
+        ):
             game.valid, game.reason = False, "inconsistent_answer"
         elif game.valid:
             truth.setdefault(key, game.answer)
@@ -254,9 +289,16 @@ def _check_memory(games: list[GameRecord], memory: ProblemMemory | None, step: i
     return recent
 
 
-def _score(task: Task, games: list[GameRecord], solve_rows: list[int], attempts: list[Completion],
-           proposals: list[Completion], rewards: RewardConfig, ids: list[str],
-           recent: list[bool] | None = None) -> dict[str, list[Sample]]:
+def _score(
+    task: Task,
+    games: list[GameRecord],
+    solve_rows: list[int],
+    attempts: list[Completion],
+    proposals: list[Completion],
+    rewards: RewardConfig,
+    ids: list[str],
+    recent: list[bool] | None = None,
+) -> dict[str, list[Sample]]:
     """Grade every attempt, reward students and teachers (repetition rule included: the full λ for
     a problem proposed in the memory's window, ``recent``), fill the games in place and return
     each individual's samples."""
@@ -276,8 +318,12 @@ def _score(task: Task, games: list[GameRecord], solve_rows: list[int], attempts:
         if game.valid:
             game.solve_rate = sum(label == "correct" for label in game.grades) / len(game.grades)
         game.repetition_penalty = penalty
-        game.teacher_reward = teacher_reward(game.solve_rate if game.valid else None, rewards,
-                                             parsed=game.problem is not None, copied=game.copied) - penalty
+        game.teacher_reward = (
+            teacher_reward(
+                game.solve_rate if game.valid else None, rewards, parsed=game.problem is not None, copied=game.copied
+            )
+            - penalty
+        )
         samples[game.teacher].append(to_sample(completion, game.teacher_reward, group=f"teacher:{game.teacher}"))
     return samples
 
@@ -286,15 +332,24 @@ def _pair_solve_rates(pairs: list[tuple[str, str]], games: list[GameRecord]) -> 
     """Solve rate of every (teacher, student) pair over this step's graded attempts (None: no attempt)."""
     rates: dict[tuple[str, str], float | None] = {}
     for teacher_id, student_id in pairs:
-        grades = [label for game in games if game.teacher == teacher_id and game.student == student_id
-                  for label in game.grades]
+        grades = [
+            label
+            for game in games
+            if game.teacher == teacher_id and game.student == student_id
+            for label in game.grades
+        ]
         rates[(teacher_id, student_id)] = sum(label == "correct" for label in grades) / len(grades) if grades else None
     return rates
 
 
-def _teacher_rollout(bank: Bank, tokenizer: Tokenizer, requests: list[ProposalRequest], slots: list[str],
-                     config: SelfPlayConfig,
-                     stats: RolloutStats) -> list[Completion]:
+def _teacher_rollout(
+    bank: Bank,
+    tokenizer: Tokenizer,
+    requests: list[ProposalRequest],
+    slots: list[str],
+    config: SelfPlayConfig,
+    stats: RolloutStats,
+) -> list[Completion]:
     """Every teacher completion, in request order: free-form rows in one batched ``generate``,
     structured rows (the same ``segments``) in another (both by ``bank.rollout``, the engine's segments)."""
     prompts = [chat_prompt(tokenizer, request.messages, request.prefix) for request in requests]
@@ -302,8 +357,14 @@ def _teacher_rollout(bank: Bank, tokenizer: Tokenizer, requests: list[ProposalRe
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]
         sampling = config.sampling("teacher", stop=() if segments else config.teacher_stop)
-        done = bank.rollout([prompts[i] for i in rows], [slots[i] for i in rows], sampling, segments=segments,
-                            batch_size=config.generation_batch_size, stats=stats)
+        done = bank.rollout(
+            [prompts[i] for i in rows],
+            [slots[i] for i in rows],
+            sampling,
+            segments=segments,
+            batch_size=config.generation_batch_size,
+            stats=stats,
+        )
         for i, completion in zip(rows, done):
             out[i] = completion
     return out  # type: ignore[return-value]
@@ -313,5 +374,10 @@ def to_sample(completion: Completion, reward: float, group: str) -> Sample:
     """The learner's :class:`evolora.learner.Sample` of one completion (an empty one trains on a single pad token)."""
     if not completion.completion_ids:
         return Sample(prompt_ids=completion.prompt_ids, completion_ids=(0,), reward=reward, group=group)
-    return Sample(prompt_ids=completion.prompt_ids, completion_ids=completion.completion_ids, reward=reward,
-                  group=group, mask=completion.mask)
+    return Sample(
+        prompt_ids=completion.prompt_ids,
+        completion_ids=completion.completion_ids,
+        reward=reward,
+        group=group,
+        mask=completion.mask,
+    )

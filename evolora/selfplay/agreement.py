@@ -16,18 +16,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from evolora.bank import Bank
 from evolora.config.selfplay import SelfPlayConfig
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE
 from evolora.tasks.base import Task
-from evolora.bank import Bank
 
 if TYPE_CHECKING:
     from evolora.hf_types import Tokenizer
 
 
-def gate_by_agreement(bank: Bank, tokenizer: Tokenizer, task: Task, games: list, config: SelfPlayConfig,
-                      stats=None) -> None:
+def gate_by_agreement(
+    bank: Bank, tokenizer: Tokenizer, task: Task, games: list, config: SelfPlayConfig, stats=None
+) -> None:
     """Set ``game.agreement`` on every valid game and invalidate those below the threshold, in place.
 
     Args:
@@ -38,13 +39,19 @@ def gate_by_agreement(bank: Bank, tokenizer: Tokenizer, task: Task, games: list,
         stats: a :class:`evolora.generation.rollout.RolloutStats` to add the solver's tokens to, or None.
     """
     gate = config.agreement
-    rows = [g for g, game in enumerate(games) if game.valid for _ in range(gate.samples)] if gate.solver == "base" else []
+    rows = (
+        [g for g, game in enumerate(games) if game.valid for _ in range(gate.samples)] if gate.solver == "base" else []
+    )
     if not rows:
         return
     prompts = {g: chat_prompt(tokenizer, task.solve_prompt(games[g].problem)) for g in dict.fromkeys(rows)}
-    answers = bank.rollout([prompts[g] for g in rows], [BASE] * len(rows),
-                           config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
-                           batch_size=config.generation_batch_size, stats=stats)
+    answers = bank.rollout(
+        [prompts[g] for g in rows],
+        [BASE] * len(rows),
+        config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
+        batch_size=config.generation_batch_size,
+        stats=stats,
+    )
     correct = {g: 0 for g in prompts}
     for g, answer in zip(rows, answers):
         correct[g] += task.grade(answer.text, games[g].answer).label == "correct"

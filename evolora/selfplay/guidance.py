@@ -15,7 +15,7 @@ game that was guided has ``guided: true``.
 
 from __future__ import annotations
 
-from typing import Literal, TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from evolora.learner import Sample
 
@@ -57,9 +57,15 @@ def reference_ids(tokenizer: Tokenizer, text: str) -> tuple[int, ...]:
     return tuple(ids)
 
 
-def add_guidance(task, tokenizer: Tokenizer, games, prompt_ids: dict[int, tuple[int, ...]],
-                 samples: dict[str, list[Sample]],
-                 mode: Guidance, reward: float) -> int:
+def add_guidance(
+    task,
+    tokenizer: Tokenizer,
+    games,
+    prompt_ids: dict[int, tuple[int, ...]],
+    samples: dict[str, list[Sample]],
+    mode: Guidance,
+    reward: float,
+) -> int:
     """Append a reference sample to the group of every game that :func:`wants_guidance`.
 
     Args:
@@ -84,8 +90,13 @@ def add_guidance(task, tokenizer: Tokenizer, games, prompt_ids: dict[int, tuple[
         if text is None:
             continue
         samples.setdefault(game.student, []).append(
-            Sample(prompt_ids=prompt_ids[g], completion_ids=reference_ids(tokenizer, text), reward=reward,
-                   group=f"problem{g}"))
+            Sample(
+                prompt_ids=prompt_ids[g],
+                completion_ids=reference_ids(tokenizer, text),
+                reward=reward,
+                group=f"problem{g}",
+            )
+        )
         game.guided = True
         added += 1
     return added

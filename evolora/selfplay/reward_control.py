@@ -37,8 +37,9 @@ def reward_generator(seed: int, step: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, step, REWARD_STREAM]))
 
 
-def randomize_rewards(samples: Mapping[str, list[Sample]], roles: Mapping[str, str],
-                      generator: np.random.Generator) -> dict[str, list[Sample]]:
+def randomize_rewards(
+    samples: Mapping[str, list[Sample]], roles: Mapping[str, str], generator: np.random.Generator
+) -> dict[str, list[Sample]]:
     """Replace every reward by an independent Gaussian draw with its role's mean and std this step.
 
     Args:
@@ -65,13 +66,15 @@ def randomize_rewards(samples: Mapping[str, list[Sample]], roles: Mapping[str, s
             continue
         mean, std = moments[role]
         draws = generator.normal(mean, std, size=len(batch)) if std > 0 else np.full(len(batch), mean)
-        out[member] = [dataclasses.replace(s, reward=float(d)) if np.isfinite(s.reward) else s
-                       for s, d in zip(batch, draws)]
+        out[member] = [
+            dataclasses.replace(s, reward=float(d)) if np.isfinite(s.reward) else s for s, d in zip(batch, draws)
+        ]
     return out
 
 
-def permute_rewards(samples: Mapping[str, list[Sample]], roles: Mapping[str, str],
-                    generator: np.random.Generator) -> dict[str, list[Sample]]:
+def permute_rewards(
+    samples: Mapping[str, list[Sample]], roles: Mapping[str, str], generator: np.random.Generator
+) -> dict[str, list[Sample]]:
     """Shuffle the rewards within each (role, group): the learner's view of the ``random_reward`` arm.
 
     Args:

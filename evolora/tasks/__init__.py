@@ -10,8 +10,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, TaskRegistry, Verdict
 from evolora.tasks.arith import ArithTask
+from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, TaskRegistry, Verdict
 from evolora.tasks.code import CodeTask
 from evolora.tasks.gsm import GSMTask
 from evolora.tasks.toy import ToyTask
@@ -43,27 +43,28 @@ def make_task(name: str, **params) -> Task:
         register_task(name, load_factory(name))
     task = _construct(name, params)
     if not isinstance(task, Task):
-        raise TypeError(f"task {name!r}: its factory returned {type(task).__name__}, not a Task; subclass "
-                        f"evolora.tasks.base.Task (its six abstract methods, every other hook has a default)")
+        raise TypeError(
+            f"task {name!r}: its factory returned {type(task).__name__}, not a Task; subclass "
+            f"evolora.tasks.base.Task (its six abstract methods, every other hook has a default)"
+        )
     return task
 
 
 def _construct(name: str, params: dict):
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}, "
-                         "or 'package.module:factory' for your own")
+        raise ValueError(
+            f"unknown task {name!r}; registered tasks: {sorted(TASKS)}, or 'package.module:factory' for your own"
+        )
     factory = TASKS[name]
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):
         return _call(factory, name, params)
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-    accepted = [n for n, p in signature.parameters.items()
-                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    accepted = [n for n, p in signature.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     unknown = sorted(set(params) - set(accepted))
     if unknown and not accepts_any:
-        raise ValueError(f"task {name!r} does not accept parameter(s) {unknown}; "
-                         f"accepted: {accepted}")
+        raise ValueError(f"task {name!r} does not accept parameter(s) {unknown}; accepted: {accepted}")
     return _call(factory, name, params)
 
 
@@ -92,5 +93,19 @@ register_task("arith", ArithTask)
 register_task("code", CodeTask)
 register_task("toy", ToyTask)
 
-__all__ = ["TASKS", "ArithTask", "CodeTask", "GSMTask", "ToyTask", "Grade", "HeldOutItem", "Message", "Proposal",
-           "Task", "Verdict", "check_task", "make_task", "register_task"]
+__all__ = [
+    "TASKS",
+    "ArithTask",
+    "CodeTask",
+    "GSMTask",
+    "ToyTask",
+    "Grade",
+    "HeldOutItem",
+    "Message",
+    "Proposal",
+    "Task",
+    "Verdict",
+    "check_task",
+    "make_task",
+    "register_task",
+]

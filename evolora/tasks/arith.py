@@ -31,15 +31,25 @@ from evolora.tasks.arith_eval import ALLOWED_CHARS, LIMITS, ExpressionError, eva
 from evolora.tasks.arith_params import check_params, grid_cells
 from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
-from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number
 from evolora.tasks.number_equality import numbers_equal
+from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number
 
 TEACHER_SYSTEM = "You write arithmetic problems."
 TEACHER_INSTRUCTION = "Write one new arithmetic problem: numbers with + - * / and brackets, on one line."
 TEACHER_CLOSING = "Now write a new, different problem."
 STUDENT_INSTRUCTION = "Answer with a number."
-EXAMPLES = ("7 + 5", "9 - 4", "6 * 3", "(3 + 4) * 2", "12 - 9 + 2", "15 / 3", "8 * 7 - 6", "25 + 48",
-            "(9 - 5) * (2 + 1)", "4 * 11")
+EXAMPLES = (
+    "7 + 5",
+    "9 - 4",
+    "6 * 3",
+    "(3 + 4) * 2",
+    "12 - 9 + 2",
+    "15 / 3",
+    "8 * 7 - 6",
+    "25 + 48",
+    "(9 - 5) * (2 + 1)",
+    "4 * 11",
+)
 """Teacher few-shot examples (drawn ``num_examples`` at a time), from easy to a little harder."""
 
 _HEADER = re.compile(r"problem\s*(?:\d+\s*)?:", re.IGNORECASE)  # one \s* per run of spaces: linear
@@ -116,12 +126,28 @@ class ArithTask(Task):
         student_instruction: str = STUDENT_INSTRUCTION,
         reference: str = "steps",
     ) -> None:
-        check_params(num_examples=num_examples, max_chars=max_chars, max_digits=max_digits, max_depth=max_depth,
-                     max_ops=max_ops, max_value=max_value, max_exponent=max_exponent, eval_seed=eval_seed,
-                     eval_digits=eval_digits, eval_ops=eval_ops, eval_per_cell=eval_per_cell, tolerance=tolerance,
-                     examples=examples, example_digits=example_digits, example_ops=example_ops,
-                     integer_only=integer_only, lenient_parse=lenient_parse, fixed_examples=len(EXAMPLES),
-                     student_instruction=student_instruction, reference=reference)
+        check_params(
+            num_examples=num_examples,
+            max_chars=max_chars,
+            max_digits=max_digits,
+            max_depth=max_depth,
+            max_ops=max_ops,
+            max_value=max_value,
+            max_exponent=max_exponent,
+            eval_seed=eval_seed,
+            eval_digits=eval_digits,
+            eval_ops=eval_ops,
+            eval_per_cell=eval_per_cell,
+            tolerance=tolerance,
+            examples=examples,
+            example_digits=example_digits,
+            example_ops=example_ops,
+            integer_only=integer_only,
+            lenient_parse=lenient_parse,
+            fixed_examples=len(EXAMPLES),
+            student_instruction=student_instruction,
+            reference=reference,
+        )
         self.cells = grid_cells(eval_digits, eval_ops, eval_cells)
         self.reference = reference
         self.student_instruction = student_instruction.strip()
@@ -129,9 +155,15 @@ class ArithTask(Task):
         self.num_examples = num_examples
         self.examples = examples
         self.example_size = (example_digits, example_ops)
-        self.limits = {"max_chars": max_chars, "max_digits": max_digits, "max_depth": max_depth,
-                       "max_ops": max_ops, "max_value": max_value, "max_exponent": max_exponent,
-                       "min_ops": 1}
+        self.limits = {
+            "max_chars": max_chars,
+            "max_digits": max_digits,
+            "max_depth": max_depth,
+            "max_ops": max_ops,
+            "max_value": max_value,
+            "max_exponent": max_exponent,
+            "min_ops": 1,
+        }
         self.integer_only = integer_only
         self.eval_seed = eval_seed
         self.eval_digits = eval_digits
@@ -182,7 +214,7 @@ class ArithTask(Task):
         '(3 + 4) * 2'
         """
         header = _HEADER.search(text, 0, MAX_TEXT_CHARS)
-        body = text[header.end():MAX_TEXT_CHARS] if header else text[:MAX_TEXT_CHARS]
+        body = text[header.end() : MAX_TEXT_CHARS] if header else text[:MAX_TEXT_CHARS]
         line = next((ln for ln in body.splitlines() if ln.strip()), "")
         expression = normalise_expression(line)
         if self.lenient_parse and not ALLOWED_CHARS.fullmatch(expression):
@@ -218,7 +250,7 @@ class ArithTask(Task):
         return [{"role": "user", "content": f"What is {problem.strip()}? {self.student_instruction}"}]
 
     def grade(self, completion: str, answer: float) -> Grade:
-        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.number_equality.numbers_equal`:
+        """ "correct"/"wrong" by exact comparison (:func:`evolora.tasks.number_equality.numbers_equal`:
         integers exactly, ``tolerance`` only between non-integers) of
         :func:`evolora.tasks.numeric.arithmetic_value` (an explicit final answer, else the
         stated result ``= N``, else the last number); "format" when the completion holds no
@@ -233,6 +265,7 @@ class ArithTask(Task):
         """A worked answer for ``selfplay.guidance`` (``reference``: ``steps`` or ``answer``),
         see :func:`evolora.tasks.arith_steps.worked_answer`."""
         from evolora.tasks.arith_steps import worked_answer  # it reuses this module's evaluator
+
         return worked_answer(problem, answer, self.reference, self.tolerance)
 
     def critic_answer(self, completion: str) -> str:
@@ -272,8 +305,14 @@ class ArithTask(Task):
         return items[: max(size, 0)]
 
     def _dev_cell(self, digits: int, ops: int, count: int) -> list[HeldOutItem]:
-        reserved = set(_distinct_expressions(random.Random(f"arith-heldout:{self.eval_seed}:{digits}:{ops}"),
-                                             digits, ops, max(self.eval_per_cell, DEV_RESERVED)))
+        reserved = set(
+            _distinct_expressions(
+                random.Random(f"arith-heldout:{self.eval_seed}:{digits}:{ops}"),
+                digits,
+                ops,
+                max(self.eval_per_cell, DEV_RESERVED),
+            )
+        )
         rng = random.Random(f"arith-dev:{self.eval_seed}:{digits}:{ops}")
         texts = [t for t in _distinct_expressions(rng, digits, ops, count + len(reserved)) if t not in reserved]
         return [HeldOutItem(t, float(evaluate_expression(t)), group=f"d{digits}o{ops}") for t in texts[:count]]
@@ -288,8 +327,10 @@ class ArithTask(Task):
             if text not in items:
                 items[text] = HeldOutItem(text, float(evaluate_expression(text)), group=f"d{digits}o{ops}")
         if len(items) < self.eval_per_cell:
-            raise ValueError(f"arith task: only {len(items)} distinct problems with {digits} digit(s) and "
-                             f"{ops} operator(s); lower eval_per_cell (got {self.eval_per_cell})")
+            raise ValueError(
+                f"arith task: only {len(items)} distinct problems with {digits} digit(s) and "
+                f"{ops} operator(s); lower eval_per_cell (got {self.eval_per_cell})"
+            )
         return list(items.values())
 
 

@@ -30,8 +30,14 @@ class ExpressionError(ValueError):
         self.reason = reason
 
 
-LIMITS: dict[str, int] = {"max_chars": 120, "max_digits": 6, "max_depth": 8, "max_ops": 10, "max_value": 10**12,
-                          "max_exponent": 4}
+LIMITS: dict[str, int] = {
+    "max_chars": 120,
+    "max_digits": 6,
+    "max_depth": 8,
+    "max_ops": 10,
+    "max_value": 10**12,
+    "max_exponent": 4,
+}
 """The default bounds of an arithmetic expression: of :func:`evaluate_expression` and of the arith
 task's proposals (``task.params``; each documented in :func:`evaluate_expression`'s Args)."""
 
@@ -99,9 +105,11 @@ _BINARY = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 
 def _check_nodes(tree: ast.AST) -> None:
     for node in ast.walk(tree):
-        ok = (isinstance(node, (ast.Expression, ast.BinOp, *_BINARY, ast.USub, ast.UAdd))
-              or (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)))
-              or (isinstance(node, ast.Constant) and type(node.value) in (int, float)))
+        ok = (
+            isinstance(node, (ast.Expression, ast.BinOp, *_BINARY, ast.USub, ast.UAdd))
+            or (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)))
+            or (isinstance(node, ast.Constant) and type(node.value) in (int, float))
+        )
         if not ok:
             raise ExpressionError("banned", f"{type(node).__name__} is not allowed in an expression")
 

@@ -19,15 +19,19 @@ from fractions import Fraction
 
 from evolora.tasks.arith_eval import binary_value
 from evolora.tasks.arith_text import format_number
-from evolora.tasks.numeric import arithmetic_value
 from evolora.tasks.number_equality import numbers_equal
+from evolora.tasks.numeric import arithmetic_value
 
 _ANY_EXPONENT = 64  # the problem was verified under its own limits; a step only recomputes it
 
 
 def _number(node: ast.AST) -> Fraction | None:
     """The value of a number leaf (a constant or a negated constant), else None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, Fraction)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float, Fraction))
+        and not isinstance(node.value, bool)
+    ):
         return Fraction(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         inner = _number(node.operand)

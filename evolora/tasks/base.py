@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evolora.generation.types import Segment  # re-exported: a task's structured proposal

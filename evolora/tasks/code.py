@@ -31,13 +31,13 @@ import random
 import warnings
 from collections import OrderedDict
 
-from evolora.parsing import PARSE_ERRORS
-from evolora.sandbox import SandboxPool, run_program
-from evolora.tasks.pooled import PooledVerifier
 import evolora.tasks.code_prompts as fmt
 import evolora.tasks.code_values as code_values
+from evolora.parsing import PARSE_ERRORS
+from evolora.sandbox import SandboxPool, run_program
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
 from evolora.tasks.humaneval import check_program, completion_program, humaneval_prompt, load_humaneval
+from evolora.tasks.pooled import PooledVerifier
 
 _MEMO_SIZE = 4096
 
@@ -107,30 +107,49 @@ class CodeTask(PooledVerifier):
     ) -> None:
         weights = dict.fromkeys(fmt.CODE_TYPES, 1.0) if type_weights is None else dict(type_weights)
         unknown = sorted(set(weights) - set(fmt.CODE_TYPES))
-        if unknown or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
-                              for w in weights.values()) or sum(weights.values()) <= 0:
-            raise ValueError(f"code task: type_weights must map {list(fmt.CODE_TYPES)} to weights >= 0 "
-                             f"with a positive sum (got {type_weights!r})")
+        if (
+            unknown
+            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in weights.values())
+            or sum(weights.values()) <= 0
+        ):
+            raise ValueError(
+                f"code task: type_weights must map {list(fmt.CODE_TYPES)} to weights >= 0 "
+                f"with a positive sum (got {type_weights!r})"
+            )
         checks = [
             (0 <= num_examples <= len(fmt.EXAMPLES), f"num_examples in [0, {len(fmt.EXAMPLES)}]", num_examples),
             (2 <= min_induction_inputs <= 6, "min_induction_inputs in [2, 6]", min_induction_inputs),
-            (max_induction_inputs >= min_induction_inputs, "max_induction_inputs >= min_induction_inputs",
-             max_induction_inputs),
+            (
+                max_induction_inputs >= min_induction_inputs,
+                "max_induction_inputs >= min_induction_inputs",
+                max_induction_inputs,
+            ),
             (timeout_s > 0 and eval_timeout_s > 0, "timeout_s > 0 and eval_timeout_s > 0", (timeout_s, eval_timeout_s)),
             (memory_mb >= 32, "memory_mb >= 32", memory_mb),
-            (output_limit >= 1 and workers >= 1 and runs >= 1, "output_limit, workers, runs >= 1",
-             (output_limit, workers, runs)),
-            (min(max_program_chars, max_input_chars, max_output_chars, max_message_chars) >= 1,
-             "max_*_chars >= 1", (max_program_chars, max_input_chars, max_output_chars, max_message_chars)),
+            (
+                output_limit >= 1 and workers >= 1 and runs >= 1,
+                "output_limit, workers, runs >= 1",
+                (output_limit, workers, runs),
+            ),
+            (
+                min(max_program_chars, max_input_chars, max_output_chars, max_message_chars) >= 1,
+                "max_*_chars >= 1",
+                (max_program_chars, max_input_chars, max_output_chars, max_message_chars),
+            ),
         ]
         for ok, rule, value in checks:
             if not ok:
                 raise ValueError(f"code task: need {rule} (got {value!r}); set it with --set task.params.<name>=VALUE")
         self.type_weights = {t: float(weights.get(t, 0.0)) for t in fmt.CODE_TYPES}
         self.num_examples = num_examples
-        self.format_limits = {"type_weights": self.type_weights, "min_inputs": min_induction_inputs,
-                              "max_inputs": max_induction_inputs, "max_program_chars": max_program_chars,
-                              "max_input_chars": max_input_chars, "max_message_chars": max_message_chars}
+        self.format_limits = {
+            "type_weights": self.type_weights,
+            "min_inputs": min_induction_inputs,
+            "max_inputs": max_induction_inputs,
+            "max_program_chars": max_program_chars,
+            "max_input_chars": max_input_chars,
+            "max_message_chars": max_message_chars,
+        }
         self.limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "output_limit": output_limit}
         self.eval_limits = {**self.limits, "timeout_s": eval_timeout_s}
         self.workers = workers
@@ -164,11 +183,16 @@ class CodeTask(PooledVerifier):
             parts.append("Examples:")
             for example in rng.sample(fmt.EXAMPLES, self.num_examples):
                 inputs = example["inputs"][:count]
-                parts.append(fmt.format_proposal(kind, example["program"], inputs,
-                                                 example["message"] if kind == "induction" else ""))
+                parts.append(
+                    fmt.format_proposal(
+                        kind, example["program"], inputs, example["message"] if kind == "induction" else ""
+                    )
+                )
         parts.append(fmt.TEACHER_CLOSING)
-        return ([{"role": "system", "content": fmt.TEACHER_SYSTEM},
-                 {"role": "user", "content": "\n\n".join(parts)}], f"Task: {kind}\n{self.proposal_prefix}")
+        return (
+            [{"role": "system", "content": fmt.TEACHER_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}],
+            f"Task: {kind}\n{self.proposal_prefix}",
+        )
 
     def parse_proposal(self, text: str) -> Proposal | None:
         """The tagged proposal (:func:`evolora.tasks.code_prompts.parse_code_problem`);
@@ -189,8 +213,12 @@ class CodeTask(PooledVerifier):
         ``seconds`` is the sandbox wall-clock time summed over the proposal's runs.
         """
         checked = [self._check(p) for p in proposals]
-        sources = [code_values.harness(problem.program, problem.inputs)
-                   for problem, _ in checked if problem is not None for _ in range(self.runs)]
+        sources = [
+            code_values.harness(problem.program, problem.inputs)
+            for problem, _ in checked
+            if problem is not None
+            for _ in range(self.runs)
+        ]
         results = iter(self._get_pool().map(sources, **self.limits) if sources else [])
         verdicts = []
         for proposal, (problem, reason) in zip(proposals, checked):
@@ -232,8 +260,14 @@ class CodeTask(PooledVerifier):
         if any(len(o) > self.max_output_chars for o in outputs):
             return Verdict(False, None, "output_too_long", seconds)
         visible = len(outputs) - len(outputs) // 2 if problem.kind == "induction" else len(outputs)
-        answer = {"type": problem.kind, "program": problem.program, "inputs": list(problem.inputs),
-                  "outputs": outputs, "message": problem.message, "visible": visible}
+        answer = {
+            "type": problem.kind,
+            "program": problem.program,
+            "inputs": list(problem.inputs),
+            "outputs": outputs,
+            "message": problem.message,
+            "visible": visible,
+        }
         return Verdict(True, answer, "ok", seconds)
 
     # ------------------------------------------------------------------ student side
@@ -252,8 +286,9 @@ class CodeTask(PooledVerifier):
             if not verdict.valid:
                 raise ValueError(f"code task: cannot show an invalid problem to a student ({verdict.reason})")
             answer = verdict.answer
-        text = fmt.student_prompt(answer["type"], answer["program"], answer["inputs"], answer["outputs"],
-                                  answer["message"], answer["visible"])
+        text = fmt.student_prompt(
+            answer["type"], answer["program"], answer["inputs"], answer["outputs"], answer["message"], answer["visible"]
+        )
         return [{"role": "system", "content": fmt.STUDENT_SYSTEM}, {"role": "user", "content": text}]
 
     def grade(self, completion: str, answer: dict) -> Grade:
@@ -297,8 +332,11 @@ class CodeTask(PooledVerifier):
             return self._grades[key]
         result = run_program(code_values.harness(program, inputs), **self.limits)
         values = code_values.harness_values(result.output) if result.ok else None
-        correct = values is not None and len(values) == len(outputs) and all(
-            code_values.values_equal(v, code_values.literal_value(o)) for v, o in zip(values, outputs))
+        correct = (
+            values is not None
+            and len(values) == len(outputs)
+            and all(code_values.values_equal(v, code_values.literal_value(o)) for v, o in zip(values, outputs))
+        )
         self._remember(self._grades, key, correct)
         return correct
 
@@ -324,8 +362,10 @@ class CodeTask(PooledVerifier):
         the item's test and ``check(entry_point)`` exits cleanly in the sandbox within
         ``eval_timeout_s``; "format" when the completion holds no code; else "wrong".
         """
-        programs = [completion_program(item.answer["prompt"], item.answer["entry_point"], text)
-                    for text, item in zip(completions, items)]
+        programs = [
+            completion_program(item.answer["prompt"], item.answer["entry_point"], text)
+            for text, item in zip(completions, items)
+        ]
         sources = [check_program(p, item) for p, item in zip(programs, items) if p is not None]
         results = iter(self._get_pool().map(sources, **self.eval_limits) if sources else [])
         grades = []
@@ -343,4 +383,3 @@ class CodeTask(PooledVerifier):
         memo.move_to_end(key)
         while len(memo) > _MEMO_SIZE:
             memo.popitem(last=False)
-

@@ -47,43 +47,70 @@ TEACHER_TASKS = {
 }
 TEACHER_FORMATS = {
     "deduction": "Write the line Task: deduction, then one line Input: <the arguments of f>, then one new "
-                 "short Python function named f in a ```python block.",
+    "short Python function named f in a ```python block.",
     "abduction": "Write the line Task: abduction, then one line Input: <the arguments of f>, then one new "
-                 "short Python function named f in a ```python block.",
+    "short Python function named f in a ```python block.",
     "induction": "Write the line Task: induction, then {count} lines Input: <the arguments of f> with different "
-                 "inputs, one line Message: <a hint at what f does>, then one new short Python function named f "
-                 "in a ```python block.",
+    "inputs, one line Message: <a hint at what f does>, then one new short Python function named f "
+    "in a ```python block.",
 }
 TEACHER_CLOSING = "Now write a new, different function. Use exactly the format of the examples."
 STUDENT_SYSTEM = "You are an expert Python programmer."
 
 EXAMPLES: tuple[dict, ...] = (
-    {"program": "def f(numbers):\n    total = 0\n    for n in numbers:\n        if n % 2 == 0:\n"
-                "            total += n\n    return total",
-     "inputs": ("[1, 2, 3, 4]", "[5, 6]", "[]", "[10, 3, 8]", "[7]", "[2, 2]"), "message": "Add up the even numbers."},
-    {"program": "def f(s):\n    return s[::-1]",
-     "inputs": ("'abc'", "'hello'", "''", "'ab'", "'level'", "'xyz'"), "message": "Reverse the string."},
-    {"program": "def f(a, b):\n    return a * b + 1",
-     "inputs": ("2, 3", "0, 5", "4, 4", "-1, 7", "10, 2", "3, -3"), "message": "Multiply, then add one."},
-    {"program": "def f(words):\n    return [w.upper() for w in words if len(w) > 2]",
-     "inputs": ("['hi', 'cat', 'dog']", "['a', 'tree']", "[]", "['sun', 'x']", "['ox']", "['bee', 'ant']"),
-     "message": "Upper-case the words longer than two letters."},
-    {"program": "def f(n):\n    result = 1\n    for i in range(1, n + 1):\n        result *= i\n    return result",
-     "inputs": ("3", "0", "5", "1", "4", "6"), "message": "Multiply all numbers from 1 to n."},
-    {"program": "def f(text):\n    counts = {}\n    for ch in text:\n        counts[ch] = counts.get(ch, 0) + 1\n"
-                "    return counts",
-     "inputs": ("'aab'", "'xyz'", "'b'", "'abab'", "''", "'zz'"), "message": "Count each character."},
-    {"program": "def f(x):\n    if x > 10:\n        return x - 10\n    return x * 2",
-     "inputs": ("15", "3", "10", "-2", "11", "0"), "message": "Big numbers lose ten, the others double."},
-    {"program": "def f(items):\n    return sorted(set(items))",
-     "inputs": ("[3, 1, 3, 2]", "[5, 5]", "[]", "[9, -1, 0]", "[2]", "[4, 3, 4]"),
-     "message": "The distinct items in order."},
-    {"program": "def f(s, k):\n    return s[k:] + s[:k]",
-     "inputs": ("'abcdef', 2", "'hello', 1", "'xy', 0", "'rotate', 3", "'abc', 3", "'loop', 2"),
-     "message": "Rotate the string left by k."},
-    {"program": "def f(nums):\n    best = nums[0]\n    for n in nums:\n        if n > best:\n            best = n\n"
-                "    return best",
-     "inputs": ("[3, 9, 2]", "[-5, -1]", "[7]", "[0, 0, 4]", "[1, 2, 3]", "[8, 8]"), "message": "The largest number."},
+    {
+        "program": "def f(numbers):\n    total = 0\n    for n in numbers:\n        if n % 2 == 0:\n"
+        "            total += n\n    return total",
+        "inputs": ("[1, 2, 3, 4]", "[5, 6]", "[]", "[10, 3, 8]", "[7]", "[2, 2]"),
+        "message": "Add up the even numbers.",
+    },
+    {
+        "program": "def f(s):\n    return s[::-1]",
+        "inputs": ("'abc'", "'hello'", "''", "'ab'", "'level'", "'xyz'"),
+        "message": "Reverse the string.",
+    },
+    {
+        "program": "def f(a, b):\n    return a * b + 1",
+        "inputs": ("2, 3", "0, 5", "4, 4", "-1, 7", "10, 2", "3, -3"),
+        "message": "Multiply, then add one.",
+    },
+    {
+        "program": "def f(words):\n    return [w.upper() for w in words if len(w) > 2]",
+        "inputs": ("['hi', 'cat', 'dog']", "['a', 'tree']", "[]", "['sun', 'x']", "['ox']", "['bee', 'ant']"),
+        "message": "Upper-case the words longer than two letters.",
+    },
+    {
+        "program": "def f(n):\n    result = 1\n    for i in range(1, n + 1):\n        result *= i\n    return result",
+        "inputs": ("3", "0", "5", "1", "4", "6"),
+        "message": "Multiply all numbers from 1 to n.",
+    },
+    {
+        "program": "def f(text):\n    counts = {}\n    for ch in text:\n        counts[ch] = counts.get(ch, 0) + 1\n"
+        "    return counts",
+        "inputs": ("'aab'", "'xyz'", "'b'", "'abab'", "''", "'zz'"),
+        "message": "Count each character.",
+    },
+    {
+        "program": "def f(x):\n    if x > 10:\n        return x - 10\n    return x * 2",
+        "inputs": ("15", "3", "10", "-2", "11", "0"),
+        "message": "Big numbers lose ten, the others double.",
+    },
+    {
+        "program": "def f(items):\n    return sorted(set(items))",
+        "inputs": ("[3, 1, 3, 2]", "[5, 5]", "[]", "[9, -1, 0]", "[2]", "[4, 3, 4]"),
+        "message": "The distinct items in order.",
+    },
+    {
+        "program": "def f(s, k):\n    return s[k:] + s[:k]",
+        "inputs": ("'abcdef', 2", "'hello', 1", "'xy', 0", "'rotate', 3", "'abc', 3", "'loop', 2"),
+        "message": "Rotate the string left by k.",
+    },
+    {
+        "program": "def f(nums):\n    best = nums[0]\n    for n in nums:\n        if n > best:\n            best = n\n"
+        "    return best",
+        "inputs": ("[3, 9, 2]", "[-5, -1]", "[7]", "[0, 0, 4]", "[1, 2, 3]", "[8, 8]"),
+        "message": "The largest number.",
+    },
 )
 """Reference proposals written for evolora (program, six distinct inputs, a message);
 deduction and abduction examples use the first input only, induction ones the first few."""
@@ -158,7 +185,7 @@ def parse_code_problem(
     if fence is None:
         return None
     program = fence.group(1).strip("\n").rstrip()
-    before, after = text[: fence.start()].splitlines(), text[fence.end():].splitlines()
+    before, after = text[: fence.start()].splitlines(), text[fence.end() :].splitlines()
     inputs: list[str] = []
     message, kind = "", None
     for part, lines in (("before", before), ("after", after)):
@@ -186,12 +213,21 @@ def parse_code_problem(
     if not inputs:
         program, inputs = split_calls(program)
     if kind is None:
-        kind = "induction" if len(inputs) >= min_inputs and weights.get("induction", 0) > 0 else _hashed_kind(
-            program, weights)
+        kind = (
+            "induction"
+            if len(inputs) >= min_inputs and weights.get("induction", 0) > 0
+            else _hashed_kind(program, weights)
+        )
     needed, kept = (min_inputs, max_inputs) if kind == "induction" else (1, 1)
-    if (kind is None or weights.get(kind, 0) <= 0 or not program.strip() or len(program) > max_program_chars
-            or len(inputs) < needed or len(message) > max_message_chars
-            or any(len(i) > max_input_chars for i in inputs)):
+    if (
+        kind is None
+        or weights.get(kind, 0) <= 0
+        or not program.strip()
+        or len(program) > max_program_chars
+        or len(inputs) < needed
+        or len(message) > max_message_chars
+        or any(len(i) > max_input_chars for i in inputs)
+    ):
         return None
     return CodeProblem(kind, program, tuple(inputs[:kept]), message if kind == "induction" else "")
 
@@ -223,11 +259,21 @@ def split_calls(program: str) -> tuple[str, list[str]]:
     first_line = None
     for node in reversed(tree.body):
         call = node.value if isinstance(node, ast.Expr) else None
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print"
-                and len(call.args) == 1 and not call.keywords):
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "print"
+            and len(call.args) == 1
+            and not call.keywords
+        ):
             call = call.args[0]
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "f"
-                and call.args and not call.keywords):
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "f"
+            and call.args
+            and not call.keywords
+        ):
             break
         try:
             arguments = tuple(ast.literal_eval(a) for a in call.args)
@@ -241,8 +287,7 @@ def split_calls(program: str) -> tuple[str, list[str]]:
 
 
 # ---------------------------------------------------------------------------- student prompts
-def student_prompt(kind: str, program: str, inputs: list[str], outputs: list[str], message: str,
-                   visible: int) -> str:
+def student_prompt(kind: str, program: str, inputs: list[str], outputs: list[str], message: str, visible: int) -> str:
     """The student's user message for one problem.
 
     Args:
@@ -253,12 +298,15 @@ def student_prompt(kind: str, program: str, inputs: list[str], outputs: list[str
     """
     code = f"```python\n{program.strip()}\n```"
     if kind == "deduction":
-        return (f"{code}\nWhat does f({inputs[0]}) return?\n"
-                f"Answer with one line: Output: <the Python value>")
+        return f"{code}\nWhat does f({inputs[0]}) return?\nAnswer with one line: Output: <the Python value>"
     if kind == "abduction":
-        return (f"{code}\nFind arguments for f so that it returns {outputs[0]}.\n"
-                f"Answer with one line: Input: <the arguments of f>")
+        return (
+            f"{code}\nFind arguments for f so that it returns {outputs[0]}.\n"
+            f"Answer with one line: Input: <the arguments of f>"
+        )
     pairs = "\n".join(f"f({i}) == {o}" for i, o in zip(inputs[:visible], outputs[:visible]))
     hint = f"\nHint: {message}" if message else ""
-    return (f"Write a Python function f that gives these results:\n{pairs}{hint}\n"
-            f"Answer with the function in a ```python code block.")
+    return (
+        f"Write a Python function f that gives these results:\n{pairs}{hint}\n"
+        f"Answer with the function in a ```python code block."
+    )

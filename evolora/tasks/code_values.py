@@ -28,8 +28,15 @@ _OUTPUT_VERB = re.compile(r"\b(?:is|be|returns?|gives|equals?|outputs?)\b\s*:?|=
 _INPUT_VERB = re.compile(r"\b(?:is|be|inputs?|arguments?|use|try|call)\b\s*:?", re.IGNORECASE)
 _BOUNDARY = re.compile(r"[,.;]?\s|[,.;]$")
 _RELATION = re.compile(r"^\s*f\s*\(.*?\)\s*(?:==|=|->|=>|returns)\s*", re.IGNORECASE)
-_KEPT_NODES = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-               ast.Assign, ast.AnnAssign)
+_KEPT_NODES = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
 MAX_LITERAL_CHARS = 10_000
 """Longer texts are never passed to ``ast.literal_eval`` (bounds its work)."""
 _MAX_PHRASE_CHARS = 300
@@ -68,7 +75,7 @@ def parse_arguments(text: str) -> tuple | None:
     text = text.strip().strip("`").strip()
     if _CALL_PREFIX.match(text):
         for end in [i for i, ch in enumerate(text) if ch == ")"][:64]:
-            inner = _tuple_of(text[text.index("(") + 1: end])
+            inner = _tuple_of(text[text.index("(") + 1 : end])
             if inner is not None:
                 return inner
         return None
@@ -142,13 +149,13 @@ def _answer_candidates(text: str, marker: re.Pattern, verb: re.Pattern) -> list[
     """Where an answer may be, most explicit first: marker lines, fences, inline code, the
     text after "is"/"returns"/"=" cut at each boundary (longest first), whole lines; the
     last occurrence of each kind comes first."""
-    text = text[:MAX_LITERAL_CHARS * 4]
+    text = text[: MAX_LITERAL_CHARS * 4]
     markers = [m for m in reversed(marker.findall(text)) if m.strip()]
     fences = [f.strip() for f in reversed(FENCE.findall(text)) if f.strip()]
     spans = [s for s in reversed(_INLINE_CODE.findall(FENCE.sub(" ", text))) if s.strip()]
     phrases = []
     for match in reversed(list(verb.finditer(text))):
-        rest = text[match.end():].split("\n")[0][:_MAX_PHRASE_CHARS]
+        rest = text[match.end() :].split("\n")[0][:_MAX_PHRASE_CHARS]
         cuts = [m.start() for m in _BOUNDARY.finditer(rest)] + [len(rest)]
         phrases += [rest[:cut] for cut in sorted(set(cuts), reverse=True) if rest[:cut].strip()]
     lines = [line for line in reversed(text.splitlines()) if line.strip()]
@@ -189,7 +196,7 @@ def extract_program(text: str) -> str | None:
     code = with_f[-1] if with_f else fences[0] if fences else None
     if code is None:
         match = re.search(r"^def f\s*\(", text, re.MULTILINE)
-        code = text[match.start():].rstrip() if match else None
+        code = text[match.start() :].rstrip() if match else None
     return top_level_definitions(code) or None if code and code.strip() else None
 
 
@@ -211,8 +218,11 @@ def top_level_definitions(code: str) -> str:
     except PARSE_ERRORS:
         lines = code.splitlines()
         for i, line in enumerate(lines[1:], start=1):
-            if line.strip() and line[:1] not in (" ", "\t", "#", "@", ")", "]", "}") and not re.match(
-                    r"(?:def|class|import|from|async)\s", line):
+            if (
+                line.strip()
+                and line[:1] not in (" ", "\t", "#", "@", ")", "]", "}")
+                and not re.match(r"(?:def|class|import|from|async)\s", line)
+            ):
                 return "\n".join(lines[:i])
         return code
     lines = code.splitlines()
@@ -220,7 +230,7 @@ def top_level_definitions(code: str) -> str:
     for node in tree.body:
         if isinstance(node, _KEPT_NODES):
             first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-            kept.append("\n".join(lines[first - 1: node.end_lineno]))
+            kept.append("\n".join(lines[first - 1 : node.end_lineno]))
     return "\n\n".join(kept)
 
 

@@ -12,21 +12,31 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 2-3; GSM8K (arXiv 2110.14168).
 from __future__ import annotations
 
 import json
-import re
 import random
+import re
 from pathlib import Path
 
 from evolora.sandbox import SandboxPool
-from evolora.tasks.gsm_grounding import RULES, grounding_reasons
+from evolora.tasks.base import (
+    CRITIC_QUESTION,
+    CRITIC_SYSTEM,
+    Grade,
+    HeldOutItem,
+    Message,
+    Proposal,
+    ProposalRequest,
+    Segment,
+    Verdict,
+)
 from evolora.tasks.code_values import FENCE
 from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, gsm_dev_set, load_bundled_test, load_gsm8k
-from evolora.tasks.gsm_text import _drop_trailing_label, _PROBLEM_HEADER, format_proposal, program_answer
 from evolora.tasks.gsm_family import family_items
+from evolora.tasks.gsm_grounding import RULES, grounding_reasons
 from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
-from evolora.tasks.pooled import PooledVerifier
-from evolora.tasks.base import CRITIC_QUESTION, CRITIC_SYSTEM, Grade, HeldOutItem, Message, Proposal, ProposalRequest, Segment, Verdict
-from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value
+from evolora.tasks.gsm_text import _PROBLEM_HEADER, _drop_trailing_label, format_proposal, program_answer
 from evolora.tasks.number_equality import numbers_equal
+from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value
+from evolora.tasks.pooled import PooledVerifier
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 EXAMPLES_PATH = DATA / "gsm_examples.json"
@@ -51,6 +61,7 @@ ANSWER_LINE = re.compile(r"####[^\n]*\d[^\n]*\n")
 (:attr:`GSMTask.answer_stop`): the instruction ends the answer with that line, and a 135M model
 that goes on writes more "####" lines ("#### 2", "#### 3", ...), the last of which
 :func:`~evolora.tasks.numeric.final_value` would grade. docs/results/gsm.md measures the change."""
+
 
 class GSMTask(PooledVerifier):
     """Grade-school math with program-verified answers (task name "gsm").
@@ -139,16 +150,31 @@ class GSMTask(PooledVerifier):
         value_temperature: float | None = 1.0,
         simple_fraction: float = 0.0,
     ) -> None:
-        _check_params(num_examples=num_examples, runs=runs, workers=workers, gsm8k_fraction=gsm8k_fraction,
-                      timeout_s=timeout_s, memory_mb=memory_mb, output_limit=output_limit, tolerance=tolerance,
-                      example_set=example_set, structured=structured, problem_tokens=problem_tokens,
-                      program_tokens=program_tokens, program_temperature=program_temperature, proposal=proposal,
-                      value_tokens=value_tokens, value_temperature=value_temperature, simple_fraction=simple_fraction)
+        _check_params(
+            num_examples=num_examples,
+            runs=runs,
+            workers=workers,
+            gsm8k_fraction=gsm8k_fraction,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            output_limit=output_limit,
+            tolerance=tolerance,
+            example_set=example_set,
+            structured=structured,
+            problem_tokens=problem_tokens,
+            program_tokens=program_tokens,
+            program_temperature=program_temperature,
+            proposal=proposal,
+            value_tokens=value_tokens,
+            value_temperature=value_temperature,
+            simple_fraction=simple_fraction,
+        )
         for key, path in (("eval_path", eval_path), ("train_path", train_path)):
             if path is not None and not Path(path).is_file():
                 raise FileNotFoundError(
                     f"gsm task: {key} {path!r} is not a file; give a GSM8K .jsonl path "
-                    f"(--set task.params.{key}=PATH) or null")
+                    f"(--set task.params.{key}=PATH) or null"
+                )
         self.train_path = train_path
         self.eval_path = eval_path
         self.num_examples = num_examples
@@ -170,7 +196,11 @@ class GSMTask(PooledVerifier):
         self._eval: list[HeldOutItem] | None = None
         self._pool: SandboxPool | None = None
         self.proposal = proposal
-        self._seeded = SeededProposals(proposal, value_tokens, problem_tokens, value_temperature, simple_fraction) if proposal != "free" else None
+        self._seeded = (
+            SeededProposals(proposal, value_tokens, problem_tokens, value_temperature, simple_fraction)
+            if proposal != "free"
+            else None
+        )
 
     # ------------------------------------------------------------------ teacher side
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
@@ -187,8 +217,7 @@ class GSMTask(PooledVerifier):
             for example in examples:
                 parts.append(format_proposal(example["problem"], example["program"]))
         parts.append(TEACHER_CLOSING)
-        return [{"role": "system", "content": TEACHER_SYSTEM},
-                {"role": "user", "content": "\n\n".join(parts)}]
+        return [{"role": "system", "content": TEACHER_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
     def proposal_request(self, rng: random.Random) -> ProposalRequest:
         """The teacher prompt (:meth:`proposal_prompt`), the forced start ``"Problem:"``, the
@@ -199,25 +228,40 @@ class GSMTask(PooledVerifier):
             return self._seeded.request(rng)
         examples = self._draw_examples(rng)
         segments = self._segments() if self.structured else ()
-        return ProposalRequest(self._prompt(examples), self.proposal_prefix,
-                               examples=tuple(e["problem"] for e in examples), segments=segments)
+        return ProposalRequest(
+            self._prompt(examples),
+            self.proposal_prefix,
+            examples=tuple(e["problem"] for e in examples),
+            segments=segments,
+        )
 
     def _segments(self) -> tuple[Segment, ...]:
         problem = Segment(stop=("```", "\n\n"), max_new_tokens=self.segment_tokens[0], keep_stop=False)
         if not self.forced_print:
-            return problem, Segment(forced=PROGRAM_FENCE, stop=("```",), max_new_tokens=self.segment_tokens[1],
-                                    temperature=self.program_temperature)
-        body = Segment(forced=PROGRAM_FENCE, stop=("```", "print("), max_new_tokens=self.segment_tokens[1],
-                       keep_stop=False, temperature=self.program_temperature)
-        return problem, body, Segment(forced="print(", stop=("\n",), max_new_tokens=24,
-                                      temperature=self.program_temperature)
+            return problem, Segment(
+                forced=PROGRAM_FENCE,
+                stop=("```",),
+                max_new_tokens=self.segment_tokens[1],
+                temperature=self.program_temperature,
+            )
+        body = Segment(
+            forced=PROGRAM_FENCE,
+            stop=("```", "print("),
+            max_new_tokens=self.segment_tokens[1],
+            keep_stop=False,
+            temperature=self.program_temperature,
+        )
+        return (
+            problem,
+            body,
+            Segment(forced="print(", stop=("\n",), max_new_tokens=24, temperature=self.program_temperature),
+        )
 
     def _draw_examples(self, rng: random.Random) -> list[dict]:
         own = rng.sample(self.examples, min(self.num_examples, len(self.examples)))
         if not self._train:
             return own
-        return [rng.choice(self._train) if rng.random() < self.gsm8k_fraction else example
-                for example in own]
+        return [rng.choice(self._train) if rng.random() < self.gsm8k_fraction else example for example in own]
 
     def parse_proposal(self, text: str) -> Proposal | None:
         """Problem text (an optional "Problem:" header) followed by a code fence.
@@ -240,10 +284,15 @@ class GSMTask(PooledVerifier):
         header = None
         for header in _PROBLEM_HEADER.finditer(before):
             pass
-        problem = _drop_trailing_label(before[header.end():] if header else before).strip().strip("*").strip()
-        if (not program.strip() or len(problem.split()) < 3 or "```" in problem
-                or "print(" in problem or len(problem) > self.max_problem_chars
-                or len(program) > self.max_program_chars):
+        problem = _drop_trailing_label(before[header.end() :] if header else before).strip().strip("*").strip()
+        if (
+            not program.strip()
+            or len(problem.split()) < 3
+            or "```" in problem
+            or "print(" in problem
+            or len(problem) > self.max_problem_chars
+            or len(program) > self.max_program_chars
+        ):
             return None
         return Proposal(problem=problem, program=program, raw=text)
 
@@ -282,7 +331,9 @@ class GSMTask(PooledVerifier):
         breaks (its answer kept for the records), or ``ok``."""
         if answer is None:
             return Verdict(False, None, "not_numeric", seconds)
-        reasons = grounding_reasons(proposal.problem, proposal.program, answer, self.grounding) if self.grounding else []
+        reasons = (
+            grounding_reasons(proposal.problem, proposal.program, answer, self.grounding) if self.grounding else []
+        )
         if self._seeded is not None:
             reasons = self._seeded.reasons(proposal, answer) + reasons
         return Verdict(not reasons, answer, reasons[0] if reasons else "ok", seconds)
@@ -291,11 +342,13 @@ class GSMTask(PooledVerifier):
     answer_stop = (ANSWER_LINE,)
 
     def solve_prompt(self, problem: str) -> list[Message]:
-        return [{"role": "system", "content": STUDENT_SYSTEM},
-                {"role": "user", "content": f"{problem.strip()}\n\n{STUDENT_INSTRUCTION}"}]
+        return [
+            {"role": "system", "content": STUDENT_SYSTEM},
+            {"role": "user", "content": f"{problem.strip()}\n\n{STUDENT_INSTRUCTION}"},
+        ]
 
     def grade(self, completion: str, answer: float) -> Grade:
-        """"correct"/"wrong" by exact comparison (:func:`evolora.tasks.number_equality.numbers_equal`:
+        """ "correct"/"wrong" by exact comparison (:func:`evolora.tasks.number_equality.numbers_equal`:
         integers exactly, ``tolerance`` only between non-integers), "format" when no final
         number is found. ``predicted`` is :func:`~evolora.tasks.numeric.json_number` of it."""
         predicted = marked_value(completion) if self.require_marker else final_value(completion)
@@ -308,9 +361,14 @@ class GSMTask(PooledVerifier):
         """A critic's prompt: the word problem, the student's worked solution (up to 600 characters)
         and the question ending in ``Verdict: correct`` / ``Verdict: incorrect`` (SPC arXiv 2504.19162)."""
         solution = completion.strip()[:600]
-        return [{"role": "system", "content": CRITIC_SYSTEM},
-                {"role": "user", "content": f"Problem: {problem.strip()}\n\nProposed solution:\n{solution}\n\n"
-                                            f"Is the final answer correct? {CRITIC_QUESTION.split('? ', 1)[1]}"}]
+        return [
+            {"role": "system", "content": CRITIC_SYSTEM},
+            {
+                "role": "user",
+                "content": f"Problem: {problem.strip()}\n\nProposed solution:\n{solution}\n\n"
+                f"Is the final answer correct? {CRITIC_QUESTION.split('? ', 1)[1]}",
+            },
+        ]
 
     # ------------------------------------------------------------------ evaluation
     @property
@@ -332,44 +390,78 @@ class GSMTask(PooledVerifier):
             self._eval = load_gsm8k(Path(self.eval_path)) if self.eval_path is not None else load_bundled_test()
         return self._eval[: max(limit, 0)]
 
-
     dev_set = gsm_dev_set  # the validation-fitness dev set: the last problems of train_path, or None
 
-    family_source = ("the teachers' problem family: the seeds they vary, with their probabilities, on new "
-                     "numbers no teacher proposed in the run (in-distribution skill, not GSM8K transfer)")
+    family_source = (
+        "the teachers' problem family: the seeds they vary, with their probabilities, on new "
+        "numbers no teacher proposed in the run (in-distribution skill, not GSM8K transfer)"
+    )
 
     def family_held_out(self, limit: int, seed: int, exclude: set[str]) -> tuple[list[HeldOutItem], int] | None:
         """:func:`evolora.tasks.gsm_family.family_items` of the seeds this task's teachers vary; None
         with ``proposal: free`` (no seeds, so no family)."""
         if self._seeded is None:
             return None
-        return family_items(self._seeded.seeds, self._seeded.simple, simple_fraction=self._seeded.simple_fraction,
-                            limit=limit, seed=seed, exclude=exclude)
+        return family_items(
+            self._seeded.seeds,
+            self._seeded.simple,
+            simple_fraction=self._seeded.simple_fraction,
+            limit=limit,
+            seed=seed,
+            exclude=exclude,
+        )
 
-def _check_params(*, num_examples, runs, workers, gsm8k_fraction, timeout_s, memory_mb, output_limit, tolerance,
-                  example_set, structured, problem_tokens, program_tokens, program_temperature, proposal, value_tokens,
-                  value_temperature, simple_fraction) -> None:
+
+def _check_params(
+    *,
+    num_examples,
+    runs,
+    workers,
+    gsm8k_fraction,
+    timeout_s,
+    memory_mb,
+    output_limit,
+    tolerance,
+    example_set,
+    structured,
+    problem_tokens,
+    program_tokens,
+    program_temperature,
+    proposal,
+    value_tokens,
+    value_temperature,
+    simple_fraction,
+) -> None:
     """Raise ValueError naming every out-of-range :class:`GSMTask` parameter and its allowed range."""
     if num_examples < 0 or runs < 1 or workers < 1 or not 0.0 <= gsm8k_fraction <= 1.0:
         raise ValueError(
             f"gsm task: need num_examples >= 0 (got {num_examples}), runs >= 1 (got {runs}), "
-            f"workers >= 1 (got {workers}), 0 <= gsm8k_fraction <= 1 (got {gsm8k_fraction})")
+            f"workers >= 1 (got {workers}), 0 <= gsm8k_fraction <= 1 (got {gsm8k_fraction})"
+        )
     if timeout_s <= 0 or memory_mb < 32 or output_limit < 1 or tolerance < 0:
         raise ValueError(
             f"gsm task: need timeout_s > 0 (got {timeout_s}), memory_mb >= 32 (got {memory_mb}), "
-            f"output_limit >= 1 (got {output_limit}), tolerance >= 0 (got {tolerance})")
+            f"output_limit >= 1 (got {output_limit}), tolerance >= 0 (got {tolerance})"
+        )
     if example_set not in EXAMPLE_SETS or not isinstance(structured, bool) or min(problem_tokens, program_tokens) < 1:
         raise ValueError(
             f"gsm task: need example_set in {sorted(EXAMPLE_SETS)} (got {example_set!r}), structured "
             f"true/false (got {structured!r}), problem_tokens and program_tokens >= 1 "
-            f"(got {problem_tokens}, {program_tokens})")
+            f"(got {problem_tokens}, {program_tokens})"
+        )
     if program_temperature is not None and not program_temperature > 0:
         raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
-    if (proposal not in PROPOSAL_MODES or value_tokens < 1 or not (value_temperature is None or value_temperature > 0)
-            or not 0.0 <= simple_fraction <= 1.0):
-        raise ValueError(f"gsm task: need proposal in {list(PROPOSAL_MODES)} (got {proposal!r}), value_tokens "
-                         f">= 1 (got {value_tokens}), value_temperature > 0 or null (got {value_temperature!r}) "
-                         f"and 0 <= simple_fraction <= 1 (got {simple_fraction!r})")
+    if (
+        proposal not in PROPOSAL_MODES
+        or value_tokens < 1
+        or not (value_temperature is None or value_temperature > 0)
+        or not 0.0 <= simple_fraction <= 1.0
+    ):
+        raise ValueError(
+            f"gsm task: need proposal in {list(PROPOSAL_MODES)} (got {proposal!r}), value_tokens "
+            f">= 1 (got {value_tokens}), value_temperature > 0 or null (got {value_temperature!r}) "
+            f"and 0 <= simple_fraction <= 1 (got {simple_fraction!r})"
+        )
 
 
 def _grounding_rules(grounding: bool | list[str]) -> tuple[str, ...]:

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from evolora.tasks.base import HeldOutItem
-from evolora.tasks.numeric import marked_number
 from evolora.tasks.number_equality import numbers_equal
+from evolora.tasks.numeric import marked_number
 
 _CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")
 _ARITHMETIC = re.compile(r"[\d\s+\-*/().]+")
@@ -31,7 +31,8 @@ def _read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(
             f"gsm task: GSM8K file {str(path)!r} does not exist; set the path to a GSM8K "
-            f"jsonl (lines of {{\"question\", \"answer\"}}) or leave it unset")
+            f'jsonl (lines of {{"question", "answer"}}) or leave it unset'
+        )
     rows = []
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
@@ -41,12 +42,15 @@ def _read_jsonl(path: Path) -> list[dict]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"gsm task: {path}:{number} is not valid JSON ({exc}); "
-                                 f"expected one GSM8K record per line") from exc
-            if not (isinstance(row, dict) and isinstance(row.get("question"), str)
-                    and isinstance(row.get("answer"), str)):
-                raise ValueError(f"gsm task: {path}:{number} needs string fields 'question' "
-                                 f"and 'answer' (GSM8K format)")
+                raise ValueError(
+                    f"gsm task: {path}:{number} is not valid JSON ({exc}); expected one GSM8K record per line"
+                ) from exc
+            if not (
+                isinstance(row, dict) and isinstance(row.get("question"), str) and isinstance(row.get("answer"), str)
+            ):
+                raise ValueError(
+                    f"gsm task: {path}:{number} needs string fields 'question' and 'answer' (GSM8K format)"
+                )
             rows.append(row)
     return rows
 
@@ -67,8 +71,9 @@ def load_gsm8k(path: Path) -> list[HeldOutItem]:
     for number, row in enumerate(_read_jsonl(path), start=1):
         value = _final_answer(row["answer"])
         if value is None:
-            raise ValueError(f"gsm task: record {number} of {path} has no '#### <number>' "
-                             f"final answer; is this a GSM8K file?")
+            raise ValueError(
+                f"gsm task: record {number} of {path} has no '#### <number>' final answer; is this a GSM8K file?"
+            )
         items.append(HeldOutItem(question=row["question"], answer=value))
     return items
 
@@ -92,8 +97,7 @@ def _program_from_calculations(answer: str) -> str | None:
     values: dict[str, float] = {}  # step variable -> value
     lines = []
     for i, (expr, result) in enumerate(steps, start=1):
-        expr = re.sub(r"\d+(?:\.\d+)?", lambda m: names.get(m.group(0), m.group(0)),
-                      expr.strip().replace(" ", ""))
+        expr = re.sub(r"\d+(?:\.\d+)?", lambda m: names.get(m.group(0), m.group(0)), expr.strip().replace(" ", ""))
         value = _arithmetic_value(expr, values)
         if value is None:
             return None
@@ -105,8 +109,7 @@ def _program_from_calculations(answer: str) -> str | None:
     return "\n".join([*lines, f"print(step{len(steps)})"])
 
 
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-              ast.Div: operator.truediv}
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
 def _arithmetic_value(expr: str, variables: dict[str, float]) -> float | None:
@@ -115,6 +118,7 @@ def _arithmetic_value(expr: str, variables: dict[str, float]) -> float | None:
     >>> _arithmetic_value("step1*2+1", {"step1": 9.0}), _arithmetic_value("1/0", {})
     (19.0, None)
     """
+
     def walk(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
             return walk(node.body)
@@ -142,8 +146,10 @@ def _load_train(path: Path) -> list[dict]:
         if program is not None and len(row["question"]) <= MAX_EXAMPLE_CHARS:
             examples.append({"problem": row["question"], "program": program})
     if not examples:
-        raise ValueError(f"gsm task: no usable GSM8K problems in {path} (answers need "
-                         f"<<a*b=c>> annotations and a '#### <number>' line)")
+        raise ValueError(
+            f"gsm task: no usable GSM8K problems in {path} (answers need "
+            f"<<a*b=c>> annotations and a '#### <number>' line)"
+        )
     return examples
 
 
@@ -160,7 +166,6 @@ def load_bundled_test() -> list[HeldOutItem]:
     Source: GSM8K (Cobbe et al. 2021, arXiv 2110.14168), MIT license.
     """
     return load_gsm8k(BUNDLED_TEST)
-
 
 
 def gsm_dev_set(task, size: int) -> list[HeldOutItem] | None:

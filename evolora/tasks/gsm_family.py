@@ -29,8 +29,15 @@ TRIES_PER_ITEM = 50
 """Draws per wanted item before :func:`family_items` gives up (exclusions and duplicates are rare)."""
 
 
-def family_items(seeds: list[Seed], simple: list[Seed], *, simple_fraction: float, limit: int, seed: int,
-                 exclude: set[str] = frozenset()) -> tuple[list[HeldOutItem], int]:
+def family_items(
+    seeds: list[Seed],
+    simple: list[Seed],
+    *,
+    simple_fraction: float,
+    limit: int,
+    seed: int,
+    exclude: set[str] = frozenset(),
+) -> tuple[list[HeldOutItem], int]:
     """Up to ``limit`` distinct family problems, deterministic in ``seed`` and ``exclude``.
 
     Args:

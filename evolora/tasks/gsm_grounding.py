@@ -35,25 +35,82 @@ from evolora.parsing import PARSE_ERRORS
 ALLOWED_CONSTANTS: frozenset[Fraction] = frozenset(Fraction(x) for x in (0, 1, 2, "0.5"))
 """Literals any program may use without the problem stating them: nothing, one, halves and pairs."""
 
-UNIT_CONSTANTS: dict[Fraction, tuple[str, ...]] = {Fraction(value): cues for value, cues in {
-    3: ("triple", "third", "triangle", "thrice"), 4: ("quarter", "leg", "wheel", "side", "square", "season"),
-    7: ("week",), 10: ("percent", "%", "decade", "dime"), 12: ("dozen", "month", "year", "inch", "foot", "feet"),
-    24: ("day", "hour"), 52: ("week",), 60: ("hour", "minute", "second"), 365: ("year",),
-    100: ("percent", "%", "cent", "century", "meter", "metre"), 1000: ("thousand", "kilo", "gram", "liter", "litre"),
-    "0.25": ("quarter", "percent", "%"), "0.1": ("percent", "%", "dime"), "0.01": ("percent", "%", "cent"),
-    "0.05": ("nickel", "percent", "%"),
-}.items()}
+UNIT_CONSTANTS: dict[Fraction, tuple[str, ...]] = {
+    Fraction(value): cues
+    for value, cues in {
+        3: ("triple", "third", "triangle", "thrice"),
+        4: ("quarter", "leg", "wheel", "side", "square", "season"),
+        7: ("week",),
+        10: ("percent", "%", "decade", "dime"),
+        12: ("dozen", "month", "year", "inch", "foot", "feet"),
+        24: ("day", "hour"),
+        52: ("week",),
+        60: ("hour", "minute", "second"),
+        365: ("year",),
+        100: ("percent", "%", "cent", "century", "meter", "metre"),
+        1000: ("thousand", "kilo", "gram", "liter", "litre"),
+        "0.25": ("quarter", "percent", "%"),
+        "0.1": ("percent", "%", "dime"),
+        "0.01": ("percent", "%", "cent"),
+        "0.05": ("nickel", "percent", "%"),
+    }.items()
+}
 """Unit constants a program may use when the problem has one of their cue words (a substring of
 its lower-cased text): 60 needs an hour, minute or second; 100 a percentage, cents or meters."""
 
-NUMBER_WORDS: dict[str, Fraction] = {word: Fraction(value) for word, value in {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
-    "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
-    "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
-    "dozen": 12, "twice": 2, "double": 2, "triple": 3, "thrice": 3, "half": 2, "halves": 2,
-    "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6,
-    "eighth": 8, "eighths": 8, "tenth": 10, "tenths": 10}.items()}
+NUMBER_WORDS: dict[str, Fraction] = {
+    word: Fraction(value)
+    for word, value in {
+        "one": 1,
+        "two": 2,
+        "three": 3,
+        "four": 4,
+        "five": 5,
+        "six": 6,
+        "seven": 7,
+        "eight": 8,
+        "nine": 9,
+        "ten": 10,
+        "eleven": 11,
+        "twelve": 12,
+        "thirteen": 13,
+        "fourteen": 14,
+        "fifteen": 15,
+        "sixteen": 16,
+        "seventeen": 17,
+        "eighteen": 18,
+        "nineteen": 19,
+        "twenty": 20,
+        "thirty": 30,
+        "forty": 40,
+        "fifty": 50,
+        "sixty": 60,
+        "seventy": 70,
+        "eighty": 80,
+        "ninety": 90,
+        "hundred": 100,
+        "thousand": 1000,
+        "dozen": 12,
+        "twice": 2,
+        "double": 2,
+        "triple": 3,
+        "thrice": 3,
+        "half": 2,
+        "halves": 2,
+        "third": 3,
+        "thirds": 3,
+        "quarter": 4,
+        "quarters": 4,
+        "fifth": 5,
+        "fifths": 5,
+        "sixth": 6,
+        "sixths": 6,
+        "eighth": 8,
+        "eighths": 8,
+        "tenth": 10,
+        "tenths": 10,
+    }.items()
+}
 """Words that explain a program literal (``half`` explains the 2 of ``x / 2``); they are not
 required to appear in the program, since their value is often implicit."""
 
@@ -89,12 +146,16 @@ def program_literals(program: str) -> list[Fraction]:
             (:data:`evolora.parsing.PARSE_ERRORS`).
     """
     tree = ast.parse(program)
-    return [Fraction(str(node.value)) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and type(node.value) in (int, float)]
+    return [
+        Fraction(str(node.value))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float)
+    ]
 
 
-def grounding_reasons(problem: str, program: str, answer: float | int | None,
-                      rules: tuple[str, ...] = RULES) -> list[str]:
+def grounding_reasons(
+    problem: str, program: str, answer: float | int | None, rules: tuple[str, ...] = RULES
+) -> list[str]:
     """Every grounding rule the proposal breaks, in the order of :data:`RULES`; [] when it passes.
 
     Args:
@@ -122,8 +183,11 @@ def grounding_reasons(problem: str, program: str, answer: float | int | None,
         reasons += _quantity_reasons(stated, literals, len(words))
     if "constants" in rules and _unexplained(literals, stated, set(words), problem.lower()):
         reasons.append("unexplained_constant")
-    if "copied_answer" in rules and answer is not None and any(
-            _close(Fraction(str(answer)), v) for v, percent in stated if not percent):
+    if (
+        "copied_answer" in rules
+        and answer is not None
+        and any(_close(Fraction(str(answer)), v) for v, percent in stated if not percent)
+    ):
         reasons.append("copied_answer")
     if "whole_count" in rules and answer is not None and _HOW_MANY.search(problem):
         value = Fraction(str(answer))
@@ -137,13 +201,18 @@ def _quantity_reasons(stated: list[tuple[Fraction, bool]], literals: list[Fracti
         return ["no_quantity"]
     if len(stated) + words < 2:
         return ["one_quantity"]
-    unused = [v for v, percent in stated if v not in (0, 1)  # "week 1", "1 apple": often implicit
-              and not any(_close(v, c) or (percent and _close(v / 100, c)) for c in literals)]
+    unused = [
+        v
+        for v, percent in stated
+        if v not in (0, 1)  # "week 1", "1 apple": often implicit
+        and not any(_close(v, c) or (percent and _close(v / 100, c)) for c in literals)
+    ]
     return ["unused_quantity"] if unused else []
 
 
-def _unexplained(literals: list[Fraction], stated: list[tuple[Fraction, bool]], words: set[Fraction],
-                 text: str) -> list[Fraction]:
+def _unexplained(
+    literals: list[Fraction], stated: list[tuple[Fraction, bool]], words: set[Fraction], text: str
+) -> list[Fraction]:
     units = {value for value, cues in UNIT_CONSTANTS.items() if any(cue in text for cue in cues)}
     known = {v for v, _ in stated} | {v / 100 for v, percent in stated if percent} | words | ALLOWED_CONSTANTS | units
     return [c for c in literals if not any(_close(c, k) for k in known)]

@@ -31,7 +31,16 @@ from fractions import Fraction
 
 from evolora.tasks.base import Message, Proposal, ProposalRequest, Segment
 from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_seeds import PARAMS, Seed, function_value, load_seeds, simple_seeds, number_literal, seed_reasons, split_program
+from evolora.tasks.gsm_seeds import (
+    PARAMS,
+    Seed,
+    function_value,
+    load_seeds,
+    number_literal,
+    seed_reasons,
+    simple_seeds,
+    split_program,
+)
 
 PROPOSAL_MODES = ("free", "seeded", "numbers")
 """Values of ``task.params.proposal``."""
@@ -40,11 +49,13 @@ SEEDED_INSTRUCTION = (
     "Here is a math word problem and a Python program that solves it.\n\n{example}\n\n"
     "Write a new problem that the same program solves with new numbers. You may change the names "
     "and objects. First call answer with the new numbers, then write the new problem: it states "
-    "those numbers in the same order and asks one question.")
+    "those numbers in the same order and asks one question."
+)
 NUMBERS_INSTRUCTION = (
     "Here is a math word problem with its numbers left out ({names}) and a Python program that "
     "solves it.\n\n{example}\n\nFor example, {calls} make two problems. Choose other numbers for "
-    "{names} and write the call to answer.")
+    "{names} and write the call to answer."
+)
 _PLACEHOLDER = re.compile(r"\{([a-h])\}")
 _AFTER_FENCE = re.compile(r"```[^\n]*\n\s*Problem\s*:", re.IGNORECASE)
 
@@ -86,8 +97,15 @@ class SeededProposals:
         seeds: the seeds (default: the slice shipped in the package, :func:`load_seeds`).
     """
 
-    def __init__(self, mode: str, value_tokens: int, problem_tokens: int, value_temperature: float | None = None,
-                 simple_fraction: float = 0.0, seeds: list[Seed] | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        value_tokens: int,
+        problem_tokens: int,
+        value_temperature: float | None = None,
+        simple_fraction: float = 0.0,
+        seeds: list[Seed] | None = None,
+    ) -> None:
         self.mode = mode
         self.seeds = load_seeds() if seeds is None else seeds
         self.simple = simple_seeds() if simple_fraction > 0 else []
@@ -96,24 +114,37 @@ class SeededProposals:
         for seed in [*self.seeds, *self.simple]:
             self.by_function.setdefault(seed.function, []).append(seed)
         values = Segment(stop=("\n",), max_new_tokens=value_tokens, temperature=value_temperature)
-        self.segments = (values,) if mode == "numbers" else (
-            values, Segment(forced="```\nProblem:", stop=("\n\n", "```"), max_new_tokens=problem_tokens, keep_stop=False))
+        self.segments = (
+            (values,)
+            if mode == "numbers"
+            else (
+                values,
+                Segment(forced="```\nProblem:", stop=("\n\n", "```"), max_new_tokens=problem_tokens, keep_stop=False),
+            )
+        )
 
     def request(self, rng: random.Random) -> ProposalRequest:
         """One teacher request on a seed drawn with ``rng``: the prompt, the forced start (the seed's
         function up to ``print(answer(``; in ``numbers`` the blanked problem before it), the seed's
         problem as the shown example (a copy of it pays the copied reward) and the segments."""
         seed = rng.choice(self.simple if self.simple and rng.random() < self.simple_fraction else self.seeds)
-        names = seed.function[len("def answer("):seed.function.index(")")]
+        names = seed.function[len("def answer(") : seed.function.index(")")]
         if self.mode == "numbers":  # the seed's numbers stay out of view: a 135M model copies them
             example = f"Problem: {seed.template()}\n```python\n{seed.function}\n```"
             calls = [example_call(seed, rng) for _ in range(2)]
-            text = NUMBERS_INSTRUCTION.format(example=example, names=names, calls=" or ".join(
-                f"print(answer({', '.join(map(number_literal, c))}))" for c in calls))
+            text = NUMBERS_INSTRUCTION.format(
+                example=example,
+                names=names,
+                calls=" or ".join(f"print(answer({', '.join(map(number_literal, c))}))" for c in calls),
+            )
             prefix = f"Problem: {seed.template()}\n```python\n{seed.function}\nprint(answer("
             shown = tuple(fill_template(seed.template(), [Fraction(str(v)) for v in c]) for c in calls)
-            return ProposalRequest([{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}], prefix,
-                                   examples=(seed.problem, *shown), segments=self.segments)
+            return ProposalRequest(
+                [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}],
+                prefix,
+                examples=(seed.problem, *shown),
+                segments=self.segments,
+            )
         else:
             text = SEEDED_INSTRUCTION.format(example=f"Problem: {seed.problem}\n```python\n{seed.program}\n```")
             prefix = f"```python\n{seed.function}\nprint(answer("
@@ -133,15 +164,17 @@ class SeededProposals:
             return None
         program = fence.group(1).strip("\n").rstrip()
         if self.mode == "numbers":
-            head = text[:fence.start()].strip()
+            head = text[: fence.start()].strip()
             problem = head.split(":", 1)[1].strip() if head.lower().startswith("problem:") else head
             parts = split_program(program)
             if parts is not None and len(parts[1]) == len(set(_PLACEHOLDER.findall(problem))):
-                program, problem = f"{parts[0]}\nprint(answer({', '.join(map(number_literal, parts[1]))}))", \
-                    fill_template(problem, parts[1])
+                program, problem = (
+                    f"{parts[0]}\nprint(answer({', '.join(map(number_literal, parts[1]))}))",
+                    fill_template(problem, parts[1]),
+                )
         else:
             after = _AFTER_FENCE.search(text, fence.start())
-            problem = text[after.end():].strip() if after else ""
+            problem = text[after.end() :].strip() if after else ""
         if len(problem.split()) < 3 or "```" in problem:
             return None
         return Proposal(problem=problem, program=program, raw=text)

@@ -31,16 +31,59 @@ from pathlib import Path
 
 from evolora.parsing import PARSE_ERRORS
 from evolora.tasks.gsm_data import _arithmetic_value
-from evolora.tasks.gsm_grounding import ALLOWED_CONSTANTS, NUMBER_WORDS, UNIT_CONSTANTS, _NUMBER, grounding_reasons, stated_quantities
+from evolora.tasks.gsm_grounding import (
+    _NUMBER,
+    ALLOWED_CONSTANTS,
+    NUMBER_WORDS,
+    UNIT_CONSTANTS,
+    grounding_reasons,
+    stated_quantities,
+)
 
 SEEDS_PATH = Path(__file__).resolve().parent.parent / "data" / "gsm_seeds.json"
 """The seed slice shipped in the package: {"seeds": [{"problem", "function", "values"}]}."""
 PARAMS = "abcdefgh"
 """Parameter names of a seed's function, in the order the problem states the quantities."""
-CUES = ("more", "less", "fewer", "times", "twice", "half", "each", "per", "every", "total", "left",
-        "remain", "altogether", "percent", "%", "than", "double", "triple", "quarter", "third", "average",
-        "share", "split", "divide", "equally", "lose", "lost", "spend", "spent", "give", "gave", "sold", "buy",
-        "bought", "earn", "save", "cost", "change")
+CUES = (
+    "more",
+    "less",
+    "fewer",
+    "times",
+    "twice",
+    "half",
+    "each",
+    "per",
+    "every",
+    "total",
+    "left",
+    "remain",
+    "altogether",
+    "percent",
+    "%",
+    "than",
+    "double",
+    "triple",
+    "quarter",
+    "third",
+    "average",
+    "share",
+    "split",
+    "divide",
+    "equally",
+    "lose",
+    "lost",
+    "spend",
+    "spent",
+    "give",
+    "gave",
+    "sold",
+    "buy",
+    "bought",
+    "earn",
+    "save",
+    "cost",
+    "change",
+)
 """Relation words whose presence a varied problem must keep: a seed with "half as many" varied
 into "twice as many" keeps the program but changes the question."""
 _CALL = re.compile(r"print\(answer\(([^()\n]*)\)\)")
@@ -111,10 +154,13 @@ def seed_from_program(question: str, program: str, answer: float) -> Seed | None
     if len(used) != len(stated) or not body[-1].startswith("print(") or not body[-1].endswith(")"):
         return None
     steps = [line.split(" = ", 1)[0] for line in body[:-1]]
-    if any(not re.search(rf"\b{step}\b", " ".join(body[k + 1:])) for k, step in enumerate(steps)):
+    if any(not re.search(rf"\b{step}\b", " ".join(body[k + 1 :])) for k, step in enumerate(steps)):
         return None  # a step no later line uses: an annotation is missing, the program is not the solution
-    lines = [f"def answer({', '.join(PARAMS[:len(stated)])}):", *(f"    {line}" for line in body[:-1]),
-             f"    return {body[-1][len('print('):-1]}"]
+    lines = [
+        f"def answer({', '.join(PARAMS[: len(stated)])}):",
+        *(f"    {line}" for line in body[:-1]),
+        f"    return {body[-1][len('print(') : -1]}",
+    ]
     return Seed(problem=question, function="\n".join(lines), values=tuple(float(v) for v in stated))
 
 
@@ -127,8 +173,11 @@ def function_value(function: str, args: list[float]) -> float | None:
     """
     variables = dict(zip(PARAMS, map(float, args)))
     for line in function.splitlines()[1:]:
-        target, _, expr = line.strip().partition(" = ") if not line.strip().startswith("return ") else \
-            ("", "", line.strip()[len("return "):])
+        target, _, expr = (
+            line.strip().partition(" = ")
+            if not line.strip().startswith("return ")
+            else ("", "", line.strip()[len("return ") :])
+        )
         value = _arithmetic_value(expr, variables)
         if value is None:
             return None
@@ -157,8 +206,11 @@ def simple_seeds(path: Path = SIMPLE_PATH) -> list[Seed]:
     with open(path, encoding="utf-8") as f:
         examples = json.load(f)["examples"]
     # true division: "22 students in 3 equal rows" must read 7.33 (whole_count rejects it), not 7
-    return [s for e in examples
-            if (s := seed_from_program(e["problem"], e["program"].replace("//", "/"), e["answer"])) is not None]
+    return [
+        s
+        for e in examples
+        if (s := seed_from_program(e["problem"], e["program"].replace("//", "/"), e["answer"])) is not None
+    ]
 
 
 def load_seeds(path: Path = SEEDS_PATH) -> list[Seed]:
@@ -183,7 +235,9 @@ def split_program(program: str) -> tuple[str, list[Fraction]] | None:
         args = ast.parse(f"({match.group(1)},)", mode="eval").body.elts if match.group(1).strip() else []
     except PARSE_ERRORS:
         return None
-    if not args or not all(isinstance(a, ast.Constant) and type(a.value) in (int, float) and a.value >= 0 for a in args):
+    if not args or not all(
+        isinstance(a, ast.Constant) and type(a.value) in (int, float) and a.value >= 0 for a in args
+    ):
         return None
     return function, [Fraction(str(a.value)) for a in args]
 
@@ -194,7 +248,9 @@ def cues(text: str) -> set[str]:
     return {c for c in CUES if any(w.startswith(c) for w in words)} | {w for w in words if w in NUMBER_WORDS}
 
 
-def seed_reasons(problem: str, program: str, seeds: dict[str, list[Seed]], answer: float | int | None = None) -> list[str]:
+def seed_reasons(
+    problem: str, program: str, seeds: dict[str, list[Seed]], answer: float | int | None = None
+) -> list[str]:
     """Why a seeded proposal does not vary a seed faithfully; [] when it does.
 
     Args:

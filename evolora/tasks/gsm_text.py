@@ -10,8 +10,7 @@ from evolora.tasks.numeric import json_number, parse_exact
 # Linear-time patterns: no two adjacent quantifiers can match the same characters (a run
 # of spaces or newlines is consumed by one of them only), so a failed match backtracks
 # over each run once.
-_PROBLEM_HEADER = re.compile(
-    r"(?:^|\n)(?:[#*]|[^\S\n])*(?:new\s+)?problem\s*(?:\d+\s*)?(?:\*+\s*)?:\**", re.IGNORECASE)
+_PROBLEM_HEADER = re.compile(r"(?:^|\n)(?:[#*]|[^\S\n])*(?:new\s+)?problem\s*(?:\d+\s*)?(?:\*+\s*)?:\**", re.IGNORECASE)
 _LABEL = re.compile(r"(?:program|python|code|solution|answer)(?:\s*(?:program|code))?", re.IGNORECASE)
 _LABEL_JUNK = "#* \t\n\r\f\v"
 
@@ -21,7 +20,7 @@ def _drop_trailing_label(problem: str) -> str:
     "Python code:"), and without the markup before that line. Linear time."""
     stripped = problem.rstrip(_LABEL_JUNK + ":")
     cut = stripped.rfind("\n")
-    if cut < 0 or not _LABEL.fullmatch(stripped[cut + 1:].lstrip(_LABEL_JUNK)):
+    if cut < 0 or not _LABEL.fullmatch(stripped[cut + 1 :].lstrip(_LABEL_JUNK)):
         return problem
     return stripped[:cut].rstrip(_LABEL_JUNK)
 

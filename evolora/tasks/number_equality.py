@@ -69,8 +69,12 @@ def numbers_equal(a, b, rel: float = 1e-6, abs: float = 1e-6) -> bool:  # noqa: 
     if x == y:
         return True
     gap, size = _abs(x - y), max(_abs(x), _abs(y))
-    if (x_noisy or y_noisy) and _within_noise(gap, size) and _nearest_integer(x, x_noisy, y) \
-            and _nearest_integer(y, y_noisy, x):
+    if (
+        (x_noisy or y_noisy)
+        and _within_noise(gap, size)
+        and _nearest_integer(x, x_noisy, y)
+        and _nearest_integer(y, y_noisy, x)
+    ):
         return True
     if _integer_like(x, x_noisy) or _integer_like(y, y_noisy):
         return False

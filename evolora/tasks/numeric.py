@@ -30,17 +30,37 @@ FLOAT_NOISE = Fraction(1, 10**12)
 """Rounding noise allowed for a float operand: relative, absolute below 1 (float64 steps add ~1e-16)."""
 EXACT_FLOAT_INT = 2**53  # every integer up to this magnitude is exact as a float
 
-_SYMBOLS = str.maketrans({
-    "\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\uff04": "$", "\uff0c": ",", "\uff0e": ".", "\uff05": "%",
-    "\uff0f": "/", "\uff03": "#", "\uff1d": "=", "\uff1a": ":", "\u066b": ".", "\u066c": ",", "\u066a": "%"})
+_SYMBOLS = str.maketrans(
+    {
+        "\u2212": "-",
+        "\ufe63": "-",
+        "\uff0d": "-",
+        "\uff04": "$",
+        "\uff0c": ",",
+        "\uff0e": ".",
+        "\uff05": "%",
+        "\uff0f": "/",
+        "\uff03": "#",
+        "\uff1d": "=",
+        "\uff1a": ":",
+        "\u066b": ".",
+        "\u066c": ",",
+        "\u066a": "%",
+    }
+)
 _UNICODE_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: ４, ٤, ۴, ४, ...
 _START = r"(?<![\w.])(?:(?<![-+])[-+]*-|(?<![-+][-+]))"  # a whole sign run ("--5" reads as None)
-_NUMBER = _START + r"""
+_NUMBER = (
+    _START
+    + r"""
     (?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)  # integer part, optionally with thousands commas
     (?:\.[0-9]+)?                    # decimals
     (?:[eE][-+]?[0-9]+)?             # exponent
     (?:/[0-9]+(?![0-9.]))?           # a simple fraction 3/4
-    |""" + _START + r"\.[0-9]+"  # .5
+    |"""
+    + _START
+    + r"\.[0-9]+"
+)  # .5
 _NUMBER_RE = re.compile(_NUMBER, re.VERBOSE)
 _DECIMAL = re.compile(r"(?P<int>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*)(?:\.(?P<frac>[0-9]*))?(?:[eE](?P<exp>[-+]?[0-9]+))?")
 _RATIO = re.compile(r"([0-9]+)/([0-9]+)")

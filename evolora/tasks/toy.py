@@ -30,14 +30,17 @@ class ToyTask(Task):
         self.max_problem_chars = max_problem_chars
 
     def proposal_prompt(self, rng: random.Random) -> list[Message]:
-        return [{"role": "user", "content": f"Write a one-line arithmetic question about the number {rng.randint(0, 9)}."}]
+        return [
+            {"role": "user", "content": f"Write a one-line arithmetic question about the number {rng.randint(0, 9)}."}
+        ]
 
     def parse_proposal(self, text: str) -> Proposal | None:
         return Proposal(problem=text, program="", raw=text) if text.strip() else None
 
     def verify(self, proposals: list[Proposal | None]) -> list[Verdict]:
-        return [Verdict(True, float(len(p.problem) % 10), "ok") if p else Verdict(False, None, "parse")
-                for p in proposals]
+        return [
+            Verdict(True, float(len(p.problem) % 10), "ok") if p else Verdict(False, None, "parse") for p in proposals
+        ]
 
     def solve_prompt(self, problem: str) -> list[Message]:
         return [{"role": "user", "content": problem[: self.max_problem_chars]}]

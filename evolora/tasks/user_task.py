@@ -22,9 +22,11 @@ from evolora.user_code import UserCodeError, describe_exception
 KEY = "task.name"
 """The config key that names a task."""
 
-CONTRACT = ("factory(**task.params) returns an evolora.tasks.base.Task; proposal_prompt/solve_prompt -> "
-            "[{role, content}] messages, parse_proposal -> Proposal or None, verify -> one Verdict per proposal, "
-            "grade -> Grade, held_out -> [HeldOutItem] or None")
+CONTRACT = (
+    "factory(**task.params) returns an evolora.tasks.base.Task; proposal_prompt/solve_prompt -> "
+    "[{role, content}] messages, parse_proposal -> Proposal or None, verify -> one Verdict per proposal, "
+    "grade -> Grade, held_out -> [HeldOutItem] or None"
+)
 """What a user's task takes and returns (:class:`evolora.tasks.base.Task`)."""
 
 
@@ -46,8 +48,10 @@ def load_factory(name: str) -> Callable:
     try:
         found = importlib.import_module(module_name)
     except Exception as error:  # ImportError, or the module's own error while it runs
-        raise ValueError(f"task.name {name!r}: cannot import module {module_name!r} ({describe_exception(error)}); "
-                         "put the folder that holds it on the import path (e.g. PYTHONPATH=.)") from None
+        raise ValueError(
+            f"task.name {name!r}: cannot import module {module_name!r} ({describe_exception(error)}); "
+            "put the folder that holds it on the import path (e.g. PYTHONPATH=.)"
+        ) from None
     for part in attr.split("."):
         if not hasattr(found, part):
             raise ValueError(f"task.name {name!r}: module {module_name!r} has no attribute {attr!r}")
@@ -97,13 +101,18 @@ def _guarded(function: Callable, method: str, check: Callable, name: str) -> Cal
 
 def _messages(result, args, kwargs) -> str | None:
     if not isinstance(result, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in result):
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in result
+    ):
         return f"returned {type(result).__name__} {str(result)[:60]!r}, not a list of {{role, content}} messages"
     return None
 
 
 def _proposal(result, args, kwargs) -> str | None:
-    return None if result is None or isinstance(result, Proposal) else f"returned a {type(result).__name__}, not a Proposal or None"
+    return (
+        None
+        if result is None or isinstance(result, Proposal)
+        else f"returned a {type(result).__name__}, not a Proposal or None"
+    )
 
 
 def _verdicts(result, args, kwargs) -> str | None:
@@ -123,6 +132,12 @@ def _held_out(result, args, kwargs) -> str | None:
     return f"returned a {type(result).__name__}, not a list of HeldOutItem or None"
 
 
-CHECKS: dict[str, Callable] = {"proposal_prompt": _messages, "parse_proposal": _proposal, "verify": _verdicts,
-                               "solve_prompt": _messages, "grade": _grade, "held_out": _held_out}
+CHECKS: dict[str, Callable] = {
+    "proposal_prompt": _messages,
+    "parse_proposal": _proposal,
+    "verify": _verdicts,
+    "solve_prompt": _messages,
+    "grade": _grade,
+    "held_out": _held_out,
+}
 """Each contract method of a task -> the check of its result."""

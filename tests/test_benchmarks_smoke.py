@@ -39,6 +39,8 @@ CASES = {
                    r"ratio bf16/fp32 step time: \d+\.\d+"),
     "logprob_mismatch": (["--tokens", "6", "--batch", "4", "--adapters", "2"],
                          r"bfloat16 +inference - update +\d\.\d+e[-+]\d+ / "),
+    "contention": (["--workload", "decode", "--repeats", "1", "--hog", "1", "--rows", "2", "--new-tokens", "2"],
+                   r"ratio hog/quiet at auto: \d+\.\d+x(.|\n)*LM head(: this CPU| fp32, 1 thread, M=2: .* ratio \d+\.\d+x)"),
     "sampling": (["--task", "arith", "--temperatures", "0.5", "1.0", "--proposals", "2", "--problems", "2", "--n", "2",
                   "--teacher-tokens", "4", "--student-tokens", "4"], r"ratio T=0\.50 vs T=1\.00: \{'validity'"),
 }

@@ -49,7 +49,7 @@ class ModelConfig(_Section):
     prepack: AutoBool = "auto"
     """oneDNN-packed copy of the frozen LM head on the CPU, used by rollouts and updates alike
     (:mod:`evolora.model.prepack`): ``auto`` packs a float32 head of at least 2**20 weights when this
-    torch has the ops and they pass a one-shot check (1 thread, batch 8: 4.0x faster for SmolLM2's);
+    torch has the ops and they pass a one-shot check (1 thread, batch 8: 2.45x faster for SmolLM2's);
     ``true`` packs any float32 or bfloat16 head on the CPU (an error where it cannot); ``false``: ``F.linear``."""
     device: Device = "auto"
     """Where the base, the adapters and every tensor live: ``auto`` (cuda when torch sees a GPU, else

@@ -1,10 +1,10 @@
 """A oneDNN-packed copy of the frozen LM head on the CPU, shared by rollouts and updates.
 
-At 1 thread and batch 8, the fp32 SmolLM2 LM head (49152 × 576) took 55.0 ms with ``F.linear``
-and 13.8 ms with its weight reordered once into oneDNN's blocked layout
-(``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by ``_linear_pointwise``: the ops
-Inductor's freezing pass uses, here called eagerly. The outputs differ from ``F.linear`` by
-float reassociation (up to 2e-4 on SmolLM2's logits), so the paths whose log-probs must agree (the
+At 1 thread and batch 8, the fp32 SmolLM2 LM head (49152 × 576) ran 2.45x faster (70.3 → 28.7 ms
+on a shared 2-core Intel Xeon, docs/performance.md) with its weight reordered once into oneDNN's
+blocked layout (``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by ``_linear_pointwise``:
+the ops Inductor's freezing pass uses, here called eagerly. The outputs differ from ``F.linear`` by
+float reassociation (1.5e-5 there), so the paths whose log-probs must agree (the
 rollout's decode and the update's :func:`evolora.generation.logprobs.token_logprobs`) use one
 GEMM: :func:`prepack_head` swaps the model's own head module for a :class:`PackedLinear`, whose
 :meth:`~PackedLinear.linear` both paths call.

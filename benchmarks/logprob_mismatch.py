@@ -74,8 +74,8 @@ def sampled(bank, tokenizer, names, tokens, seed):
     return samples, [c.adapter for c in done], sampler
 
 
-def build(model_name, dtype, adapters, b_std):
-    model, tokenizer = load_base(model_name, dtype=dtype)
+def build(model_name, dtype, adapters, b_std, prepack=False):
+    model, tokenizer = load_base(model_name, dtype=dtype, prepack=prepack)
     slots = [f"A{i}" for i in range(adapters)]
     bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules="all-linear", tokenizer=tokenizer)
     generator = torch.Generator().manual_seed(0)
@@ -92,6 +92,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--b-std", type=float, default=0.02, help="std of B (a trained adapter's scale; init is 1e-3)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prepack", choices=["false", "true"], default="false",
+                        help="the LM head packed by oneDNN (model.prepack: evolora.model.prepack) in both dtypes")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     names = [f"A{i % args.adapters}" for i in range(args.batch)]
@@ -101,7 +103,7 @@ def main() -> None:
         f"{args.tokens} tokens; |gap| per token in nats: mean / p99 / max"
     )
     for dtype in ("float32", "bfloat16"):
-        bank, tokenizer = build(args.model, dtype, args.adapters, args.b_std)
+        bank, tokenizer = build(args.model, dtype, args.adapters, args.b_std, prepack=args.prepack == "true")
         samples, rows, sampler = sampled(bank, tokenizer, names, args.tokens, seed=1)
         update, mask = path_logprobs(bank, rows, samples, train=True)
         gaps = {

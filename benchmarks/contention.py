@@ -151,8 +151,10 @@ def main() -> None:
     print("| cell | threads | seconds (median) | runs |")
     print("|---|---|---|---|")
     for (hogged, label), values in times.items():
-        print(f"| {'hog' if hogged else 'quiet'} | {label} | {medians[hogged, label]:.2f} | "
-              f"{', '.join(f'{s:.2f} ({t})' for s, t in values)} |")
+        print(
+            f"| {'hog' if hogged else 'quiet'} | {label} | {medians[hogged, label]:.2f} | "
+            f"{', '.join(f'{s:.2f} ({t})' for s, t in values)} |"
+        )
     for label in ["auto", *map(str, threads)]:
         print(f"ratio hog/quiet at {label}: {medians[True, label] / medians[False, label]:.2f}x")
     for label in map(str, threads):
@@ -164,8 +166,10 @@ def main() -> None:
         print("LM head: this CPU/torch cannot pack an fp32 weight (model.prepack falls back to F.linear)")
     elif not args.no_gemm:
         plain, fast, gap = head_gemm(args.model, args.rows, 20)
-        print(f"LM head fp32, 1 thread, M={args.rows}: F.linear {plain:.1f} ms, prepacked {fast:.1f} ms; "
-              f"ratio {plain / fast:.2f}x; max |diff| {gap:.1e}")
+        print(
+            f"LM head fp32, 1 thread, M={args.rows}: F.linear {plain:.1f} ms, prepacked {fast:.1f} ms; "
+            f"ratio {plain / fast:.2f}x; max |diff| {gap:.1e}"
+        )
 
 
 if __name__ == "__main__":

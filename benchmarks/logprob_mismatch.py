@@ -92,8 +92,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--b-std", type=float, default=0.02, help="std of B (a trained adapter's scale; init is 1e-3)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--prepack", choices=["false", "true"], default="false",
-                        help="the LM head packed by oneDNN (model.prepack: evolora.model.prepack) in both dtypes")
+    parser.add_argument(
+        "--prepack",
+        choices=["false", "true"],
+        default="false",
+        help="the LM head packed by oneDNN (model.prepack: evolora.model.prepack) in both dtypes",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     names = [f"A{i % args.adapters}" for i in range(args.batch)]

@@ -50,8 +50,11 @@ def prepack_supported(dtype: torch.dtype) -> bool:
     """Whether this torch has the packed-linear ops and they pass a one-shot check in ``dtype``
     (a seeded (64, 48) weight, 3 rows: within :data:`CHECK_TOLERANCE` of ``F.linear``); cached."""
     ops = torch.ops.mkldnn
-    if dtype not in CHECK_TOLERANCE or not torch.backends.mkldnn.is_available() or not all(
-            hasattr(ops, name) for name in ("_reorder_linear_weight", "_linear_pointwise")):
+    if (
+        dtype not in CHECK_TOLERANCE
+        or not torch.backends.mkldnn.is_available()
+        or not all(hasattr(ops, name) for name in ("_reorder_linear_weight", "_linear_pointwise"))
+    ):
         return False
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(64, 48, generator=generator).to(dtype)
@@ -112,8 +115,13 @@ class PackedLinear(torch.nn.Linear):
     def uses_pack(self, x: torch.Tensor) -> bool:
         """Whether :meth:`linear` of ``x`` runs the packed copy."""
         weight = self.weight
-        return (x.device.type == "cpu" and weight.device.type == "cpu" and x.dtype == weight.dtype
-                and not weight.requires_grad and (weight._version, weight.data_ptr(), weight.dtype) == self.packed_as)
+        return (
+            x.device.type == "cpu"
+            and weight.device.type == "cpu"
+            and x.dtype == weight.dtype
+            and not weight.requires_grad
+            and (weight._version, weight.data_ptr(), weight.dtype) == self.packed_as
+        )
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ Wᵀ``: (…, d_in) -> (…, d_out), packed where :meth:`uses_pack` says so.
@@ -162,10 +170,15 @@ def prepack_head(model: torch.nn.Module, setting: Literal["auto"] | bool = "auto
         return True
     plain = isinstance(head, torch.nn.Linear) and head.bias is None
     weight = head.weight if plain else None
-    problem = ("the model has no bias-free linear LM head" if weight is None
-               else f"the LM head is on {weight.device.type}, not the CPU" if weight.device.type != "cpu"
-               else f"this torch cannot pack a {weight.dtype} head (oneDNN ops missing or failing their check)"
-               if not prepack_supported(weight.dtype) else None)
+    problem = (
+        "the model has no bias-free linear LM head"
+        if weight is None
+        else f"the LM head is on {weight.device.type}, not the CPU"
+        if weight.device.type != "cpu"
+        else f"this torch cannot pack a {weight.dtype} head (oneDNN ops missing or failing their check)"
+        if not prepack_supported(weight.dtype)
+        else None
+    )
     if setting == "auto":
         if problem or weight.dtype != torch.float32 or weight.numel() < AUTO_MIN_WEIGHTS:
             return False
@@ -185,10 +198,14 @@ def check_prepack(setting, device: str, dtype: torch.dtype) -> None:
     if setting not in ("auto", True, False):
         raise ValueError(f"model.prepack must be auto, true or false; got {setting!r}")
     if setting is True and not str(device).startswith("cpu"):
-        raise ValueError(f"model.prepack=true packs a CPU LM head, but the model goes to {device}; set model.prepack=auto")
+        raise ValueError(
+            f"model.prepack=true packs a CPU LM head, but the model goes to {device}; set model.prepack=auto"
+        )
     if setting is True and not prepack_supported(dtype):
-        raise ValueError(f"model.prepack=true, but this torch cannot pack a {dtype} head (oneDNN ops missing or "
-                         "failing their check); set model.prepack=auto or false")
+        raise ValueError(
+            f"model.prepack=true, but this torch cannot pack a {dtype} head (oneDNN ops missing or "
+            "failing their check); set model.prepack=auto or false"
+        )
 
 
 def prepacked(model: torch.nn.Module, setting: Literal["auto"] | bool) -> torch.nn.Module:

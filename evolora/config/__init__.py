@@ -27,10 +27,34 @@ from evolora.config.strict_yaml import MAX_CHARS, StrictYAMLError, check_text, l
 from evolora.config.types import Algorithm, AutoBool, ConfigError, Device, Float, Int, LRSchedule, ThreadCount, _Section
 from evolora.game import ARMS, Arm
 
-__all__ = ["Config", "ConfigError", "EvalConfig", "EvolutionConfig", "FitnessConfig", "Float", "GenerationConfig", "Int", "LearnerConfig", "LoRAConfig",
-           "MatchmakingConfig", "ModelConfig", "OperatorChoice", "PopulationConfig", "RewardConfig", "RunConfig",
-           "SelfPlayConfig", "StudyConfig", "TaskConfig", "apply_overrides", "check_resume", "config_from_dict",
-           "dump_config", "load_config", "load_run_config", "parse_override"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "EvalConfig",
+    "EvolutionConfig",
+    "FitnessConfig",
+    "Float",
+    "GenerationConfig",
+    "Int",
+    "LearnerConfig",
+    "LoRAConfig",
+    "MatchmakingConfig",
+    "ModelConfig",
+    "OperatorChoice",
+    "PopulationConfig",
+    "RewardConfig",
+    "RunConfig",
+    "SelfPlayConfig",
+    "StudyConfig",
+    "TaskConfig",
+    "apply_overrides",
+    "check_resume",
+    "config_from_dict",
+    "dump_config",
+    "load_config",
+    "load_run_config",
+    "parse_override",
+]
 
 
 class ModelConfig(_Section):
@@ -179,15 +203,21 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> Config:
-        check_workers(self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame, self.model.device)
+        check_workers(
+            self.run, sum(self.role_sizes.values()) + self.selfplay.matchmaking.hall_of_fame, self.model.device
+        )
         check_engine(self.generation, self.model.device)
         if not self.arm.evolve:
             if self.selfplay.matchmaking.hall_of_fame:
-                raise ValueError("selfplay.matchmaking.hall_of_fame needs teachers and students; "
-                                 f"set it to 0 with selfplay.mode={self.selfplay.mode}")
+                raise ValueError(
+                    "selfplay.matchmaking.hall_of_fame needs teachers and students; "
+                    f"set it to 0 with selfplay.mode={self.selfplay.mode}"
+                )
             if self.population.critics:
-                raise ValueError("population.critics needs students to judge; set it to 0 with "
-                                 f"selfplay.mode={self.selfplay.mode} or use selfplay.mode=population")
+                raise ValueError(
+                    "population.critics needs students to judge; set it to 0 with "
+                    f"selfplay.mode={self.selfplay.mode} or use selfplay.mode=population"
+                )
             return self  # one agent: the population and evolution sections are not used
         if self.evolution.enabled:  # no evolution event runs otherwise: its settings do not matter
             check_evolvable(self.population, self.evolution)
@@ -221,7 +251,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except StrictYAMLError as error:
         raise ConfigError(f"--set {shown}: {error}") from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"--set {shown}: the value is not valid YAML ({yaml_error_line(error)}); quote strings") from None
+        raise ConfigError(
+            f"--set {shown}: the value is not valid YAML ({yaml_error_line(error)}); quote strings"
+        ) from None
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -267,7 +299,6 @@ def _check_operators(config: Config) -> None:
 
 def _check_task(config: Config) -> None:
     from evolora.tasks import TASKS, check_task
-
     from evolora.user_code import UserCodeError
 
     try:
@@ -275,8 +306,10 @@ def _check_task(config: Config) -> None:
     except (ValueError, TypeError, FileNotFoundError, UserCodeError) as error:
         raise ConfigError(f"invalid config:\n  task: {error}") from None
     if config.selfplay.guidance != "none" and not getattr(TASKS[config.task.name], "reference_solutions", False):
-        raise ConfigError(f"invalid config:\n  selfplay.guidance: task {config.task.name!r} writes no reference "
-                          "solutions; set selfplay.guidance: none (arith has them)")
+        raise ConfigError(
+            f"invalid config:\n  selfplay.guidance: task {config.task.name!r} writes no reference "
+            "solutions; set selfplay.guidance: none (arith has them)"
+        )
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: int | None = None) -> Config:
@@ -291,13 +324,16 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: i
     try:
         raw = path.read_bytes()
     except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as "
-                          f"tasks/gsm.yaml or a preset name ({', '.join(preset_names())})") from None
+        raise ConfigError(
+            f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as "
+            f"tasks/gsm.yaml or a preset name ({', '.join(preset_names())})"
+        ) from None
     return _validated(_mapping(path, raw), overrides or [], seed)
 
 
-def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
-                    seed: int | None = None) -> Config:
+def load_run_config(
+    run_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), *, seed: int | None = None
+) -> Config:
     """The config a run directory stores (``RUN_DIR/config.yaml``), with ``--set`` overrides and
     the seed applied, validated (what ``--resume``, ``evolora evaluate`` and studies read).
 
@@ -333,8 +369,14 @@ def _validated(data: dict, overrides: list[str], seed: int | None) -> Config:
     return config_from_dict(data)
 
 
-CHECKPOINT_KEYS = ("model.name", "lora.rank", "lora.alpha", "lora.target_modules", "selfplay.mode",
-                   "selfplay.matchmaking.hall_of_fame")
+CHECKPOINT_KEYS = (
+    "model.name",
+    "lora.rank",
+    "lora.alpha",
+    "lora.target_modules",
+    "selfplay.mode",
+    "selfplay.matchmaking.hall_of_fame",
+)
 """Keys a run's checkpoints depend on (the bank's shapes and slots): ``--resume --set`` may not change
 them, nor the population's role sizes."""
 
@@ -346,20 +388,26 @@ def check_resume(stored: Config, resumed: Config) -> None:
         ConfigError: one of :data:`CHECKPOINT_KEYS` or a population size differs; the message names
             the key, both values and what to do (start a new run with ``--out``).
     """
+
     def value(config: Config, key: str):
         node = config
         for part in key.split("."):
             node = getattr(node, part)
         return node
 
-    changed = [(key, value(stored, key), value(resumed, key)) for key in CHECKPOINT_KEYS
-               if value(stored, key) != value(resumed, key)]
+    changed = [
+        (key, value(stored, key), value(resumed, key))
+        for key in CHECKPOINT_KEYS
+        if value(stored, key) != value(resumed, key)
+    ]
     if stored.role_sizes != resumed.role_sizes:
         changed.append(("population", stored.role_sizes, resumed.role_sizes))
     if changed:
         key, old, new = changed[0]
-        raise ConfigError(f"--resume cannot change {key} ({short(old)} -> {short(new)}): the run's checkpoints "
-                          "depend on it; start a new run with --out instead")
+        raise ConfigError(
+            f"--resume cannot change {key} ({short(old)} -> {short(new)}): the run's checkpoints "
+            "depend on it; start a new run with --out instead"
+        )
 
 
 def dump_config(config: Config) -> str:

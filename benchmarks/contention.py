@@ -38,8 +38,8 @@ HOG = "while True: pass"
 
 @contextmanager
 def hog(processes: int):
-    """``processes`` Python busy loops running for the duration of the block (0: none), in a session
-    of their own: where the kernel groups CPU time by session (``sched_autogroup``), they compete as
+    """``processes`` Python busy loops running for the duration of the block (0: none), in a process session
+    of their own: where the kernel groups CPU time by process session (``sched_autogroup``), they compete as
     a job started from another terminal does, not inside this process's own share."""
     children = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True) for _ in range(processes)]
     try:

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from evolora.generation.types import Completion, RoutedBank
 from evolora.user_code import UserCodeError, describe_exception
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM, Tokenizer
 
 KEY = "generation.engine"
 """The config key that names an engine."""
@@ -47,7 +51,7 @@ def guard_engine(cls: Callable, name: str) -> Callable:
         The factory, with ``cls``'s name, module and docstring.
     """
 
-    def build(model, tokenizer, bank: RoutedBank):
+    def build(model: CausalLM, tokenizer: Tokenizer, bank: RoutedBank):
         try:
             engine = cls(model, tokenizer, bank)
         except Exception as error:  # the user's code: any exception is its own failure

@@ -22,10 +22,13 @@ when the weight requires grad).
 from __future__ import annotations
 
 import functools
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from evolora.hf_types import CausalLM
 
 AUTO_MIN_WEIGHTS = 2**20
 """``prepack: auto`` packs heads of at least this many weights (the reorder pays on large GEMMs only)."""
@@ -56,9 +59,9 @@ def prepack_supported(dtype: torch.dtype) -> bool:
         or not all(hasattr(ops, name) for name in ("_reorder_linear_weight", "_linear_pointwise"))
     ):
         return False
-    generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(64, 48, generator=generator).to(dtype)
-    x = torch.randn(3, 48, generator=generator).to(dtype)
+    generator = torch.Generator(device="cpu").manual_seed(0)  # the packed ops are CPU ops
+    weight = torch.randn(64, 48, generator=generator, device="cpu").to(dtype)
+    x = torch.randn(3, 48, generator=generator, device="cpu").to(dtype)
     try:
         out = packed_linear(x, pack_weight(weight), 64).float()
     except (RuntimeError, AssertionError):
@@ -150,7 +153,7 @@ def head_linear(head: torch.nn.Module):
     return head.linear if isinstance(head, PackedLinear) else F.linear
 
 
-def prepack_head(model: torch.nn.Module, setting: Literal["auto"] | bool = "auto") -> bool:
+def prepack_head(model: CausalLM, setting: Literal["auto"] | bool = "auto") -> bool:
     """Swap ``model``'s LM head (``get_output_embeddings``) for a :class:`PackedLinear` in place.
 
     ``"auto"``: a bias-free float32 head of at least :data:`AUTO_MIN_WEIGHTS` weights on the CPU,
@@ -208,7 +211,7 @@ def check_prepack(setting, device: str, dtype: torch.dtype) -> None:
         )
 
 
-def prepacked(model: torch.nn.Module, setting: Literal["auto"] | bool) -> torch.nn.Module:
+def prepacked(model: CausalLM, setting: Literal["auto"] | bool) -> CausalLM:
     """``model`` after :func:`prepack_head` (the same object)."""
     prepack_head(model, setting)
     return model

@@ -223,8 +223,12 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         with ProgressBar(config.run.steps, start=run.step, console=result_console()) as progress:
             run.train(loggers + [Checkpointer(config.run.checkpoint_every, config.run.steps), progress, threads])
         source = run.task.held_out_source
+        from evolora.tasks.base import Task
+
+        has_family = config.eval.family and type(run.task).family_held_out is not Task.family_held_out
+        family = f" and up to {config.eval.family} of the teachers' problem family" if has_family else ""
         console.print(
-            f"evaluating on {config.eval.limit} held-out problems ({source}) and writing final adapters ..."
+            f"evaluating on {config.eval.limit} held-out problems ({source}){family} and writing final adapters ..."
             if evaluate and config.eval.enabled and config.eval.limit and source
             else "writing final adapters ...",
             highlight=False,

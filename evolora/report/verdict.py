@@ -97,7 +97,7 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
     }
     family = summary.get("held_out_family")
     if family:
-        intervals, sentence = _compare_base(family["held_out"], summary.get("held_out_members"))
+        intervals, sentence = _compare_base(family["held_out"], summary.get("held_out_members"), key="eval.family")
         verdict["family"] = {
             "held_out": intervals,
             "source": family["source"],
@@ -107,7 +107,7 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
     return verdict
 
 
-def _compare_base(results: dict, members_kind: str | None) -> tuple[dict, str]:
+def _compare_base(results: dict, members_kind: str | None, key: str = "eval.limit") -> tuple[dict, str]:
     """({name: {"accuracy", "low", "high", "n"}}, the sentence on the best member against the base)."""
     held = {name: r for name, r in results.items() if r and r.get("total")}
     intervals = {name: wilson(r["correct"], r["total"]) + (r["total"],) for name, r in held.items()}
@@ -131,7 +131,7 @@ def _compare_base(results: dict, members_kind: str | None) -> tuple[dict, str]:
             + (
                 "outside the noise."
                 if outside
-                else "within the noise; more held-out problems (--set eval.limit=N) would be needed to tell."
+                else f"within the noise; more held-out problems (--set {key}=N) would be needed to tell."
             )
         )
         if held["base"].get("cached"):

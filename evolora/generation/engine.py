@@ -167,6 +167,14 @@ class EagerEngine:
             **options,
         )
 
+    def _segments_per_call(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
+        """Multi-segment rows as one :meth:`decode_batch` call per segment over the whole context so
+        far: the ``_segments`` of the engines that cannot continue a cache (PEFT's ``generate``, the
+        captured graph)."""
+        return generate_segments(
+            self.model, self.tokenizer, prompts, adapters, segments, sampling, decode=self.decode_batch, **options
+        )
+
     def decode_batch(
         self,
         input_ids: torch.Tensor,
@@ -215,10 +223,7 @@ class PeftEngine(EagerEngine):
 
     name = "peft"
 
-    def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
-        return generate_segments(
-            self.model, self.tokenizer, prompts, adapters, segments, sampling, decode=self.decode_batch, **options
-        )
+    _segments = EagerEngine._segments_per_call
 
     def decode_batch(
         self,
@@ -304,10 +309,7 @@ class GraphEngine(EagerEngine):
             generator=generator,
         )
 
-    def _segments(self, prompts, adapters, segments, sampling, **options) -> list[Completion]:
-        return generate_segments(
-            self.model, self.tokenizer, prompts, adapters, segments, sampling, decode=self.decode_batch, **options
-        )
+    _segments = EagerEngine._segments_per_call
 
     def decode_batch(
         self,

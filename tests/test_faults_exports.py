@@ -14,40 +14,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_helpers import TOY_ARGS as TOY
 from typer.testing import CliRunner
 
 from evolora.cli import app
 from evolora.run_dir import StaleFinal, final_step
 
 runner = CliRunner()
-TOY = [
-    "--set",
-    "model.name=tiny-random",
-    "--set",
-    "model.dtype=float32",
-    "--set",
-    "lora.rank=2",
-    "--set",
-    "task.name=toy",
-    "--set",
-    "task.params={}",
-    "--set",
-    "selfplay.proposals_per_teacher=2",
-    "--set",
-    "selfplay.samples_per_problem=2",
-    "--set",
-    "selfplay.teacher_max_new_tokens=6",
-    "--set",
-    "selfplay.student_max_new_tokens=4",
-    "--set",
-    "evolution.every=1",
-    "--set",
-    "eval.limit=2",
-    "--set",
-    "eval.max_new_tokens=4",
-    "--set",
-    "run.steps=2",
-]
 
 
 def tree_digest(root: Path) -> dict[str, str]:

@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from evolora.tasks.gsm_grounding import RULES, grounding_reasons
+from evolora.tasks.gsm.grounding import RULES, grounding_reasons
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "gsm_labelled.jsonl"
 

@@ -2,7 +2,7 @@
 
 The raw material of the gsm grounding set (``tests/data/gsm_labelled.jsonl``): each line holds
 the problem, the program, the sandbox verdict (reason, answer) and the grounding reasons of
-:mod:`evolora.tasks.gsm_grounding`. Prompts and sampling are those of the config's teacher.
+:mod:`evolora.tasks.gsm.grounding`. Prompts and sampling are those of the config's teacher.
 
     python benchmarks/gsm_proposals.py tasks/gsm.yaml --proposals 320 --out /tmp/gsm_proposals.jsonl
 """
@@ -56,7 +56,7 @@ def main() -> None:
     out = _teacher_rollout(bank, tokenizer, requests, [BASE] * len(requests), config.selfplay, None)
     parsed = [task.parse_proposal(r.prefix + c.text) for r, c in zip(requests, out)]
     verdicts = task.verify(parsed)
-    from evolora.tasks.gsm_grounding import grounding_reasons
+    from evolora.tasks.gsm.grounding import grounding_reasons
 
     with open(args.out, "w", encoding="utf-8") as f:
         for proposal, verdict in zip(parsed, verdicts):

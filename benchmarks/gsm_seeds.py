@@ -1,7 +1,7 @@
 """Build the gsm seed slice shipped in the package (``evolora/data/gsm_seeds.json``).
 
 From GSM8K train (MIT license): every problem whose program, rebuilt from the calculator
-annotations, is a function of its stated numbers (:func:`evolora.tasks.gsm_seeds.seed_from_program`),
+annotations, is a function of its stated numbers (:func:`evolora.tasks.gsm.seeds.seed_from_program`),
 with at most ``--max-steps`` calculations and ``--max-chars`` characters, in file order, up to
 ``--count`` seeds.
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from evolora.tasks.gsm_data import _final_answer, _program_from_calculations, _read_jsonl
-from evolora.tasks.gsm_seeds import SEEDS_PATH, seed_from_program
+from evolora.tasks.gsm.data import _final_answer, _program_from_calculations, _read_jsonl
+from evolora.tasks.gsm.seeds import SEEDS_PATH, seed_from_program
 
 
 def main() -> None:

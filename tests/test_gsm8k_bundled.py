@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evolora.tasks import GSMTask
-from evolora.tasks.gsm_data import BUNDLED_TEST, BUNDLED_TEST_ROWS, load_bundled_test, load_gsm8k
+from evolora.tasks.gsm.data import BUNDLED_TEST, BUNDLED_TEST_ROWS, load_bundled_test, load_gsm8k
 
 SHARED_TEST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k" / "test.jsonl"
 

@@ -10,7 +10,7 @@ import pytest
 
 from evolora.tasks.base import Proposal
 from evolora.tasks.gsm import GSMTask
-from evolora.tasks.gsm_grounding import RULES, grounding_reasons, program_literals, stated_quantities
+from evolora.tasks.gsm.grounding import RULES, grounding_reasons, program_literals, stated_quantities
 
 BAT_AND_BALL = (
     "A bat and a ball together cost $1.10. The bat costs $1.00 more than the ball. How much does the ball cost?"
@@ -60,7 +60,7 @@ def test_a_rule_subset_checks_only_those_rules():
 
 def test_every_reference_example_is_grounded():
     """The prompts' own examples are consistent by construction: the rules must pass all of them."""
-    from evolora.tasks.gsm import EXAMPLE_SETS
+    from evolora.tasks.gsm.params import EXAMPLE_SETS
 
     for path in EXAMPLE_SETS.values():
         for example in json.loads(path.read_text())["examples"]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evolora.tasks.gsm_grounding import RULES, grounding_reasons
-from evolora.tasks.gsm_seeds import load_seeds, seed_reasons, simple_seeds
+from evolora.tasks.gsm.grounding import RULES, grounding_reasons
+from evolora.tasks.gsm.seeds import load_seeds, seed_reasons, simple_seeds
 
 ROWS = [json.loads(line) for line in (Path(__file__).parent / "data" / "gsm_labelled.jsonl").read_text().splitlines()]
 MODEL = [r for r in ROWS if r["source"].startswith("smollm2") and r.get("proposal", "free") == "free"]

@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 from evolora.tasks.gsm import GSMTask
-from evolora.tasks.gsm_data import _program_from_calculations
-from evolora.tasks.gsm_seeds import Seed, cues, load_seeds, seed_from_program, seed_reasons, split_program
+from evolora.tasks.gsm.data import _program_from_calculations
+from evolora.tasks.gsm.seeds import Seed, cues, load_seeds, seed_from_program, seed_reasons, split_program
 
 CLIPS = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -138,7 +138,7 @@ def test_an_unknown_proposal_mode_fails_before_any_model_loads():
 
 
 def test_simple_seeds_join_the_draw_with_their_fraction():
-    from evolora.tasks.gsm_seeds import simple_seeds
+    from evolora.tasks.gsm.seeds import simple_seeds
 
     simple = simple_seeds()
     assert len(simple) == 13 and any(s.problem.startswith("A box holds 6 eggs") for s in simple)

@@ -12,7 +12,8 @@ import pytest
 from evolora.sandbox import run_program
 from evolora.tasks import TASKS, GSMTask, make_task, register_task
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task
-from evolora.tasks.gsm import EXAMPLES_PATH, format_proposal, program_answer
+from evolora.tasks.gsm.params import EXAMPLES_PATH
+from evolora.tasks.gsm.task import format_proposal, program_answer
 from evolora.tasks.number_equality import numbers_equal
 from evolora.tasks.numeric import final_number, parse_number
 
@@ -291,7 +292,8 @@ def test_train_examples_come_from_gsm8k_with_programs():
 
 
 def test_structured_request_segments_and_simple_examples(task):
-    from evolora.tasks.gsm import EXAMPLE_SETS, PROGRAM_FENCE
+    from evolora.tasks.gsm.params import EXAMPLE_SETS
+    from evolora.tasks.gsm.task import PROGRAM_FENCE
 
     structured = GSMTask(
         structured=True,

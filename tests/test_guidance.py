@@ -19,9 +19,9 @@ from evolora.learner import compute_advantages
 from evolora.metrics import operator_count
 from evolora.selfplay import play_step
 from evolora.tasks.arith import ArithTask
-from evolora.tasks.arith_eval import evaluate_expression
-from evolora.tasks.arith_steps import reduction_steps, worked_answer
-from evolora.tasks.arith_text import random_expression
+from evolora.tasks.arith.evaluate import evaluate_expression
+from evolora.tasks.arith.steps import reduction_steps, worked_answer
+from evolora.tasks.arith.text import random_expression
 
 
 def _step(tiny, monkeypatch, guidance: str):

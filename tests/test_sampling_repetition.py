@@ -186,7 +186,8 @@ def test_doctests_of_the_new_helpers():
     import doctest
 
     from evolora import selfplay as selfplay_module
-    from evolora.tasks import arith_text, base
+    from evolora.tasks import base
+    from evolora.tasks.arith import text as arith_text
 
     for module in (selfplay_module, arith_text, base):
         result = doctest.testmod(module)

@@ -8,7 +8,7 @@ import torch
 
 from evolora.generation.stops import PATTERN_WINDOW, StopOnText, stop_cut
 from evolora.tasks import make_task
-from evolora.tasks.gsm import ANSWER_LINE
+from evolora.tasks.gsm.task import ANSWER_LINE
 
 
 class CharTokenizer:

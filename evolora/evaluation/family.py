@@ -4,7 +4,7 @@
                              exclude=set(run.memory.answers), answers_path=out / "final" / "held_out_family.jsonl")
 
 The main held-out set measures transfer (GSM8K's test for ``gsm``), which a small model may never
-move; the family set (``task.family_held_out``, e.g. :mod:`evolora.tasks.gsm_family`) measures the
+move; the family set (``task.family_held_out``, e.g. :mod:`evolora.tasks.gsm.family`) measures the
 skill the run trains, on problems of the teachers' family whose numbers no teacher proposed. The
 verdict labels each for what it measures. ``evolora evaluate`` re-runs the main set only; the
 summary keeps the run's own family record. Source: PopuLoRA (arXiv 2605.16727) §4 (held-out accuracy

@@ -151,6 +151,10 @@ class Task(ABC):
 
     name: str = "task"
     """The name used in YAML (``task.name``)."""
+    params_type: type | None = None
+    """The frozen dataclass of the task's settings (``task.params``, e.g.
+    :class:`evolora.tasks.arith.params.ArithParams`), whose fields are the names the registry
+    accepts; None: the constructor's own keyword arguments are the settings."""
     proposal_prefix: str = ""
     """Text the teacher's answer is forced to start with (e.g. ``"Problem:"``); "" for none.
     It is appended after the chat template's assistant header and prepended to the

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from evolora.parsing import PARSE_ERRORS
-from evolora.tasks.code_values import FENCE, arguments_text, parse_arguments
+from evolora.tasks.code.values import FENCE, arguments_text, parse_arguments
 
 CodeType = Literal["deduction", "abduction", "induction"]
 CODE_TYPES: tuple[CodeType, ...] = ("deduction", "abduction", "induction")

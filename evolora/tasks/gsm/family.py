@@ -5,8 +5,8 @@
 
 A 135M student solves about 1–3 % of the GSM8K test, so a verdict on it cannot move. The teachers of
 the ``numbers`` and ``seeded`` proposal modes vary a fixed set of seed problems
-(:mod:`evolora.tasks.gsm_seeds`): the family set draws the same seeds with the same probabilities and
-fills each seed's template with new numbers near the seed's (:func:`~evolora.tasks.gsm_proposal_modes.example_call`, whole positive
+(:mod:`evolora.tasks.gsm.seeds`): the family set draws the same seeds with the same probabilities and
+fills each seed's template with new numbers near the seed's (:func:`~evolora.tasks.gsm.proposal_modes.example_call`, whole positive
 answers, as GSM8K's are). The truth is the seed's function on those numbers. An item whose text a
 teacher proposed validly during the run (``exclude``: :func:`evolora.tasks.base.normalise_problem`
 keys of the run's problem memory) is skipped, so the set measures skill on the training family with
@@ -22,8 +22,8 @@ import random
 from fractions import Fraction
 
 from evolora.tasks.base import HeldOutItem, normalise_problem
-from evolora.tasks.gsm_proposal_modes import example_call, fill_template
-from evolora.tasks.gsm_seeds import Seed, function_value
+from evolora.tasks.gsm.proposal_modes import example_call, fill_template
+from evolora.tasks.gsm.seeds import Seed, function_value
 
 TRIES_PER_ITEM = 50
 """Draws per wanted item before :func:`family_items` gives up (exclusions and duplicates are rare)."""

@@ -17,8 +17,8 @@ import ast
 import copy
 from fractions import Fraction
 
-from evolora.tasks.arith_eval import binary_value
-from evolora.tasks.arith_text import format_number
+from evolora.tasks.arith.evaluate import binary_value
+from evolora.tasks.arith.text import format_number
 from evolora.tasks.number_equality import numbers_equal
 from evolora.tasks.numeric import arithmetic_value
 

@@ -4,8 +4,8 @@
 
 The text is parsed with :mod:`ast` and the tree walked here: only numbers, ``+ - * / // % **``,
 unary signs and parentheses pass; limits on length, digits, operators, nesting, exponents and
-magnitude bound the work. The task (:mod:`evolora.tasks.arith`) and its worked answers
-(:mod:`evolora.tasks.arith_steps`) both evaluate with it.
+magnitude bound the work. The task (:mod:`evolora.tasks.arith.task`) and its worked answers
+(:mod:`evolora.tasks.arith.steps`) both evaluate with it.
 Source: PopuLoRA (arXiv 2605.16727) §2 step 3 (the verifier computes the answer).
 """
 

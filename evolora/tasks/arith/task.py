@@ -27,30 +27,19 @@ from __future__ import annotations
 import random
 import re
 
-from evolora.tasks.arith_eval import ALLOWED_CHARS, LIMITS, ExpressionError, evaluate_expression
-from evolora.tasks.arith_params import check_params, grid_cells
-from evolora.tasks.arith_text import _arithmetic_span, format_number, normalise_expression, random_expression
+from evolora.tasks.arith.evaluate import ALLOWED_CHARS, ExpressionError, evaluate_expression
+from evolora.tasks.arith.params import ArithParams, grid_cells
+from evolora.tasks.arith.prompts import (
+    EXAMPLES,
+    TEACHER_CLOSING,
+    TEACHER_INSTRUCTION,
+    TEACHER_SYSTEM,
+)
+from evolora.tasks.arith.text import _arithmetic_span, format_number, normalise_expression, random_expression
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
 from evolora.tasks.number_equality import numbers_equal
 from evolora.tasks.numeric import MAX_TEXT_CHARS, arithmetic_value, json_number
-
-TEACHER_SYSTEM = "You write arithmetic problems."
-TEACHER_INSTRUCTION = "Write one new arithmetic problem: numbers with + - * / and brackets, on one line."
-TEACHER_CLOSING = "Now write a new, different problem."
-STUDENT_INSTRUCTION = "Answer with a number."
-EXAMPLES = (
-    "7 + 5",
-    "9 - 4",
-    "6 * 3",
-    "(3 + 4) * 2",
-    "12 - 9 + 2",
-    "15 / 3",
-    "8 * 7 - 6",
-    "25 + 48",
-    "(9 - 5) * (2 + 1)",
-    "4 * 11",
-)
-"""Teacher few-shot examples (drawn ``num_examples`` at a time), from easy to a little harder."""
+from evolora.tasks.params import task_params
 
 _HEADER = re.compile(r"problem\s*(?:\d+\s*)?:", re.IGNORECASE)  # one \s* per run of spaces: linear
 
@@ -63,113 +52,47 @@ class ArithTask(Task):
     normalised expression; :attr:`Proposal.program` holds the same text (what the
     verifier evaluates).
 
-    Args:
-        num_examples: few-shot examples in the teacher prompt, in [0, 10].
-        max_chars: longest accepted expression, characters (>= 3).
-        max_digits: most digits per number (>= 1).
-        max_depth: deepest operator nesting, a number being 0 (>= 1).
-        max_ops: most binary operators (>= 1); a problem needs at least one.
-        max_value: bound on the magnitude of every value (>= 10; keep <= 2**53 so answers
-            stay exact as floats).
-        max_exponent: largest exponent of ``**`` (>= 0; 0 allows only ``x ** 0``).
-        integer_only: valid problems must have an integer value (else "not_integer").
-        eval_seed: seed of the held-out grid.
-        eval_digits: digits per number in the grid, largest (cells 1..eval_digits), in [1, 6].
-        eval_ops: binary operators per problem in the grid, largest (cells 1..eval_ops), in [1, 6].
-        eval_per_cell: problems per (digits, operators) cell (>= 1).
-        eval_cells: the grid's cells as ``"d<digits>o<operators>"`` names (e.g. ``["d1o1", "d2o1"]``:
-            the cells where the members of a short 135M run differ, docs/results/evolution.md);
-            None: every cell of ``eval_digits`` × ``eval_ops``. The dev set follows the same cells.
-        tolerance: relative and absolute tolerance when grading a non-integer answer
-            (integer answers compare exactly).
-        lenient_parse: keep the longest arithmetic span of a line that also holds words
-            (else such a line goes to the verifier as is and is refused as "banned").
-        examples: "fixed" draws the teacher's examples from :data:`EXAMPLES`; "random" builds
-            each one with :func:`random_expression` (digits 1..example_digits, operators
-            1..example_ops, never a held-out grid problem), so copying an example is no
-            longer a way to the same few problems.
-        example_digits, example_ops: size of random examples, each in [1, 6].
-        student_instruction: the sentence after "What is <problem>?" in the student prompt
-            (non-empty; default :data:`STUDENT_INSTRUCTION`). Held-out prompts use it too.
-        reference: the worked answer of ``selfplay.guidance``: "steps" (one operation at a
-            time) or "answer" (``problem = value``), see :meth:`reference_solution`.
+    Settings: :class:`~evolora.tasks.arith.params.ArithParams` (``task.params`` in YAML).
     """
 
     name = "arith"
+    params_type = ArithParams
     reference_solutions = True
     held_out_source = "arith held-out grid (generated from eval_seed, never shown to teachers)"
     proposal_prefix = "Problem:"
     complexity_kind = "expression"
     """Which :func:`evolora.metrics.proposal_complexity` applies to this task's proposals."""
 
-    def __init__(
-        self,
-        *,
-        num_examples: int = 3,
-        max_chars: int = LIMITS["max_chars"],
-        max_digits: int = LIMITS["max_digits"],
-        max_depth: int = LIMITS["max_depth"],
-        max_ops: int = LIMITS["max_ops"],
-        max_value: int = LIMITS["max_value"],
-        max_exponent: int = LIMITS["max_exponent"],
-        integer_only: bool = True,
-        eval_seed: int = 0,
-        eval_digits: int = 3,
-        eval_ops: int = 3,
-        eval_per_cell: int = 10,
-        eval_cells: list[str] | None = None,
-        tolerance: float = 1e-6,
-        lenient_parse: bool = True,
-        examples: str = "fixed",
-        example_digits: int = 2,
-        example_ops: int = 2,
-        student_instruction: str = STUDENT_INSTRUCTION,
-        reference: str = "steps",
-    ) -> None:
-        check_params(
-            num_examples=num_examples,
-            max_chars=max_chars,
-            max_digits=max_digits,
-            max_depth=max_depth,
-            max_ops=max_ops,
-            max_value=max_value,
-            max_exponent=max_exponent,
-            eval_seed=eval_seed,
-            eval_digits=eval_digits,
-            eval_ops=eval_ops,
-            eval_per_cell=eval_per_cell,
-            tolerance=tolerance,
-            examples=examples,
-            example_digits=example_digits,
-            example_ops=example_ops,
-            integer_only=integer_only,
-            lenient_parse=lenient_parse,
-            fixed_examples=len(EXAMPLES),
-            student_instruction=student_instruction,
-            reference=reference,
-        )
-        self.cells = grid_cells(eval_digits, eval_ops, eval_cells)
-        self.reference = reference
-        self.student_instruction = student_instruction.strip()
-        self.lenient_parse = lenient_parse
-        self.num_examples = num_examples
-        self.examples = examples
-        self.example_size = (example_digits, example_ops)
+    def __init__(self, params: ArithParams | None = None, /, **settings) -> None:
+        """``params`` (None: the defaults), with ``settings`` replacing its fields by name.
+
+        Raises:
+            ValueError: a setting that is no field of :class:`ArithParams` (the message lists them),
+                or a value out of its range.
+        """
+        self.params = p = task_params(ArithParams, params, settings, self.name)
+        self.cells = grid_cells(p.eval_digits, p.eval_ops, p.eval_cells)
+        self.reference = p.reference
+        self.student_instruction = p.student_instruction.strip()
+        self.lenient_parse = p.lenient_parse
+        self.num_examples = p.num_examples
+        self.examples = p.examples
+        self.example_size = (p.example_digits, p.example_ops)
         self.limits = {
-            "max_chars": max_chars,
-            "max_digits": max_digits,
-            "max_depth": max_depth,
-            "max_ops": max_ops,
-            "max_value": max_value,
-            "max_exponent": max_exponent,
+            "max_chars": p.max_chars,
+            "max_digits": p.max_digits,
+            "max_depth": p.max_depth,
+            "max_ops": p.max_ops,
+            "max_value": p.max_value,
+            "max_exponent": p.max_exponent,
             "min_ops": 1,
         }
-        self.integer_only = integer_only
-        self.eval_seed = eval_seed
-        self.eval_digits = eval_digits
-        self.eval_ops = eval_ops
-        self.eval_per_cell = eval_per_cell
-        self.tolerance = tolerance
+        self.integer_only = p.integer_only
+        self.eval_seed = p.eval_seed
+        self.eval_digits = p.eval_digits
+        self.eval_ops = p.eval_ops
+        self.eval_per_cell = p.eval_per_cell
+        self.tolerance = p.tolerance
         self._grid: list[HeldOutItem] | None = None
 
     # ------------------------------------------------------------------ teacher side
@@ -263,8 +186,8 @@ class ArithTask(Task):
 
     def reference_solution(self, problem: str, answer: float) -> str:
         """A worked answer for ``selfplay.guidance`` (``reference``: ``steps`` or ``answer``),
-        see :func:`evolora.tasks.arith_steps.worked_answer`."""
-        from evolora.tasks.arith_steps import worked_answer  # it reuses this module's evaluator
+        see :func:`evolora.tasks.arith.steps.worked_answer`."""
+        from evolora.tasks.arith.steps import worked_answer  # it reuses this module's evaluator
 
         return worked_answer(problem, answer, self.reference, self.tolerance)
 

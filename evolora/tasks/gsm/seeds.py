@@ -2,7 +2,7 @@
 stated quantities, so a teacher varies the quantities and the truth follows from the program.
 
 A seed is a GSM8K train problem with its program rebuilt from the calculator annotations
-(:func:`evolora.tasks.gsm_data._program_from_calculations`) and rewritten as a function of the
+(:func:`evolora.tasks.gsm.data._program_from_calculations`) and rewritten as a function of the
 numbers the problem states, in the order it states them::
 
     def answer(a):           # "Natalia sold clips to 48 of her friends in April, and then
@@ -30,8 +30,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from evolora.parsing import PARSE_ERRORS
-from evolora.tasks.gsm_data import _arithmetic_value
-from evolora.tasks.gsm_grounding import (
+from evolora.tasks.gsm.data import _arithmetic_value
+from evolora.tasks.gsm.grounding import (
     _NUMBER,
     ALLOWED_CONSTANTS,
     NUMBER_WORDS,
@@ -40,7 +40,7 @@ from evolora.tasks.gsm_grounding import (
     stated_quantities,
 )
 
-SEEDS_PATH = Path(__file__).resolve().parent.parent / "data" / "gsm_seeds.json"
+SEEDS_PATH = Path(__file__).resolve().parents[2] / "data" / "gsm_seeds.json"
 """The seed slice shipped in the package: {"seeds": [{"problem", "function", "values"}]}."""
 PARAMS = "abcdefgh"
 """Parameter names of a seed's function, in the order the problem states the quantities."""
@@ -166,7 +166,7 @@ def seed_from_program(question: str, program: str, answer: float) -> Seed | None
 
 def function_value(function: str, args: list[float]) -> float | None:
     """The value of a seed's ``answer`` function on ``args``, by the arithmetic-only evaluator of
-    :mod:`evolora.tasks.gsm_data` (no ``exec``); None on division by zero or a malformed line.
+    :mod:`evolora.tasks.gsm.data` (no ``exec``); None on division by zero or a malformed line.
 
     >>> function_value("def answer(a):\\n    step1 = a / 2\\n    return a + step1", [48])
     72.0
@@ -196,7 +196,7 @@ def _implicit_values(question: str) -> set[Fraction]:
     return set(ALLOWED_CONSTANTS) | words | units
 
 
-SIMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "gsm_simple_examples.json"
+SIMPLE_PATH = Path(__file__).resolve().parents[2] / "data" / "gsm_simple_examples.json"
 """evolora's own one- and two-step problems (``example_set: simple``); 13 of the 16 are seeds."""
 
 

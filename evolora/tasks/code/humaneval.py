@@ -24,8 +24,8 @@ import re
 import textwrap
 
 from evolora.tasks.base import HeldOutItem, Message
-from evolora.tasks.code_prompts import STUDENT_SYSTEM
-from evolora.tasks.code_values import FENCE, top_level_definitions
+from evolora.tasks.code.prompts import STUDENT_SYSTEM
+from evolora.tasks.code.values import FENCE, top_level_definitions
 
 HUMANEVAL_SIZE = 164
 STUDENT_INSTRUCTION = (

@@ -1,0 +1,56 @@
+"""Task settings as frozen dataclasses: a task is built from one params object (``ArithTask(params)``)
+or from its fields by name (``ArithTask(eval_seed=1)``, what ``task.params`` in YAML does), and
+every name is checked against the dataclass's fields before anything is built."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import TypeVar
+
+P = TypeVar("P")
+
+
+def task_params(params_type: type[P], params: P | None, settings: dict, task: str) -> P:
+    """The frozen settings of a task: ``params`` (None: the defaults of ``params_type``) with
+    ``settings`` replacing fields by name.
+
+    Args:
+        params_type: the task's frozen settings dataclass (e.g. :class:`evolora.tasks.arith.ArithParams`).
+        params: an instance of ``params_type``, or None.
+        settings: field name → value; each name must be a field of ``params_type``.
+        task: the task's registered name, for the messages.
+
+    Raises:
+        ValueError: a name that is no field (the message lists the accepted ones), or a value the
+            dataclass refuses.
+        TypeError: ``params`` is not a ``params_type``.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Params:
+    ...     size: int = 1
+    >>> task_params(Params, None, {"size": 2}, "toy"), task_params(Params, Params(3), {}, "toy")
+    (Params(size=2), Params(size=3))
+    """
+    accepted = [field.name for field in dataclasses.fields(params_type)]
+    unknown = sorted(set(settings) - set(accepted))
+    if unknown:
+        raise ValueError(f"task {task!r} does not accept parameter(s) {unknown}; accepted: {accepted}")
+    if params is None:
+        return params_type(**settings)
+    if not isinstance(params, params_type):
+        raise TypeError(f"task {task!r} takes a {params_type.__name__}, not {type(params).__name__}")
+    return dataclasses.replace(params, **settings) if settings else params
+
+
+def params_signature(factory) -> inspect.Signature:
+    """The parameters a task factory takes by name (``task.params``): the fields of its settings
+    dataclass (``factory.params_type``, see :attr:`evolora.tasks.base.Task.params_type`), or the
+    factory's own signature when it has none.
+
+    Raises:
+        TypeError, ValueError: the factory has no signature :mod:`inspect` can read.
+    """
+    params_type = getattr(factory, "params_type", None)
+    return inspect.signature(params_type if dataclasses.is_dataclass(params_type) else factory)

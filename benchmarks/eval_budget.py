@@ -1,6 +1,6 @@
 """Held-out decode batches at two position budgets, measured side by side in one process.
 
-``evolora.evaluation.EVAL_POSITIONS_PER_ROW`` bounds an evaluation batch at that many decoder
+``evolora.evaluation.held_out.EVAL_POSITIONS_PER_ROW`` bounds an evaluation batch at that many decoder
 positions (rows × (longest prompt + new tokens)) per row of the engine's default batch (16 on a
 CPU). This script evaluates the base greedily on the same gsm test problems once per budget,
 in order, and prints each one's CPU time, wall time and peak RSS (cumulative: each run's figure
@@ -17,7 +17,7 @@ import random
 import resource
 import time
 
-import evolora.evaluation as evaluation
+import evolora.evaluation.held_out as evaluation
 from evolora.bank.local import AdapterBank
 from evolora.generation.routed import BASE
 from evolora.model import load_base

@@ -70,7 +70,7 @@ def test_progress_bars_are_off_after_quieting():
 
 @pytest.mark.parametrize("converted", [False, True])
 def test_start_line_names_model_task_population_steps_and_conversion(monkeypatch, tmp_path, converted):
-    import evolora.model as model
+    import evolora.model.resolve as model
 
     monkeypatch.setattr(model, "is_converted", lambda path: converted)
     config = config_from_dict(

@@ -244,8 +244,8 @@ def test_command_outputs_are_what_a_fresh_run_prints(page, tmp_path, monkeypatch
     itself (run here, on the tiny model) prints the rest."""
     from typer.testing import CliRunner
 
-    import evolora.model
     import evolora.model.device
+    import evolora.model.resolve
     from evolora.cli import app
     from evolora.cli.display import start_line
     from evolora.config import load_config
@@ -256,7 +256,7 @@ def test_command_outputs_are_what_a_fresh_run_prints(page, tmp_path, monkeypatch
             (tmp_path / block.title).write_text(block.code)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(evolora.model, "is_converted", lambda path: False)
+    monkeypatch.setattr(evolora.model.resolve, "is_converted", lambda path: False)
     monkeypatch.setattr(evolora.model.device, "resolve_device", lambda name: torch.device("cpu"))
     commands = shown_commands(page)
     assert len(commands) >= 3

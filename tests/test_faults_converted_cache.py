@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import evolora.model as model_module
+import evolora.model.load
+import evolora.model.resolve as model_module
 from evolora.model import ModelNotFoundError, load_base, resolve_model
 from evolora.model.converted import MANIFEST, entry_problem
 from evolora.model.tiny import tiny_model
@@ -105,7 +106,7 @@ def test_a_cheap_look_sees_a_truncated_file_without_hashing(embedded):
 
 def test_a_file_damaged_after_its_check_names_the_cache_and_the_fix(embedded, monkeypatch):
     directory = resolve_model("smollm2")
-    monkeypatch.setattr(model_module, "resolve_model", lambda name: directory)
+    monkeypatch.setattr(evolora.model.load, "resolve_model", lambda name: directory)
     weights(directory).write_bytes(b"\x00" * 16)  # after the check: what safetensors then reads
     with pytest.raises(ModelNotFoundError, match="evolora cache --clear models") as error:
         load_base("smollm2")

@@ -126,7 +126,7 @@ def test_a_run_written_before_the_lock_is_taken_is_not_overwritten(tmp_path, sin
     """What the losing process of a race sees: a run appeared after its own checks, before its lock."""
     import typer
 
-    from evolora.cli import _execute
+    from evolora.cli.execute import _execute
     from evolora.config import load_config
 
     out = finished(tmp_path)

@@ -92,7 +92,7 @@ def test_an_os_error_during_evaluate_keeps_the_run_as_it_was(finished_run, monke
 
 
 def test_an_unwritable_cache_folder_is_one_line_naming_it_and_evolora_cache(tmp_path, monkeypatch, single_thread):
-    import evolora.model as model_module
+    import evolora.model.resolve as model_module
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("EVOLORA_CACHE", str(cache))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import evolora.sandbox as sandbox
+import evolora.sandbox.executor as sandbox
 
 pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from evolora import model as model_module
 from evolora.model import (
     EMBEDDED_MODELS,
     ModelNotFoundError,
@@ -20,6 +19,7 @@ from evolora.model import (
     resolve_model,
     tiny_model,
 )
+from evolora.model import resolve as model_module
 
 MESSAGES = [{"role": "user", "content": "What is 2+3?"}]
 

@@ -187,7 +187,7 @@ def test_a_run_resumes_across_backends(local_run, tmp_path, cluster, single_thre
 
 
 def test_a_ray_checkpoint_resumes_locally(local_run, ray_one, tmp_path, single_thread):
-    from evolora.cli import _execute
+    from evolora.cli.execute import _execute
 
     out = tmp_path / "run"
     shutil.copytree(ray_one[0], out)

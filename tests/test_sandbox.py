@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import evolora.sandbox as sandbox
+import evolora.sandbox.executor as sandbox
 from evolora.sandbox import SandboxPool, SandboxResult, check_source, run_program
 
 HOSTILE = Path(__file__).parent / "hostile"

@@ -3,7 +3,7 @@
 that link to the object where the site documents it, and stay plain code where it does not.
 
 Each name is resolved in the scope of the object whose docstring holds it (so ``:func:`_execute```
-in ``evolora.cli`` means ``evolora.cli._execute``), then written as an optional autorefs reference
+in ``evolora.cli.execute`` means ``evolora.cli.execute._execute``), then written as an optional autorefs reference
 (mkdocs-autorefs links it, or renders the title alone without a warning).
 """
 

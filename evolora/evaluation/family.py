@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evolora.evaluation import held_out_accuracy
+from evolora.evaluation.held_out import held_out_accuracy
 
 if TYPE_CHECKING:
     from evolora.bank import Bank

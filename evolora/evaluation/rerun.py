@@ -188,7 +188,7 @@ def _evaluate_locked(
     allow_stale,
 ) -> dict:
     """The body of :func:`evaluate_run`, run while this process holds the locks of ``run_dir`` and ``record_dir``."""
-    from evolora.evaluation import held_out_accuracy
+    from evolora.evaluation.held_out import held_out_accuracy
 
     summary_path, members, summary = _check_run(run_dir, limit, allow_stale=allow_stale)
 

@@ -6,6 +6,7 @@ import doctest
 
 import pytest
 
+import evolora.tasks.arith.params as arith_params
 import evolora.tasks.code.params as code_params
 import evolora.tasks.params as task_params_module
 from evolora.tasks import TASKS, ArithParams, ArithTask, CodeParams, CodeTask, GSMParams, GSMTask, make_task
@@ -68,7 +69,7 @@ def test_task_params_without_settings_keeps_the_object():
     assert task_params(ArithParams, params, {}, "arith") is params
 
 
-@pytest.mark.parametrize("module", [task_params_module, code_params])
+@pytest.mark.parametrize("module", [task_params_module, code_params, arith_params])
 def test_doctests(module):
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0

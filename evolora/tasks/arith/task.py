@@ -29,12 +29,7 @@ import re
 
 from evolora.tasks.arith.evaluate import ALLOWED_CHARS, ExpressionError, evaluate_expression
 from evolora.tasks.arith.params import ArithParams, grid_cells
-from evolora.tasks.arith.prompts import (
-    EXAMPLES,
-    TEACHER_CLOSING,
-    TEACHER_INSTRUCTION,
-    TEACHER_SYSTEM,
-)
+from evolora.tasks.arith.prompts import EXAMPLES, TEACHER_CLOSING, TEACHER_INSTRUCTION, TEACHER_SYSTEM
 from evolora.tasks.arith.text import _arithmetic_span, format_number, normalise_expression, random_expression
 from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, ProposalRequest, Task, Verdict
 from evolora.tasks.number_equality import numbers_equal

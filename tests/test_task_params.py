@@ -9,10 +9,22 @@ import pytest
 import evolora.tasks.arith.params as arith_params
 import evolora.tasks.code.params as code_params
 import evolora.tasks.params as task_params_module
-from evolora.tasks import TASKS, ArithParams, ArithTask, CodeParams, CodeTask, GSMParams, GSMTask, make_task
+from evolora.tasks import (
+    TASKS,
+    ArithParams,
+    ArithTask,
+    CodeParams,
+    CodeTask,
+    GSMParams,
+    GSMTask,
+    ToyParams,
+    ToyTask,
+    make_task,
+    register_task,
+)
 from evolora.tasks.params import params_signature, task_params
 
-BUILT_IN = [(ArithTask, ArithParams), (GSMTask, GSMParams), (CodeTask, CodeParams)]
+BUILT_IN = [(ArithTask, ArithParams), (GSMTask, GSMParams), (CodeTask, CodeParams), (ToyTask, ToyParams)]
 
 
 @pytest.mark.parametrize(("task_type", "params_type"), BUILT_IN)
@@ -20,10 +32,10 @@ def test_a_task_holds_its_frozen_params(task_type, params_type):
     task = task_type()
     assert task.params == params_type() and task_type.params_type is params_type
     with pytest.raises(dataclasses.FrozenInstanceError):
-        task.params.num_examples = 0
+        task.params.max_problem_chars = 0
     assert TASKS[task_type.name] is task_type
     names = [field.name for field in dataclasses.fields(params_type)]
-    assert list(params_signature(task_type).parameters) == names and len(names) >= 14
+    assert list(params_signature(task_type).parameters) == names and len(names) >= 1
 
 
 def test_an_object_and_names_build_the_same_task():
@@ -51,6 +63,8 @@ def test_values_are_checked_when_the_params_are_built():
         GSMParams(eval_path="/no/such/file.jsonl")
     with pytest.raises(ValueError, match="type_weights"):
         CodeParams(type_weights={"deduction": -1})
+    with pytest.raises(ValueError, match="max_problem_chars >= 1"):
+        make_task("toy", max_problem_chars=0)
     with pytest.raises(TypeError, match="takes a ArithParams, not GSMParams"):
         ArithTask(GSMParams())
 
@@ -73,3 +87,20 @@ def test_task_params_without_settings_keeps_the_object():
 def test_doctests(module):
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_subclass_adds_its_own_names_to_the_settings():
+    class Harder(ArithTask):
+        def __init__(self, hard: bool = False, **settings):
+            super().__init__(**settings)
+            self.hard = hard
+
+    assert list(params_signature(Harder).parameters)[:2] == ["hard", "num_examples"]
+    register_task("arith-harder-for-test", Harder)
+    try:
+        task = make_task("arith-harder-for-test", hard=True, eval_seed=2)
+        assert task.hard and task.params.eval_seed == 2
+        with pytest.raises(ValueError, match=r"does not accept parameter\(s\) \['nope'\]; accepted: \['hard', "):
+            make_task("arith-harder-for-test", nope=1)
+    finally:
+        del TASKS["arith-harder-for-test"]

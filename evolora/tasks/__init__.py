@@ -15,7 +15,7 @@ from evolora.tasks.base import Grade, HeldOutItem, Message, Proposal, Task, Verd
 from evolora.tasks.code import CodeParams, CodeTask
 from evolora.tasks.gsm import GSMParams, GSMTask
 from evolora.tasks.registry import TASKS, check_task, make_task, register_task
-from evolora.tasks.toy import ToyTask
+from evolora.tasks.toy import ToyParams, ToyTask
 
 __all__ = [
     "TASKS",
@@ -25,6 +25,7 @@ __all__ = [
     "CodeTask",
     "GSMParams",
     "GSMTask",
+    "ToyParams",
     "ToyTask",
     "Grade",
     "HeldOutItem",

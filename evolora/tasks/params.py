@@ -45,12 +45,25 @@ def task_params(params_type: type[P], params: P | None, settings: dict, task: st
 
 
 def params_signature(factory) -> inspect.Signature:
-    """The parameters a task factory takes by name (``task.params``): the fields of its settings
-    dataclass (``factory.params_type``, see :attr:`evolora.tasks.base.Task.params_type`), or the
-    factory's own signature when it has none.
+    """The parameters a task factory takes by name (``task.params``).
+
+    A factory whose signature ends in ``**settings`` and that has a settings dataclass
+    (``factory.params_type``, see :attr:`evolora.tasks.base.Task.params_type`) takes that one's
+    fields, after its own named parameters (a subclass of a built-in task may add some); any other
+    factory takes what its signature names.
 
     Raises:
         TypeError, ValueError: the factory has no signature :mod:`inspect` can read.
     """
+    signature = inspect.signature(factory)
     params_type = getattr(factory, "params_type", None)
-    return inspect.signature(params_type if dataclasses.is_dataclass(params_type) else factory)
+    named = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not dataclasses.is_dataclass(params_type) or all(p.kind != p.VAR_KEYWORD for p in signature.parameters.values()):
+        return signature
+    taken = {p.name for p in named}
+    fields = [
+        p.replace(kind=p.KEYWORD_ONLY)
+        for p in inspect.signature(params_type).parameters.values()
+        if p.name not in taken
+    ]
+    return signature.replace(parameters=[p.replace(kind=p.KEYWORD_ONLY) for p in named] + fields)

@@ -441,7 +441,7 @@ class Run:
             n=evaluation.critic_samples,
             sampling=sampling,
             max_new_tokens=evaluation.max_new_tokens,
-            critic_max_new_tokens=selfplay.critic_max_new_tokens,
+            critic_max_new_tokens=selfplay.roles["critic"].max_new_tokens,
             batch_size=evaluation.batch_size,
             seed=self.config.run.seed,
         )

@@ -21,6 +21,8 @@ from evolora.config.fitness import FitnessConfig
 from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
 from evolora.config.population import PopulationConfig, check_evolvable
 from evolora.config.presets import preset_names, resolve_config_path
+from evolora.config.renamed import Renamed, rename_keys, rename_path, report_renamed
+from evolora.config.roles import ReviewConfig, RoleSampling
 from evolora.config.run import RunConfig, check_workers
 from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayConfig
 from evolora.config.strict_yaml import MAX_CHARS, StrictYAMLError, check_text, load_yaml, short, yaml_error_line
@@ -42,7 +44,9 @@ __all__ = [
     "ModelConfig",
     "OperatorChoice",
     "PopulationConfig",
+    "ReviewConfig",
     "RewardConfig",
+    "RoleSampling",
     "RunConfig",
     "SelfPlayConfig",
     "StudyConfig",
@@ -256,11 +260,15 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         ) from None
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Return a copy of ``data`` with each ``a.b=value`` override applied."""
+def apply_overrides(data: dict, overrides: list[str], renamed: Renamed | None = None) -> dict:
+    """Return a copy of ``data`` with each ``a.b=value`` override applied; an old key
+    (:data:`evolora.config.renamed.RENAMED`) sets its new key, and the pair is appended to ``renamed``."""
     data = copy.deepcopy(data)
     for text in overrides:
         path, value = parse_override(text)
+        path, moved = rename_path(path)
+        if renamed is not None:
+            renamed += moved
         node = data
         for part in path[:-1]:
             child = node.setdefault(part, {})
@@ -273,12 +281,21 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
 def config_from_dict(data: dict) -> Config:
     """Validate a plain dict into a :class:`Config`, including operator names and parameters.
+    Old keys (:mod:`evolora.config.renamed`) are read under their new names, with one line on stderr.
 
     Raises:
-        ConfigError: unknown keys, wrong types, impossible values, unknown operators or tasks.
+        ConfigError: unknown keys, wrong types, impossible values, unknown operators or tasks, an
+            old key given with its new one.
     """
+    return _from_dict(data, [])
+
+
+def _from_dict(data: dict, renamed: Renamed) -> Config:
+    """:func:`config_from_dict`; ``renamed``: the old keys already renamed (by ``--set``), reported with the rest."""
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping of sections (run, model, ...), got {type(data).__name__}")
+    data, more = rename_keys(data)
+    report_renamed([*renamed, *more])
     try:
         config = Config.model_validate(migrate_routing(data))
     except ValidationError as error:
@@ -362,11 +379,13 @@ def _mapping(path: Path, raw: bytes) -> dict:
 
 
 def _validated(data: dict, overrides: list[str], seed: int | None) -> Config:
-    """Apply the ``--set`` overrides and the seed (as ``run.seed``), then validate."""
-    data = apply_overrides(data, overrides)
+    """Rename the file's old keys, apply the ``--set`` overrides (an old key sets its new one: the
+    override wins, as any) and the seed (as ``run.seed``), then validate."""
+    data, renamed = rename_keys(data)
+    data = apply_overrides(data, overrides, renamed)
     if seed is not None and isinstance(data.setdefault("run", {}), dict):  # else validation names ``run``
         data["run"]["seed"] = seed
-    return config_from_dict(data)
+    return _from_dict(data, renamed)
 
 
 CHECKPOINT_KEYS = (

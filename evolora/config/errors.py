@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 from pydantic import ValidationError
 
 from evolora.config.strict_yaml import clip, short
@@ -12,9 +14,13 @@ def _section_keys(root: type, loc: tuple) -> list[str]:
     """The keys of the config section of ``root`` (the Config model) at ``loc`` (``()`` the top level, ``("lora",)``, ...); [] when
     ``loc`` does not name a section (a free-form mapping such as ``task.params``)."""
     model: type = root
-    for part in loc:
-        field = model.model_fields.get(str(part))
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
         annotation = field.annotation if field is not None else None
+        if typing.get_origin(annotation) is dict and parts:  # a mapping of sections (selfplay.roles.<name>)
+            annotation = typing.get_args(annotation)[1]
+            parts.pop(0)
         if not (isinstance(annotation, type) and issubclass(annotation, _Section)):
             return []
         model = annotation

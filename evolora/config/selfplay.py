@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from evolora.config.renamed import RENAMED
+from evolora.config.roles import ReviewConfig, RoleSampling, default_roles, merge_roles
 from evolora.config.types import Float, Int, _Section
-from evolora.game import POPULATION_ROLES
 from evolora.generation.types import Sampling
 from evolora.matchmaking import Scheme
 
@@ -82,27 +83,15 @@ class SelfPlayConfig(_Section):
     """Problems each teacher proposes per step."""
     samples_per_problem: Int = Field(default=4, ge=1)
     """Student attempts n per valid problem (AZR: 8)."""
-    teacher_max_new_tokens: Int = Field(default=160, ge=1)
-    """Token cap of each teacher rollout (a proposal)."""
-    student_max_new_tokens: Int = Field(default=128, ge=1)
-    """Token cap of each student rollout (an answer)."""
+    roles: dict[str, RoleSampling] = Field(default_factory=default_roles)
+    """Rollout settings per role name (:class:`evolora.config.roles.RoleSampling`: ``temperature``,
+    ``top_p``, ``max_new_tokens``, ``stop``), e.g. ``roles: {student: {temperature: 0.5, stop: ["\\n"]}}``.
+    Each built-in role (teacher, student, critic) keeps its defaults under the keys a config leaves
+    out; a role of one's own (``roles.judge``) takes the section's defaults."""
     temperature: Float = Field(default=1.0, gt=0)
-    """Sampling temperature of every role without its own (``teacher_temperature`` …)."""
+    """Sampling temperature of every role without its own (``roles.<name>.temperature`` None)."""
     top_p: Float = Field(default=1.0, gt=0, le=1)
-    """Nucleus mass of every role without its own."""
-    teacher_temperature: Float | None = Field(default=None, gt=0)
-    """Teacher sampling temperature; None uses ``temperature``. Held-out evaluation is greedy."""
-    teacher_top_p: Float | None = Field(default=None, gt=0, le=1)
-    """Teacher nucleus mass; None uses ``top_p``."""
-    student_temperature: Float | None = Field(default=None, gt=0)
-    """Student sampling temperature; None uses ``temperature``."""
-    student_top_p: Float | None = Field(default=None, gt=0, le=1)
-    """Student nucleus mass; None uses ``top_p``."""
-    student_stop: tuple[str, ...] = ()
-    r"""Student rollout stop strings, kept like an EOS (``["\n"]``: one-line answers); empty: EOS or the cap. Not in eval."""
-    teacher_stop: tuple[str, ...] = ()
-    r"""Stop strings of free-form teacher rollouts, kept like an EOS (``["\n"]``: one proposal line, what
-    arith parses); a task's structured proposals (segments) stop as their segments say. Empty: EOS or the cap."""
+    """Nucleus mass of every role without its own (``roles.<name>.top_p`` None)."""
     agreement: AgreementConfig = AgreementConfig()
     """The agreement gate on valid proposals (off by default; see :class:`AgreementConfig`)."""
     guidance: Literal["none", "unsolved", "all"] = "none"
@@ -110,25 +99,8 @@ class SelfPlayConfig(_Section):
     answer joins a student's GRPO group with the ``correct`` reward, on problems none of its attempts
     solved (``unsolved``) or on every valid one (``all``). ŝ, teacher rewards and ratings ignore it.
     Needs a task with reference solutions (arith)."""
-    critic_max_new_tokens: Int = Field(default=8, ge=1)
-    """Tokens of a critic's verdict after the forced ``Verdict:`` (a word or two)."""
-    critic_temperature: Float | None = Field(default=None, gt=0)
-    """Critic sampling temperature; None uses ``temperature``."""
-    critic_top_p: Float | None = Field(default=None, gt=0, le=1)
-    """Critic nucleus mass; None uses ``top_p``."""
-    critic_samples: Int = Field(default=1, ge=1, le=64)
-    """Verdicts k per reviewed answer (not ``eval.critic_samples``). k > 1: the k verdicts on one
-    answer are a GRPO group, the advantage times the balanced class weight; a critic that says the
-    same k times gets 0 (:func:`evolora.critic.verdict_sample`). 1: the critic's reviews are one group."""
-    critic_entropy: Float = Field(default=0.0, ge=0)
-    """β of the marginal-verdict-entropy bonus β (−log q(v) − H(q)) on each verdict's sample reward,
-    q = the critic's verdict shares in the step (:func:`evolora.critic.entropy_bonuses`); 0: off."""
-    critic_std: bool = True
-    """Divide a critic group's centred rewards by their std (as every group); False: centre only
-    (Dr. GRPO, arXiv 2503.20783), so ``critic_entropy`` acts by its size, not only its sign."""
-    critic_reviews: Int | None = Field(default=None, ge=2)
-    """Answers each critic reviews per step, up to half from each true class (the rest from the
-    other; :func:`evolora.critic.pick_reviews`); None: every parsed answer of its student."""
+    review: ReviewConfig = ReviewConfig()
+    """How critics review the students' answers (:class:`evolora.config.roles.ReviewConfig`; runs with critics only)."""
     generation_batch_size: Int | None = Field(default=None, ge=1)
     """Rows per decode batch (all adapters mixed in one batch); None: the engine's default for the
     device (16 on a CPU, 256 on a GPU: :data:`evolora.generation.engine.BATCH_SIZE`)."""
@@ -137,26 +109,39 @@ class SelfPlayConfig(_Section):
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
 
-    @field_validator("student_stop", "teacher_stop")
+    @field_validator("roles", mode="before")
     @classmethod
-    def _no_empty_stop(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if any(not stop for stop in value):
-            raise ValueError("an empty stop string would end every answer at once; give e.g. ['\\n'] or []")
-        return value
+    def _merge_roles(cls, value):
+        return merge_roles(value)
 
-    def sampling(self, role: str, stop: tuple = ()) -> Sampling:
-        """The role's rollout settings (its temperature, top-p and token cap; ``stop``: the stop
-        strings or patterns of its free-form rows), the one value that goes to the engine.
+    @model_validator(mode="before")
+    @classmethod
+    def _no_old_keys(cls, data):
+        old = [key for key in data if key in RENAMED] if isinstance(data, dict) else []
+        if old:  # configs are renamed when they load (evolora.config.renamed); this is the Python API
+            raise ValueError(f"{old[0]} is now {'.'.join(RENAMED[old[0]])}; pass it there")
+        return data
+
+    def sampling(self, role: str, stop: tuple | None = None) -> Sampling:
+        """The role's rollout settings (``roles[role]``: its temperature and top-p, else the
+        section's, and its token cap), the one value that goes to the engine.
+
+        Args:
+            role: a key of ``roles`` (``teacher``, ``student``, ``critic`` or a role of one's own).
+            stop: the stop strings or patterns of its free-form rows; None: the role's own ``stop``.
 
         Raises:
-            ValueError: ``role`` is none of :data:`evolora.game.POPULATION_ROLES`.
+            ValueError: ``roles`` holds no settings for ``role``; the message names the key to add.
         """
-        if role not in POPULATION_ROLES:
-            raise ValueError(f"unknown role {role!r}; use one of {', '.join(POPULATION_ROLES)}")
-        own = lambda key: getattr(self, f"{role}_{key}")  # noqa: E731
+        own = self.roles.get(role)
+        if own is None:
+            raise ValueError(
+                f"no rollout settings for role {role!r}: add selfplay.roles.{role} (max_new_tokens, "
+                f"temperature, top_p, stop); the roles with settings are {', '.join(self.roles)}"
+            )
         return Sampling(
-            temperature=own("temperature") if own("temperature") is not None else self.temperature,
-            top_p=own("top_p") if own("top_p") is not None else self.top_p,
-            max_new_tokens=own("max_new_tokens"),
-            stop=tuple(stop),
+            temperature=own.temperature if own.temperature is not None else self.temperature,
+            top_p=own.top_p if own.top_p is not None else self.top_p,
+            max_new_tokens=own.max_new_tokens,
+            stop=own.stop if stop is None else tuple(stop),
         )

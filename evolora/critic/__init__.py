@@ -1,10 +1,10 @@
 """The review game: critics judge the students' answers, and the verifier's grade scores them.
 
     pairs    = pfsp_pairs(critics, students, ratings)      # each critic picks a student (PFSP)
-    reviews  = that student's parsed answers this step, critic_reviews of them with both classes
+    reviews  = that student's parsed answers this step, review.reviews of them with both classes
     verdicts = task.parse_verdict(rollout(critics, task.critic_prompt(problem, answer)))  # k per answer
     critic reward  = ± balanced weight of the answer's true class (below); format -> rewards.format
-    + critic_entropy x the marginal-verdict-entropy bonus (off by default; entropy_bonuses)
+    + review.entropy x the marginal-verdict-entropy bonus (off by default; entropy_bonuses)
     GRPO group     = the k verdicts on one answer (k > 1), advantage x the class weight
     student reward += rewards.refuted (a wrong answer flagged) or rewards.survived (a correct one accepted)
 
@@ -157,7 +157,7 @@ def pick_reviews(truths: list[str], limit: int | None, rng: np.random.Generator)
 
 
 def verdict_sample(completion, review: Review, weight: float, config: SelfPlayConfig, bonus: float = 0.0) -> Sample:
-    """The learner's sample of one verdict (``completion``), with k = ``config.critic_samples``
+    """The learner's sample of one verdict (``completion``), with k = ``config.review.samples``
     verdicts per answer.
 
     * k = 1: reward = the review's balanced critic reward ±w, group ``critic:<id>`` (all of the
@@ -171,15 +171,15 @@ def verdict_sample(completion, review: Review, weight: float, config: SelfPlayCo
       batch towards either verdict is 0 whatever the class mix (Σ_class n_class w_class equal).
 
     ``bonus`` (:func:`entropy_bonuses`) is added to the sample's reward either way, not to the
-    review's recorded reward. ``config.critic_std`` False drops the division by std_g r under
+    review's recorded reward. ``config.review.std`` False drops the division by std_g r under
     GRPO (:attr:`evolora.learner.Sample.centred`): with two verdicts a group's rewards take two
     values and the std leaves only their order, so a bonus that does not reverse it would be lost.
 
     Source: GRPO groups of samples on one prompt (arXiv 2402.03300); Dr. GRPO (arXiv 2503.20783);
     SPC (arXiv 2504.19162).
     """
-    centred = not config.critic_std
-    if config.critic_samples == 1:
+    centred = not config.review.std
+    if config.review.samples == 1:
         sample = to_sample(completion, review.reward + bonus, group=f"critic:{review.critic}")
         return replace(sample, centred=True) if centred else sample
     verdict, truth = review.verdict, review.truth
@@ -247,8 +247,8 @@ def review_step(
     """Play the review game on ``outcome`` (the step's teacher → student games) and fold it in.
 
     Each critic picks a student by PFSP (``config.matchmaking``; p = P(student fools the critic)),
-    takes that student's parsed attempts of the step (``config.critic_reviews`` of them,
-    :func:`pick_reviews`) and samples ``config.critic_samples`` = k verdicts on each. In place:
+    takes that student's parsed attempts of the step (``config.review.reviews`` of them,
+    :func:`pick_reviews`) and samples ``config.review.samples`` = k verdicts on each. In place:
     each game's ``reviews`` (a list, empty when none of its attempts was reviewed), the students'
     rewards and samples (:func:`survival_bonus`, averaged over the k verdicts), ``outcome.samples``
     of every critic (one sample per verdict, :func:`verdict_sample`), ``outcome.rollout`` and
@@ -259,7 +259,7 @@ def review_step(
         The step's reviews, in (critic pair, game, attempt, verdict) order.
     """
     began = time.perf_counter()
-    mm, games, k = config.matchmaking, outcome.games, config.critic_samples
+    mm, games, k = config.matchmaking, outcome.games, config.review.samples
     pairs = pfsp_pairs(
         [c.id for c in critics],
         [s.id for s in students],
@@ -280,7 +280,7 @@ def review_step(
         ]
         truths = [TRUTH[games[g].grades[a]] for g, a in candidates]
         todo += [
-            (critic, *candidates[i]) for i in pick_reviews(truths, config.critic_reviews, np_rng) for _ in range(k)
+            (critic, *candidates[i]) for i in pick_reviews(truths, config.review.reviews, np_rng) for _ in range(k)
         ]
     prompts = [
         chat_prompt(tokenizer, task.critic_prompt(games[g].problem, games[g].attempts[a]), task.critic_prefix)
@@ -292,7 +292,7 @@ def review_step(
         bank.rollout(
             prompts,
             [slot[c] for c, _, _ in todo],
-            config.sampling("critic", stop=("\n",)),
+            config.sampling("critic"),
             batch_size=config.generation_batch_size,
             stats=outcome.rollout,
             generator=generator,
@@ -307,7 +307,7 @@ def review_step(
     ]
     rewards, weights = score_reviews(reviews, config.rewards)
     reviews = [replace(review, reward=reward) for review, reward in zip(reviews, rewards)]
-    bonuses = entropy_bonuses(reviews, config.critic_entropy)
+    bonuses = entropy_bonuses(reviews, config.review.entropy)
     for critic in critics:
         outcome.samples[critic.id] = []
     for review, completion, weight, bonus in zip(reviews, done, weights, bonuses):

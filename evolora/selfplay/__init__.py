@@ -206,7 +206,7 @@ def play_step(
         bank.rollout(
             [prompts[g] for g in solve_rows],
             [slot_of[games[g].student] for g in solve_rows],
-            config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
+            config.sampling("student", stop=(*config.roles["student"].stop, *task.answer_stop)),
             batch_size=config.generation_batch_size,
             stats=stats,
         )
@@ -356,7 +356,7 @@ def _teacher_rollout(
     out: list[Completion | None] = [None] * len(requests)
     for segments in dict.fromkeys(r.segments for r in requests):
         rows = [i for i, r in enumerate(requests) if r.segments == segments]
-        sampling = config.sampling("teacher", stop=() if segments else config.teacher_stop)
+        sampling = config.sampling("teacher", stop=() if segments else config.roles["teacher"].stop)
         done = bank.rollout(
             [prompts[i] for i in rows],
             [slots[i] for i in rows],

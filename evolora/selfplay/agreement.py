@@ -48,7 +48,7 @@ def gate_by_agreement(
     answers = bank.rollout(
         [prompts[g] for g in rows],
         [BASE] * len(rows),
-        config.sampling("student", stop=(*config.student_stop, *task.answer_stop)),
+        config.sampling("student", stop=(*config.roles["student"].stop, *task.answer_stop)),
         batch_size=config.generation_batch_size,
         stats=stats,
     )

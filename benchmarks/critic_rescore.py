@@ -65,7 +65,7 @@ def rescore(run_dir: Path, model=None, tokenizer=None, task=None) -> dict:
         n=evaluation.critic_samples,
         sampling=sampling,
         max_new_tokens=evaluation.max_new_tokens,
-        critic_max_new_tokens=selfplay.critic_max_new_tokens,
+        critic_max_new_tokens=selfplay.roles["critic"].max_new_tokens,
         batch_size=evaluation.batch_size,
         seed=config.run.seed,
     )

@@ -43,11 +43,11 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
 def run_shape(config: Config, prompt_tokens: int) -> RunShape:
     """The rows and tokens of ``config`` that memory depends on, for prompts of ``prompt_tokens``."""
     selfplay, params = config.selfplay, config.task.params
-    teacher = selfplay.teacher_max_new_tokens
+    teacher = selfplay.roles["teacher"].max_new_tokens
     if params.get("structured"):  # problem, forced code fence, program (and a forced print): the segments' limits
         teacher = params.get("problem_tokens", teacher) + params.get("program_tokens", teacher) + 32
-    generated = max(teacher, selfplay.student_max_new_tokens, config.eval.max_new_tokens)
-    completion = max(teacher, selfplay.student_max_new_tokens)
+    generated = max(teacher, selfplay.roles["student"].max_new_tokens, config.eval.max_new_tokens)
+    completion = max(teacher, selfplay.roles["student"].max_new_tokens)
     targets = None if isinstance(config.lora.target_modules, str) else config.lora.target_modules
     slots = sum(config.role_sizes.values()) + selfplay.matchmaking.hall_of_fame
     return RunShape(

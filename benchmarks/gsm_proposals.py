@@ -31,7 +31,9 @@ def main() -> None:
     parser.add_argument("--proposals", type=int, default=320)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--set", nargs="*", default=[], help="config overrides, e.g. selfplay.teacher_temperature=0.7")
+    parser.add_argument(
+        "--set", nargs="*", default=[], help="config overrides, e.g. selfplay.roles.teacher.temperature=0.7"
+    )
     parser.add_argument(
         "--sandbox-only",
         action="store_true",

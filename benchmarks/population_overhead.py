@@ -59,8 +59,7 @@ def build_run(args, teachers: int, students: int, proposals: int, out_dir: str) 
             "selfplay": {
                 "proposals_per_teacher": proposals,
                 "samples_per_problem": args.samples,
-                "teacher_max_new_tokens": args.tokens,
-                "student_max_new_tokens": args.tokens,
+                "roles": {"teacher": {"max_new_tokens": args.tokens}, "student": {"max_new_tokens": args.tokens}},
                 "generation_batch_size": args.generation_batch,
             },
             "learner": {"lr": 1e-5, "kl_coef": args.kl_coef, "micro_batch": args.micro_batch},

@@ -59,8 +59,7 @@ def make_config(model: str, *, backend: str, workers: int, tokens: int, threads:
             "selfplay": {
                 "proposals_per_teacher": 2,
                 "samples_per_problem": 4,
-                "teacher_max_new_tokens": tokens,
-                "student_max_new_tokens": tokens,
+                "roles": {"teacher": {"max_new_tokens": tokens}, "student": {"max_new_tokens": tokens}},
             },
             "learner": {"lr": 1e-2},
             "evolution": {"every": 2, "gamma": 0.25, "crossover_rate": 0.5},

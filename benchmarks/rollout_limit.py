@@ -94,7 +94,7 @@ def gsm_run(quick: bool) -> dict:
             "model.name=tiny-random",
             "task.params.problem_tokens=4",
             "task.params.program_tokens=4",
-            "selfplay.student_max_new_tokens=4",
+            "selfplay.roles.student.max_new_tokens=4",
             "selfplay.proposals_per_teacher=1",
         ]
     with tempfile.TemporaryDirectory() as out:

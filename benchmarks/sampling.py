@@ -40,7 +40,7 @@ def teacher_stats(bank, tokenizer, task, temperature: float, proposals: int, max
     rng = random.Random(0)
     requests = [proposal_request(task, rng) for _ in range(proposals)]
     config = SelfPlayConfig(
-        teacher_temperature=temperature, teacher_max_new_tokens=max_new_tokens, generation_batch_size=32
+        roles={"teacher": {"temperature": temperature, "max_new_tokens": max_new_tokens}}, generation_batch_size=32
     )
     out = _teacher_rollout(bank, tokenizer, requests, [BASE] * proposals, config, None)  # routed (the default)
     parsed = [task.parse_proposal(r.prefix + c.text) for r, c in zip(requests, out)]

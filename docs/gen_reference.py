@@ -37,6 +37,14 @@ def config_rows(
             value = getattr(instance, name) if instance is not None else field.default
             rows += config_rows(annotation, f"{key}.", value if isinstance(value, BaseModel) else None)
             continue
+        section = _mapped_section(annotation)
+        if section is not None:  # a mapping name -> section (selfplay.roles): its defaults, then the section's keys
+            default = field.default_factory() if field.default_factory is not None else field.default
+            rows.append(
+                (key, f"dict[str, {section.__name__}]", _show_sections(default), _plain(field.description or ""))
+            )
+            rows += config_rows(section, f"{key}.<name>.")
+            continue
         if instance is not None:
             default = getattr(instance, name)
         else:
@@ -44,6 +52,26 @@ def config_rows(
         kind = " ".join(filter(None, [_type_name(annotation), _bounds(field.metadata)]))
         rows.append((key, kind, _show(default), _plain(field.description or "")))
     return rows
+
+
+def _mapped_section(annotation) -> type[BaseModel] | None:
+    """The section type ``S`` of a ``dict[str, S]`` annotation; None for any other."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict and len(args) == 2:
+        value = args[1]
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            return value
+    return None
+
+
+def _show_sections(value: dict) -> str:
+    """A mapping of sections by the keys each sets apart from its class defaults:
+    ``{teacher: {max_new_tokens: 160}, ...}``."""
+    parts = []
+    for name, section in value.items():
+        own = {k: v for k, v in section.model_dump().items() if v != type(section).model_fields[k].default}
+        parts.append(f"{name}: {{{', '.join(f'{k}: {_show(v)}' for k, v in own.items())}}}")
+    return "{" + ", ".join(parts) + "}"
 
 
 _BOUNDS = ((Ge, "ge", "≥"), (Gt, "gt", ">"), (Le, "le", "≤"), (Lt, "lt", "<"))

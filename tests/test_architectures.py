@@ -145,9 +145,9 @@ def test_a_short_run_from_a_local_directory_trains_every_linear_layer(model_type
             "--set",
             "evolution.crossover_rate=1.0",
             "--set",
-            "selfplay.teacher_max_new_tokens=6",
+            "selfplay.roles.teacher.max_new_tokens=6",
             "--set",
-            "selfplay.student_max_new_tokens=6",
+            "selfplay.roles.student.max_new_tokens=6",
         ],
     )
     assert done.exit_code == 0, done.output

@@ -290,8 +290,10 @@ def test_yaml_config_loads():
 
     config = load_config("tasks/arith.yaml")
     assert config.task.name == "arith" and config.eval.limit == 90  # the whole held-out grid
-    assert config.selfplay.teacher_max_new_tokens == 24 and config.run.steps == 25
+    assert config.selfplay.roles["teacher"].max_new_tokens == 24 and config.run.steps == 25
     assert config.selfplay.sampling("teacher").temperature == 0.7
     assert config.selfplay.sampling("student").temperature == 0.5
     assert config.task.params["examples"] == "random" and config.selfplay.rewards.repetition == 0.5
-    assert config.selfplay.student_stop == ("\n",)  # one-line answers (benchmarks/results/arith_study_2026-12-01b.txt)
+    assert config.selfplay.roles["student"].stop == (
+        "\n",
+    )  # one-line answers (benchmarks/results/arith_study_2026-12-01b.txt)

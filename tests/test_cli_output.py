@@ -20,9 +20,9 @@ TINY = [
     "--set",
     "eval.limit=4",
     "--set",
-    "selfplay.teacher_max_new_tokens=8",
+    "selfplay.roles.teacher.max_new_tokens=8",
     "--set",
-    "selfplay.student_max_new_tokens=6",
+    "selfplay.roles.student.max_new_tokens=6",
 ]
 
 

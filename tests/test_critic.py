@@ -78,7 +78,7 @@ def test_critics_are_an_optional_third_role_of_the_population_arm():
         ({"selfplay": {"mode": "single_agent"}}, ["population.critics", "single_agent"]),
         ({"selfplay": {"rewards": {"refuted": 0.5}}}, ["selfplay.rewards.refuted", "less than or equal to 0"]),
         ({"selfplay": {"rewards": {"survived": -0.5}}}, ["selfplay.rewards.survived", "greater than or equal to 0"]),
-        ({"selfplay": {"critic_max_new_tokens": 0}}, ["selfplay.critic_max_new_tokens"]),
+        ({"selfplay": {"roles": {"critic": {"max_new_tokens": 0}}}}, ["selfplay.roles.critic.max_new_tokens"]),
     ],
 )
 def test_bad_critic_settings_are_refused_with_the_key(sections, words):
@@ -290,7 +290,7 @@ def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_th
     assert "critic_eval" not in plain
 
 
-# -- k verdicts per answer (critic_samples), stratified reviews (critic_reviews) ----------------
+# -- k verdicts per answer (review.samples), stratified reviews (review.reviews) ----------------
 def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(), beta=0.0, std=True):
     """The critic samples and advantages of one critic that gave ``verdicts_per_answer[j]`` (k each)
     on answers of true class ``truths[j]``."""
@@ -307,7 +307,7 @@ def _verdict_samples(verdicts_per_answer, truths, samples, rewards=RewardConfig(
     reviews = [dataclasses.replace(r, reward=x) for r, x in zip(reviews, scored)]
     completion = Completion(text="", prompt_ids=(1, 2), completion_ids=(3,), adapter="c0", truncated=False)
     bonuses = entropy_bonuses(reviews, beta)
-    config = SelfPlayConfig(critic_samples=samples, critic_std=std, rewards=rewards)
+    config = SelfPlayConfig(review={"samples": samples, "std": std}, rewards=rewards)
     made = [verdict_sample(completion, r, w, config, b) for r, w, b in zip(reviews, weights, bonuses)]
     centred = frozenset(s.group for s in made if s.centred)
     advantages = compute_advantages(
@@ -403,9 +403,9 @@ def test_review_rates_are_balanced_so_a_constant_critic_scores_one_half():
 @pytest.mark.parametrize(
     ("sections", "words"),
     [
-        ({"selfplay": {"critic_samples": 0}}, ["selfplay.critic_samples", "greater than or equal to 1"]),
-        ({"selfplay": {"critic_reviews": 1}}, ["selfplay.critic_reviews", "greater than or equal to 2"]),
-        ({"selfplay": {"critic_entropy": -0.1}}, ["selfplay.critic_entropy", "greater than or equal to 0"]),
+        ({"selfplay": {"review": {"samples": 0}}}, ["selfplay.review.samples", "greater than or equal to 1"]),
+        ({"selfplay": {"review": {"reviews": 1}}}, ["selfplay.review.reviews", "greater than or equal to 2"]),
+        ({"selfplay": {"review": {"entropy": -0.1}}}, ["selfplay.review.entropy", "greater than or equal to 0"]),
     ],
 )
 def test_bad_verdict_counts_are_refused_with_the_key(sections, words):
@@ -417,7 +417,7 @@ def test_bad_verdict_counts_are_refused_with_the_key(sections, words):
 def test_a_run_with_k_verdicts_reviews_each_picked_answer_k_times(tmp_path, single_thread):
     config = _config(
         run={"steps": 2},
-        selfplay={"critic_samples": 3, "critic_reviews": 4, "rewards": {"refuted": -0.3, "survived": 0.6}},
+        selfplay={"review": {"samples": 3, "reviews": 4}, "rewards": {"refuted": -0.3, "survived": 0.6}},
     )
     _run(config, tmp_path)
     metrics, matches = _records(tmp_path)

@@ -103,10 +103,10 @@ def test_the_site_loads_nothing_from_outside(site):
 
 def test_the_config_reference_breaks_keys_only_at_dots():
     built = mkdocs_hooks.break_keys_at_dots(
-        "<table>\n<tr>\n<td><code>selfplay.teacher_max_new_tokens</code></td><td><code>int ≥ 1</code></td></tr></table>"
+        "<table>\n<tr>\n<td><code>selfplay.review.samples</code></td><td><code>int ≥ 1</code></td></tr></table>"
     )
     assert built == (
-        '<div class="config-keys"><table>\n<tr>\n<td><code>selfplay.<wbr>teacher_max_new_tokens</code></td>'
+        '<div class="config-keys"><table>\n<tr>\n<td><code>selfplay.<wbr>review.<wbr>samples</code></td>'
         "<td><code>int ≥ 1</code></td></tr></table></div>"
     )
     css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
@@ -209,7 +209,8 @@ def test_the_reference_gives_bounds():
 
     rows = {key: kind for key, kind, *_ in gen_reference.config_rows(Config)}
     assert rows["lora.rank"] == "int ≥ 1, ≤ 1024" and rows["evolution.gamma"] == "float ≥ 0, ≤ 1"
-    assert rows["selfplay.teacher_top_p"] == "float | None > 0, ≤ 1"
+    assert rows["selfplay.roles.<name>.top_p"] == "float | None > 0, ≤ 1"
+    assert rows["selfplay.roles"] == "dict[str, RoleSampling]" and rows["selfplay.review.samples"] == "int ≥ 1, ≤ 64"
 
 
 @pytest.mark.parametrize("name", sorted(gen_notebooks.RENDERED))

@@ -166,7 +166,7 @@ def test_the_custom_operator_runs_from_the_command_line(tmp_path):
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
     env.pop("PYTHONPATH", None)
-    short = " --set selfplay.teacher_max_new_tokens=8 --set selfplay.student_max_new_tokens=8 --set eval.limit=2"
+    short = " --set selfplay.roles.teacher.max_new_tokens=8 --set selfplay.roles.student.max_new_tokens=8 --set eval.limit=2"
 
     def sh(line: str) -> subprocess.CompletedProcess:
         return subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -36,7 +36,9 @@ def _step(tiny, monkeypatch, guidance: str):
         return [Completion(a, tuple(p), (6, 7), next(answers), False) for p, a in zip(prompts, adapters)]
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
-    config = SelfPlayConfig(proposals_per_teacher=2, samples_per_problem=2, teacher_max_new_tokens=9, guidance=guidance)
+    config = SelfPlayConfig(
+        proposals_per_teacher=2, samples_per_problem=2, roles={"teacher": {"max_new_tokens": 9}}, guidance=guidance
+    )
     outcome = play_step(
         bank,
         tokenizer,

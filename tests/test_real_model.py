@@ -35,8 +35,7 @@ def test_real_model_selfplay_evolution_and_final_adapters(tmp_path):
             "selfplay": {
                 "proposals_per_teacher": 2,
                 "samples_per_problem": 2,
-                "teacher_max_new_tokens": 48,
-                "student_max_new_tokens": 32,
+                "roles": {"teacher": {"max_new_tokens": 48}, "student": {"max_new_tokens": 32}},
             },
             "evolution": {"every": 1, "gamma": 0.5},
             "eval": {"limit": 2, "max_new_tokens": 32},

@@ -17,19 +17,23 @@ from evolora.tasks.base import ProposalRequest, normalise_problem
 
 
 def test_sampling_keys_fall_back_per_role():
-    config = SelfPlayConfig(temperature=0.9, top_p=0.95, teacher_max_new_tokens=7, student_max_new_tokens=5)
+    config = SelfPlayConfig(
+        temperature=0.9, top_p=0.95, roles={"teacher": {"max_new_tokens": 7}, "student": {"max_new_tokens": 5}}
+    )
     assert config.sampling("teacher") == Sampling(temperature=0.9, top_p=0.95, max_new_tokens=7)
-    config = SelfPlayConfig(temperature=0.9, teacher_temperature=0.6, student_top_p=0.8, student_max_new_tokens=5)
+    config = SelfPlayConfig(
+        temperature=0.9, roles={"teacher": {"temperature": 0.6}, "student": {"top_p": 0.8, "max_new_tokens": 5}}
+    )
     assert config.sampling("teacher") == Sampling(temperature=0.6, top_p=1.0, max_new_tokens=160)
     assert config.sampling("student", stop=("\n",)) == Sampling(
         temperature=0.9, top_p=0.8, max_new_tokens=5, stop=("\n",)
     )
-    assert config.sampling("critic") == Sampling(temperature=0.9, top_p=1.0, max_new_tokens=8)
-    with pytest.raises(ValueError, match="unknown role"):
+    assert config.sampling("critic") == Sampling(temperature=0.9, top_p=1.0, max_new_tokens=8, stop=("\n",))
+    with pytest.raises(ValueError, match=r"no rollout settings for role 'judge': add selfplay\.roles\.judge"):
         config.sampling("judge")
-    for key, value in (("teacher_temperature", 0), ("student_top_p", 1.5)):
-        with pytest.raises(ConfigError, match=f"selfplay.{key}"):
-            config_from_dict({"selfplay": {key: value}})
+    for role, key, value in (("teacher", "temperature", 0), ("student", "top_p", 1.5)):
+        with pytest.raises(ConfigError, match=f"selfplay.roles.{role}.{key}"):
+            config_from_dict({"selfplay": {"roles": {role: {key: value}}}})
 
 
 class _Copier(ArithTask):
@@ -55,12 +59,11 @@ def test_play_step_uses_role_sampling_and_penalises_copies_and_repeats(tiny, mon
     config = SelfPlayConfig(
         proposals_per_teacher=4,
         samples_per_problem=2,
-        teacher_max_new_tokens=9,
-        student_max_new_tokens=3,
+        roles={
+            "teacher": {"max_new_tokens": 9, "temperature": 0.7},
+            "student": {"max_new_tokens": 3, "temperature": 0.4, "top_p": 0.9},
+        },
         temperature=1.0,
-        teacher_temperature=0.7,
-        student_temperature=0.4,
-        student_top_p=0.9,
         rewards=RewardConfig(copied=-0.25, repetition=0.6),
     )
     outcome = play_step(
@@ -98,7 +101,9 @@ def test_each_role_gets_its_own_stop_strings(tiny, monkeypatch, stop, teacher_st
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
     config = SelfPlayConfig(
-        proposals_per_teacher=1, samples_per_problem=2, student_stop=stop, teacher_stop=teacher_stop
+        proposals_per_teacher=1,
+        samples_per_problem=2,
+        roles={"student": {"stop": stop}, "teacher": {"stop": teacher_stop}},
     )
     play_step(
         bank,
@@ -112,13 +117,13 @@ def test_each_role_gets_its_own_stop_strings(tiny, monkeypatch, stop, teacher_st
         np_rng=np.random.default_rng(0),
     )
     assert len(calls) == 2 and calls[0].stop == teacher_stop and calls[1].stop == stop
-    for key in ("student_stop", "teacher_stop"):
-        with pytest.raises(ConfigError, match=f"selfplay.{key}: an empty stop string"):
-            config_from_dict({"selfplay": {key: ["\n", ""]}})
+    for role in ("student", "teacher", "critic"):
+        with pytest.raises(ConfigError, match=f"selfplay.roles.{role}.stop: an empty stop string"):
+            config_from_dict({"selfplay": {"roles": {role: {"stop": ["\n", ""]}}}})
 
 
 def test_structured_teacher_rows_stop_as_their_segments_say(tiny, monkeypatch):
-    """``teacher_stop`` is for free-form proposals only: segmented ones (gsm's forced program
+    """``roles.teacher.stop`` is for free-form proposals only: segmented ones (gsm's forced program
     fence) keep their own stops."""
     from evolora.tasks.base import Segment
 
@@ -139,7 +144,7 @@ def test_structured_teacher_rows_stop_as_their_segments_say(tiny, monkeypatch):
         ]
 
     monkeypatch.setattr(bank, "rollout", fake_rollout)
-    config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, teacher_stop=("\n",))
+    config = SelfPlayConfig(proposals_per_teacher=1, samples_per_problem=2, roles={"teacher": {"stop": ("\n",)}})
     play_step(
         bank,
         tiny[1],

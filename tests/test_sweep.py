@@ -27,8 +27,8 @@ FAST = [
     "evolution.at_last_step=true",
     "evolution.gamma=0.34",
     "selfplay.samples_per_problem=2",
-    "selfplay.teacher_max_new_tokens=8",
-    "selfplay.student_max_new_tokens=8",
+    "selfplay.roles.teacher.max_new_tokens=8",
+    "selfplay.roles.student.max_new_tokens=8",
     "eval.limit=0",
 ]
 

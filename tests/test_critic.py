@@ -219,6 +219,24 @@ def test_a_critic_run_reviews_trains_rates_and_evolves_critics(tmp_path, single_
     assert all(row["games"].get("reviews", 0) == 0 or row["solve_or_valid_rate"] is not None for row in judged)
 
 
+def test_the_critics_rollouts_take_their_role_settings(tmp_path, single_thread, monkeypatch):
+    roles = {**TINY_OVERRIDES["selfplay"]["roles"], "critic": {"max_new_tokens": 3, "temperature": 0.6, "stop": ["."]}}
+    config = _config(run={"steps": 1}, selfplay={"roles": roles})
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=JudgedToy(max_problem_chars=40))
+    seen, rollout = [], run.bank.rollout
+
+    def spy(prompts, adapters, sampling, **kwargs):
+        seen.append(sampling)
+        return rollout(prompts, adapters, sampling, **kwargs)
+
+    monkeypatch.setattr(run.bank, "rollout", spy)
+    run.train([], steps=1)
+    assert [(s.max_new_tokens, s.temperature) for s in seen[:2]] == [(12, 1.0), (8, 1.0)]  # teacher, student
+    critic = [s for s in seen if s.max_new_tokens == 3]
+    assert critic and all((s.temperature, s.top_p, s.stop) == (0.6, 1.0, (".",)) for s in critic)
+
+
 def test_critic_runs_resume_bit_identically(tmp_path, single_thread):
     config = _config(run={"steps": 3})
     full = _run(config, tmp_path / "full")

@@ -65,11 +65,11 @@ def _mapped_section(annotation) -> type[BaseModel] | None:
 
 
 def _show_sections(value: dict) -> str:
-    """A mapping of sections by the keys each sets apart from its class defaults:
+    """A mapping of sections by the keys each was given (the rest are the section's defaults):
     ``{teacher: {max_new_tokens: 160}, ...}``."""
     parts = []
     for name, section in value.items():
-        own = {k: v for k, v in section.model_dump().items() if v != type(section).model_fields[k].default}
+        own = section.model_dump(include=section.model_fields_set)
         parts.append(f"{name}: {{{', '.join(f'{k}: {_show(v)}' for k, v in own.items())}}}")
     return "{" + ", ".join(parts) + "}"
 

@@ -24,13 +24,16 @@ adds the delta, given x, the stacked A/B and the rows' slots:
 ================  ==================================================  ===============================
 
 A fused kernel (Punica's shrink/expand, :mod:`evolora.generation.kernels`) replaces one of these
-methods with the same arguments and result; the callers do not change.
+methods with the same arguments and result; the callers do not change. :class:`DenseStack` does so on
+CUDA with triton (its ``backend``, chosen once when it is built).
 Source: S-LoRA (arXiv 2311.03285) and Punica (arXiv 2310.18547) for the multi-LoRA batching.
 """
 
 from __future__ import annotations
 
 import torch
+
+from evolora.generation.kernels import Backend, kernel_backend
 
 
 def slot_onehot(slots: torch.Tensor, count: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -47,24 +50,64 @@ class DenseStack:
     Written in place (:meth:`write_`), so a captured step reads new factors without recapture. This
     dense masked form does P times the LoRA flops of a grouped kernel but keeps every shape fixed.
 
+    ``backend`` (:func:`evolora.generation.kernels.kernel_backend`, chosen once when the stack is built):
+    ``"torch"`` adds the delta with the two dense GEMMs above (the reference, the CPU path);
+    ``"triton"`` with the two routed kernels of :mod:`evolora.generation.kernels.lora_triton`, which read
+    each row's own slot only, from a second copy of the factors in their layout, ``packed_a``
+    (P, W, d_in) and ``packed_b`` (P, r, D) (``packed_b[p, k, c]`` = b's row p·W + j(c)·r + k at column
+    c, j(c) the adapted sibling that owns column c), written by the same :meth:`write_`.
+
     Args:
         slots: P; adapted: G'; rank: r; d_in, d_out: the group's input and output widths;
-        dtype, device: the factors' (the delta is computed in ``dtype``).
+        dtype, device: the factors' (the delta is computed in ``dtype``);
+        columns: (d_out,) integers, the adapted sibling k in [0, G') that owns each output column (any
+            value for a column of a sibling without LoRA; its factors are zero); read only by the
+            Triton backend, which needs it when G' > 1.
+        backend: None: :func:`~evolora.generation.kernels.kernel_backend` of ``device``.
+
+    Raises:
+        ValueError: an unknown backend, or the Triton backend without ``columns`` for G' > 1.
     """
 
     def __init__(
-        self, slots: int, adapted: int, rank: int, d_in: int, d_out: int, *, dtype: torch.dtype, device: torch.device
+        self,
+        slots: int,
+        adapted: int,
+        rank: int,
+        d_in: int,
+        d_out: int,
+        *,
+        dtype: torch.dtype,
+        device: torch.device,
+        columns: torch.Tensor | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.rank, self.width = rank, adapted * rank
         self.a = torch.zeros(d_in, slots * self.width, dtype=dtype, device=device)
         self.b = torch.zeros(slots * self.width, d_out, dtype=dtype, device=device)
         self.order: torch.Tensor | None = None
+        self.backend: Backend = kernel_backend(device) if backend is None else backend
+        if self.backend not in ("torch", "triton"):
+            raise ValueError(f"backend must be 'torch' or 'triton', got {self.backend!r}")
+        self.add_ = self.add_dense_ if self.backend == "torch" else self.add_routed_
+        if columns is None and adapted == 1:
+            columns = torch.zeros(d_out, dtype=torch.int32, device=device)
+        if columns is None and self.backend == "triton":
+            raise ValueError(f"the Triton backend needs each of the {d_out} output columns' sibling (columns)")
+        self.columns = None if columns is None else columns.to(device=device, dtype=torch.int32)
+        if self.backend == "triton":
+            self.packed_a = torch.zeros(slots, self.width, d_in, dtype=dtype, device=device)
+            self.packed_b = torch.zeros(slots, rank, d_out, dtype=dtype, device=device)
 
     def reorder(self, order: torch.Tensor) -> None:
         """Output column c becomes the siblings' concatenated column ``order[c]`` (a column may repeat)
         at every later :meth:`write_`. Before any write."""
         self.order = order
         self.b = self.b.new_zeros(self.b.shape[0], len(order))
+        if self.columns is not None:
+            self.columns = self.columns[order.to(self.columns.device)]
+        if self.backend == "triton":
+            self.packed_b = self.packed_b.new_zeros(self.packed_b.shape[0], self.rank, len(order))
 
     @torch.no_grad()
     def write_(self, slot: int, a_factors: list[torch.Tensor], b_block: torch.Tensor) -> None:
@@ -73,10 +116,15 @@ class DenseStack:
         rows = slice(slot * self.width, (slot + 1) * self.width)
         for k, a in enumerate(a_factors):
             self.a[:, rows][:, k * self.rank : (k + 1) * self.rank].copy_(a.t())
-        self.b[rows].copy_(b_block if self.order is None else b_block[:, self.order])
+        block = b_block if self.order is None else b_block[:, self.order]
+        self.b[rows].copy_(block)
+        if self.backend == "triton":
+            self.packed_a[slot].copy_(self.a[:, rows].t())
+            owner = self.columns.long().view(1, 1, -1).expand(1, self.rank, -1)  # (1, r, D): j(c)
+            self.packed_b[slot].copy_(block.view(-1, self.rank, block.shape[1]).gather(0, owner)[0])
 
-    def add_(self, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``out`` (M, D) += the routed delta of ``x`` (M, d_in). Returns ``out``.
+    def add_dense_(self, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``out`` (M, D) += the routed delta of ``x`` (M, d_in) by two dense GEMMs. Returns ``out``.
 
         ``rows``: the rows' slots, (M,) integers (−1: base), or their (M, P) float one-hot
         (:func:`slot_onehot`), which a step computes once for all its layers (and a captured step
@@ -87,6 +135,24 @@ class DenseStack:
         if out.dtype == h.dtype:
             return out.addmm_(h, self.b)
         return out.add_(torch.mm(h, self.b))  # a bf16 base: the fp32 delta added in one kernel, rounded once
+
+    def add_routed_(self, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``out`` (M, D) += the routed delta of ``x`` (M, d_in) by the Triton shrink and expand (two
+        launches; a row reads only its own slot's factors). Returns ``out``.
+
+        ``rows``: the rows' slots, (M,) integers (−1: base); a (M, P) one-hot is turned into slots
+        first (:func:`onehot_slots`: three more kernels, so a step passes the slots)."""
+        from evolora.generation.kernels.lora_triton import routed_lora_triton
+
+        slots = onehot_slots(rows) if rows.is_floating_point() else rows
+        return routed_lora_triton(x, self.packed_a, self.packed_b, slots, self.columns, out)
+
+    add_ = add_dense_  # replaced per instance by the backend's method in __init__
+
+
+def onehot_slots(onehot: torch.Tensor) -> torch.Tensor:
+    """(M,) long slots of a (M, P) one-hot (:func:`slot_onehot`'s inverse): −1 for an all-zero row."""
+    return torch.where(onehot.amax(dim=1) > 0, onehot.argmax(dim=1), -1)
 
 
 class RowPlan:

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from evolora.generation.lora_stack import DenseStack
+from evolora.generation.kernels import Backend, kernel_backend
+from evolora.generation.lora_stack import DenseStack, onehot_slots
 from evolora.generation.registry import check_graph
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class _Group:
     sizes, and ``lora``, every slot's factors stacked at fixed addresses
     (:class:`evolora.generation.lora_stack.DenseStack`; None when no sibling is adapted)."""
 
-    def __init__(self, modules: list, names: list[str], bank: RoutedBank, slots: int) -> None:
+    def __init__(self, modules: list, names: list[str], bank: RoutedBank, slots: int, backend: Backend) -> None:
         linears = [_base_linear(m) for m in modules]
         self.weight = (
             torch.cat([lin.weight.detach() for lin in linears]) if len(linears) > 1 else linears[0].weight.detach()
@@ -88,6 +89,13 @@ class _Group:
         self.lora: DenseStack | None = None
         if self.adapted:
             factor = bank.layers[self.adapted[0][1]].lora_A[bank.slots[0]].weight
+            owner = {j: k for k, (j, _) in enumerate(self.adapted)}  # sibling j -> adapted index k
+            columns = torch.cat(
+                [
+                    torch.full((size,), owner.get(j, 0), dtype=torch.int32, device="cpu")
+                    for j, size in enumerate(self.sizes)
+                ]
+            )
             self.lora = DenseStack(
                 slots,
                 len(self.adapted),
@@ -96,6 +104,8 @@ class _Group:
                 self.weight.shape[0],
                 dtype=factor.dtype,
                 device=factor.device,
+                columns=columns,
+                backend=backend,
             )
 
     def reorder(self, order: torch.Tensor) -> None:
@@ -162,18 +172,25 @@ class StaticWeights:
     factors of every slot are stacked per sibling group (:meth:`refresh` updates them in place).
 
     ``swapped_copy``: the q/k/v GEMM also writes each head with its halves swapped (:func:`qkv_order`;
-    not for layers with q/k norms); None: on CUDA only.
+    not for layers with q/k norms, nor with the fused rotary); None: on CUDA only.
+
+    ``kernels``: what computes the routed LoRA and the rotary (:data:`evolora.generation.kernels.Backend`);
+    None: :func:`~evolora.generation.kernels.kernel_backend` of the model's device, chosen here once.
+    With ``"triton"`` every sibling group's delta is the routed shrink/expand pair, and, for a
+    power-of-two head size, the rotary of q/k with the k/v cache write is one kernel per layer
+    (``fused_rotary``).
 
     Raises:
         ValueError: the model's ``model_type`` is not one the step computes
             (:data:`evolora.generation.registry.SUPPORTED`, :func:`~evolora.generation.registry.check_graph`).
     """
 
-    def __init__(self, bank: RoutedBank, *, swapped_copy: bool | None = None) -> None:
+    def __init__(self, bank: RoutedBank, *, swapped_copy: bool | None = None, kernels: Backend | None = None) -> None:
         base = bank.model.get_base_model() if hasattr(bank.model, "get_base_model") else bank.model
         config = base.config
         check_graph(model_type=config.model_type)
         self.bank, self.base = bank, base
+        self.kernels: Backend = kernel_backend(base.lm_head.weight.device) if kernels is None else kernels
         self.embed = base.model.embed_tokens
         self.norm = base.model.norm
         self.rotary = base.model.rotary_emb
@@ -185,7 +202,7 @@ class StaticWeights:
             for parent, leaves in SIBLINGS:
                 owner = getattr(layer, parent)
                 names = [f"model.layers.{i}.{parent}.{leaf}" for leaf in leaves]
-                groups.append(_Group([getattr(owner, leaf) for leaf in leaves], names, bank, self.slots))
+                groups.append(_Group([getattr(owner, leaf) for leaf in leaves], names, bank, self.slots, self.kernels))
             attn = layer.self_attn
             self.layers.append((layer, attn, groups))
         attn = base.model.layers[0].self_attn
@@ -197,13 +214,21 @@ class StaticWeights:
         self.scaling = attn.scaling
         # the q/k/v GEMM also writes the halves-swapped heads (one kernel fewer per layer, the q/k/v
         # weights read twice): on CUDA, where the step is bound by kernels; the CPU's by its GEMMs
-        self.flipped = (self.head.device.type == "cuda" if swapped_copy is None else swapped_copy) and not hasattr(
-            attn, "q_norm"
+        self.fused_rotary = self.kernels == "triton" and not self.head_dim & (self.head_dim - 1)
+        self.flipped = (
+            (self.head.device.type == "cuda" if swapped_copy is None else swapped_copy)
+            and not hasattr(attn, "q_norm")
+            and not self.fused_rotary
         )
         order = qkv_order(self.heads, self.kv_heads, self.head_dim, self.flipped)
         for _, _, groups in self.layers:
             groups[0].reorder(order)
         self.fold_scaling = math.frexp(self.scaling)[0] == 0.5  # a power of two: folded exactly into q
+        self.rotary_kernel = None
+        if self.fused_rotary:
+            from evolora.generation.kernels.rotary_triton import rotary_kv_write
+
+            self.rotary_kernel = rotary_kv_write
         self.dtype = self.head.dtype
         self.device = self.head.device
         self.vocab = self.head.shape[0]
@@ -288,7 +313,9 @@ def decode_step(
     Per layer: RMSNorm as one ``F.rms_norm`` (one fused kernel on CUDA); the q/k/v GEMM writes the
     heads in :func:`qkv_order`'s layout, with a halves-swapped copy, so the rotary of q, k (and the
     identity on v) is three element-wise kernels over all heads with tables shared by every layer
-    (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the q heads read in place; the scores as one ``baddbmm``
+    (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the q heads read in place (with
+    ``w.kernels == "triton"``: the routed LoRA as two kernels per sibling group and the rotary with the
+    k/v write as one, :func:`_rotate`); the scores as one ``baddbmm``
     onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``;
     the o and down projections accumulate onto the residual stream in place (:func:`_project`).
     In fp32 this computes HF's layer up to summation order (the fused GEMMs; residual + W x + delta
@@ -298,32 +325,55 @@ def decode_step(
     valid.index_fill_(1, column, True)
     bias = attention_bias(w, valid, window)
     hidden = w.embed(tokens)  # (R, d)
-    cos, sin = step_tables(w, hidden, position)
-    d, hq, hk = w.head_dim, w.heads, w.kv_heads
-    group, half = hq // hk, d // 2
-    alpha = 1.0 if w.fold_scaling else w.scaling
+    tables = _raw_tables(w, hidden, position) if w.fused_rotary else step_tables(w, hidden, position)
+    route = onehot if w.kernels == "torch" else onehot_slots(onehot)  # the Triton kernels read slots
+    hq, alpha = w.heads, 1.0 if w.fold_scaling else w.scaling
     for i, (layer, attn, (qkv, out, gate_up, down)) in enumerate(w.layers):
         x = _norm(hidden, layer.input_layernorm)
-        y = _project(x, qkv, onehot)
-        if w.flipped:  # (R, 2, H_kv, G + 2, D): the heads, then the heads with swapped halves
-            y = y.view(rows, 2, hk, group + 2, d)
-            y = y[:, 0] * cos + y[:, 1] * sin
-        else:
-            y = y.view(rows, hk, group + 2, d)
-            if hasattr(attn, "q_norm"):
-                y = torch.cat([attn.k_norm(y[:, :, :1]), y[:, :, 1:2], attn.q_norm(y[:, :, 2:])], dim=2)
-            y = y * cos + y.view(rows, hk, group + 2, 2, half).flip(3).view(rows, hk, group + 2, d) * sin
-        kv[i].index_copy_(3, column, y[:, :, :2].permute(2, 0, 1, 3).unsqueeze(3))  # k|v (2, R, H_kv, 1, D)
-        q = y[:, :, 2:].flatten(0, 1)  # (R·H_kv, G, D), a view
+        q = _rotate(w, _project(x, qkv, route), attn, tables, kv[i], column)  # (R·H_kv, G, D)
         kc = kv[i, 0, :, :, :window].flatten(0, 1)  # (R·H_kv, W, D), a view
         vc = kv[i, 1, :, :, :window].flatten(0, 1)
         probs = torch.baddbmm(bias, q, kc.transpose(1, 2), alpha=alpha).softmax(dim=-1)  # (R·H_kv, G, W)
-        context = torch.bmm(probs, vc).view(rows, hq * d)
-        hidden = _project(context, out, onehot, into=hidden)
+        context = torch.bmm(probs, vc).view(rows, hq * w.head_dim)
+        hidden = _project(context, out, route, into=hidden)
         x = _norm(hidden, layer.post_attention_layernorm)
-        g, u = _project(x, gate_up, onehot).split(gate_up.sizes, dim=-1)
-        hidden = _project(layer.mlp.act_fn(g) * u, down, onehot, into=hidden)
+        g, u = _project(x, gate_up, route).split(gate_up.sizes, dim=-1)
+        hidden = _project(layer.mlp.act_fn(g) * u, down, route, into=hidden)
     return _linear(_norm(hidden, w.norm), w.head, None)
+
+
+def _raw_tables(
+    w: StaticWeights, hidden: torch.Tensor, position: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """HF's ``cos``, ``sin`` (R, D) at each row's position and the q heads' folded scale: the fused
+    rotary kernel's tables (it negates ``sin``'s first half and scales the q heads itself)."""
+    cos, sin = w.rotary(hidden, position[:, None])  # (R, 1, D)
+    return cos[:, 0], sin[:, 0], w.scaling if w.fold_scaling else 1.0
+
+
+def _rotate(
+    w: StaticWeights, y: torch.Tensor, attn, tables: tuple, kv: torch.Tensor, column: torch.Tensor
+) -> torch.Tensor:
+    """Rotary of the fused q/k/v output ``y`` (R, d_out) and its k|v written into one layer's ``kv``
+    (2, R, H_kv, C, D) at ``column``; returns the q heads (R·H_kv, G, D).
+
+    Three layouts: the fused kernel (``w.fused_rotary``: one launch, reading y once); the halves-swapped
+    copy (``w.flipped``: two element-wise products and a sum); or the swap as a flipped view."""
+    rows, d, hk = y.shape[0], w.head_dim, w.kv_heads
+    group = w.heads // hk
+    if w.flipped:  # (R, 2, H_kv, G + 2, D): the heads, then the heads with swapped halves
+        y = y.view(rows, 2, hk, group + 2, d)
+        y = y[:, 0] * tables[0] + y[:, 1] * tables[1]
+    else:
+        y = y.view(rows, hk, group + 2, d)
+        if hasattr(attn, "q_norm"):
+            y = torch.cat([attn.k_norm(y[:, :, :1]), y[:, :, 1:2], attn.q_norm(y[:, :, 2:])], dim=2)
+        if w.fused_rotary:
+            return w.rotary_kernel(y, tables[0], tables[1], kv, column, tables[2]).flatten(0, 1)
+        swapped = y.view(rows, hk, group + 2, 2, d // 2).flip(3).view(rows, hk, group + 2, d)
+        y = y * tables[0] + swapped * tables[1]
+    kv.index_copy_(3, column, y[:, :, :2].permute(2, 0, 1, 3).unsqueeze(3))  # k|v (2, R, H_kv, 1, D)
+    return y[:, :, 2:].flatten(0, 1)  # a view
 
 
 def _norm(x: torch.Tensor, module) -> torch.Tensor:

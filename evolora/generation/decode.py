@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from transformers.cache_utils import Cache, DynamicLayer
 
+from evolora.generation.kernels.stop_mask import FlaggedStop, flagged_rows
 from evolora.generation.types import Sampling
 
 if TYPE_CHECKING:
@@ -299,7 +300,11 @@ class Decoder:
             token = choose_tokens(self.logits, self.rows, self.total, sampling, generator).masked_fill(done, pad_id)
             out[self.rows, step] = token
             done |= torch.isin(token, eos)
-            if stopped is not None:
+            if isinstance(stopped, FlaggedStop):  # decode only the rows whose new token could end a stop
+                check = flagged_rows(stopped, token, done)
+                if len(check):
+                    done[check] |= stopped(out[self.rows[check], : step + 1], self.rows[check], step + 1)
+            elif stopped is not None:
                 done |= stopped(out[self.rows, : step + 1], self.rows, step + 1)
             self.segment = (self.segment[0], step + 1)
             if step + 1 == max_new_tokens or bool(done.all()):
@@ -370,7 +375,9 @@ def decode(
         generator: the sampling RNG (None: the default generator of the model's device).
         context: ``names -> context manager`` entered around every forward of those rows
             (re-entered when the batch shrinks); None: no routing.
-        stopped: ``(generated (R, t) long, rows (R,) long, t) -> (R,) bool``: rows that wrote a stop string.
+        stopped: ``(generated (R, t) long, rows (R,) long, t) -> (R,) bool``: rows that wrote a stop string;
+            a :class:`~evolora.generation.kernels.stop_mask.FlaggedStop` is called only for the rows
+            whose new token its mask flags (the same ends).
         min_new_tokens: EOS is masked out before this many tokens (``generate``'s rule).
 
     Returns:

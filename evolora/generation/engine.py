@@ -39,6 +39,7 @@ from transformers import StoppingCriteriaList
 
 from evolora.generation.completion import routed_logprobs
 from evolora.generation.decode import decode
+from evolora.generation.kernels.stop_mask import FlaggedStop, stop_mask
 from evolora.generation.registry import check_graph, engine_spec, resolve_engine
 from evolora.generation.rollout import generate as generate_rows
 from evolora.generation.rollout import min_new_tokens
@@ -110,6 +111,7 @@ class EagerEngine:
             raise ValueError("an engine decodes its bank's own model; pass bank.model as the model")
         self.model, self.tokenizer, self.bank = model, tokenizer, bank
         self.batch_size = BATCH_SIZE.get(model_device(model).type, BATCH_SIZE["cpu"])
+        self._stop_masks: dict[tuple, torch.Tensor] = {}  # stop strings -> their (V,) token mask
 
     def generate(
         self,
@@ -201,9 +203,21 @@ class EagerEngine:
             min_new_tokens=min_new_tokens(self.model),
         )
 
+    flag_stops = False
+    """Whether the decode checks stop strings only on the rows whose new token could end one
+    (:class:`~evolora.generation.kernels.stop_mask.FlaggedStop`; the mask is built once per stop set)."""
+
     def _stopped(self, sampling: Sampling):
-        """The stop-string check of a decode (:meth:`evolora.generation.stops.StopOnText.tails`), or None."""
-        return StopOnText(self.tokenizer, sampling.stop, 0).tails if sampling.stop else None
+        """The stop-string check of a decode (:meth:`evolora.generation.stops.StopOnText.tails`, with its
+        token mask when :attr:`flag_stops` and the stops are strings), or None."""
+        if not sampling.stop:
+            return None
+        tails = StopOnText(self.tokenizer, sampling.stop, 0).tails
+        if not self.flag_stops or any(not isinstance(s, str) for s in sampling.stop):
+            return tails  # a pattern stop could end on any token: every row is checked anyway
+        if sampling.stop not in self._stop_masks:
+            self._stop_masks[sampling.stop] = stop_mask(self.tokenizer, sampling.stop, size=vocab_rows(self.model))
+        return FlaggedStop(tails, self._stop_masks[sampling.stop])
 
     @torch.no_grad()
     def logprobs(self, names: list[str], samples: list) -> torch.Tensor:
@@ -275,6 +289,7 @@ class GraphEngine(EagerEngine):
     """
 
     name = "graph"
+    flag_stops = True
 
     def __init__(self, model: CausalLM, tokenizer: Tokenizer | None, bank: RoutedBank, decoder: Callable | None = None):
         super().__init__(model, tokenizer, bank)
@@ -340,6 +355,12 @@ class GraphEngine(EagerEngine):
         """Copy the new factors of ``slots`` into the decoder's fixed buffers (nothing before its first use)."""
         if self.decoder is not None:
             self.decoder.refresh(list(slots))
+
+
+def vocab_rows(model: CausalLM) -> int:
+    """V, the rows of the model's output embedding (the ids a decode can choose)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_output_embeddings().weight.shape[0]
 
 
 def model_type(model: CausalLM) -> str:

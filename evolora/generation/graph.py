@@ -11,8 +11,11 @@ A decode call runs in three parts:
    to :data:`WINDOW` columns. On CUDA each (bucket, window, sampling) step is captured once in a
    ``torch.cuda.CUDAGraph`` and replayed; on the CPU the same step runs uncaptured (or compiled);
 3. every ``check_every`` steps the host reads which rows ended, runs the stop-string check over
-   the steps since the last check (tokens after a row's stop become pads), and when the running
-   rows fit a smaller bucket, moves them to the front of the buffers and snaps to it.
+   the steps since the last check (tokens after a row's stop become pads;
+   :mod:`evolora.generation.host_check`: only the new columns copied, in one sync, and with a
+   :class:`~evolora.generation.kernels.stop_mask.FlaggedStop` only the rows whose new token could end
+   a stop decoded), and when the running rows fit a smaller bucket, moves them to the front of the
+   buffers and snaps to it.
 
 Why manual capture rather than ``torch.compile(mode="reduce-overhead")``: reduce-overhead
 re-records its graphs when input addresses or shapes change and copies inputs into its own
@@ -43,6 +46,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from evolora.generation.decode import Decoder, choose_tokens
+from evolora.generation.host_check import HostCheck
+from evolora.generation.kernels.stop_mask import FlaggedStop
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_cache import StaticBuffers, step
 from evolora.generation.static_step import StaticWeights
@@ -71,6 +76,14 @@ def bucket(rows: int) -> int:
         if size >= rows:
             return size
     raise ValueError(f"the graph engine decodes 1 to {BUCKETS[-1]} rows per call, got {rows}")
+
+
+def shifted(stopped: Callable, offset: int) -> Callable:
+    """``stopped`` for rows numbered from ``offset`` (a chunk of a larger call); a
+    :class:`~evolora.generation.kernels.stop_mask.FlaggedStop` keeps its mask."""
+    if isinstance(stopped, FlaggedStop):
+        return stopped.shifted(offset)
+    return lambda generated, rows, t: stopped(generated, rows + offset, t)
 
 
 class GraphDecoder:
@@ -227,12 +240,12 @@ class GraphDecoder:
             b.noise[draws] = torch.empty(draws, w.vocab, dtype=torch.float32, device=w.device)
         rng = self._enter_rng(generator) if (self.capture and not greedy) else generator
 
-        rows, ends, checked = size, [None] * total, 0  # ends[i]: the step of row i's EOS / stop
-        steps = 1
+        rows, checked, steps = size, 0, 1
+        host = HostCheck(total, max_new_tokens, eos_ids, stopped)
         try:
             while True:
                 if steps == max_new_tokens or steps % self.check_every == 0 or steps == 1:
-                    rows = self._check(b, rows, steps, checked, ends, stopped, pad_id, total)
+                    rows = self._check(b, rows, steps, checked, host, pad_id)
                     checked = steps
                     if rows == 0 or steps == max_new_tokens:
                         break
@@ -242,8 +255,8 @@ class GraphDecoder:
         finally:
             if rng is not None and rng is self.rng:
                 self._leave_rng(generator)
-        last = max((e for e in ends if e is not None), default=steps - 1)
-        length = steps if any(e is None for e in ends) else last + 1
+        last = max((e for e in host.ends if e is not None), default=steps - 1)
+        length = steps if any(e is None for e in host.ends) else last + 1
         return b.out[:total, :length].clone()
 
     def _chunked(
@@ -252,7 +265,7 @@ class GraphDecoder:
         """:meth:`decode` of more rows than the largest bucket, chunk by chunk, padded to the longest."""
         parts, size = [], BUCKETS[-1]
         for start in range(0, input_ids.shape[0], size):
-            tail = None if stopped is None else (lambda g, r, t, s=start: stopped(g, r + s, t))
+            tail = None if stopped is None else shifted(stopped, start)
             parts.append(
                 self.decode(
                     input_ids[start : start + size],
@@ -324,33 +337,12 @@ class GraphDecoder:
         b.onehot[adapted, route[adapted]] = 1.0
         return decoder.logits
 
-    def _check(
-        self, b: StaticBuffers, rows: int, steps: int, checked: int, ends: list, stopped, pad_id: int, total: int
-    ) -> int:
-        """The host check after ``steps`` tokens: EOS ends, stop strings over steps (checked, steps],
-        bucket snapping. Returns the slots still stepped (0: every row ended)."""
-        out = b.out[:total, :steps].cpu()
-        slot_rows = b.rows[:rows].cpu()
-        done = b.done[:rows].cpu()
-        eos = b.eos.cpu()
-        hits = eos[out]  # (B, steps) bool
-        first, has = hits.int().argmax(dim=1).tolist(), hits.any(dim=1).tolist()
-        for i in range(total):
-            if ends[i] is None and has[i]:
-                ends[i] = first[i]
-        if stopped is not None:
-            for t in range(checked + 1, steps + 1):
-                live = [i for i in range(total) if ends[i] is None or ends[i] >= t - 1]
-                if not live:
-                    break
-                index = torch.tensor(live, device="cpu")  # the host check works on CPU copies
-                hit = stopped(out[index, :t], index, t)
-                for i, h in zip(live, hit.tolist()):
-                    if h and (ends[i] is None or ends[i] > t - 1):
-                        ends[i] = t - 1
-                        b.out[i, t:] = pad_id
-            ended = torch.tensor([ends[int(r)] is not None if r < total else True for r in slot_rows], device="cpu")
-            done |= ended
+    def _check(self, b: StaticBuffers, rows: int, steps: int, checked: int, host: HostCheck, pad_id: int) -> int:
+        """The host check after ``steps`` tokens (:class:`evolora.generation.host_check.HostCheck`: EOS
+        ends, stop strings over steps (checked, steps]), then bucket snapping. Returns the slots still
+        stepped (0: every row ended)."""
+        done = host.check(b, rows, checked, steps, pad_id)
+        if host.stopped is not None:
             b.done[:rows] = done.to(b.done.device)
         alive = torch.nonzero(~done).flatten()
         if len(alive) == 0:

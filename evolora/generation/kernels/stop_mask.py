@@ -129,3 +129,49 @@ def flagged_stop_ends(
                 ends[i] = t - 1
                 hits.append((i, t))
     return hits
+
+
+class FlaggedStop:
+    """A stop check that also says which tokens could end a stop: what a decode loop is given as
+    ``stopped`` when it may skip rows whose new token is not flagged.
+
+    Called as :meth:`evolora.generation.stops.StopOnText.tails` (``(generated (R, t) long, rows (R,),
+    t) -> (R,) bool``); ``mask`` (V,) bool on the host (:func:`stop_mask`); :meth:`on` its copy on a
+    device, made once per device. A loop that reads ``mask`` checks a row at step t only when its
+    token t − 1 is flagged, and ends the same rows at the same steps as one that checks every row
+    (tests/test_stops.py); a loop that does not simply calls it.
+
+    Raises:
+        ValueError: a mask that is not a 1-D bool tensor.
+    """
+
+    def __init__(self, check: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], mask: torch.Tensor) -> None:
+        if mask.dim() != 1 or mask.dtype != torch.bool:
+            raise ValueError(f"the stop mask must be a (V,) bool tensor, got {mask.dtype} {tuple(mask.shape)}")
+        self.check, self.mask = check, mask.cpu()
+        self._copies: dict[str, torch.Tensor] = {"cpu": self.mask}
+
+    def __call__(self, generated: torch.Tensor, rows: torch.Tensor, t: int) -> torch.Tensor:
+        return self.check(generated, rows, t)
+
+    def on(self, device: torch.device | str) -> torch.Tensor:
+        """The mask on ``device`` (copied there once)."""
+        key = str(torch.device(device))
+        if key not in self._copies:
+            self._copies[key] = self.mask.to(device)
+        return self._copies[key]
+
+    def shifted(self, offset: int) -> FlaggedStop:
+        """The same check for rows numbered from ``offset`` (a chunk of a larger batch), same mask."""
+        moved = FlaggedStop(lambda generated, rows, t: self.check(generated, rows + offset, t), self.mask)
+        moved._copies = self._copies
+        return moved
+
+
+def flagged_rows(stopped, tokens: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    """(n,) long: the rows a step's stop check must decode, the not-``done`` rows whose new token
+    ``tokens`` (R,) could end a stop (every not-done row when ``stopped`` carries no mask)."""
+    live = ~done
+    if isinstance(stopped, FlaggedStop):
+        live &= stopped.on(tokens.device)[tokens]
+    return torch.nonzero(live).flatten()

@@ -14,6 +14,7 @@ from bank_helpers import random_bank
 
 from evolora.generation.decode import decode
 from evolora.generation.graph import BUCKETS, GraphDecoder, bucket
+from evolora.generation.kernels.stop_mask import FlaggedStop, stop_mask
 from evolora.generation.mismatch import path_logprobs
 from evolora.generation.rollout import chat_prompt, left_pad
 from evolora.generation.routed import BASE, routed
@@ -141,6 +142,20 @@ def test_stop_strings_checked_every_k_steps_give_eager_tokens(setup):
         **GREEDY,
     )
     assert (ref == pad).any() and torch.equal(ours, ref)
+    flagged = FlaggedStop(stopped, stop_mask(tokenizer, (stop,), size=bank.model.config.vocab_size))
+    eager = _eager(bank, ids, attention, NAMES, 20, {tokenizer.eos_token_id}, pad, stopped=flagged, **GREEDY)
+    graph = _graph(
+        GraphDecoder(bank, check_every=5),
+        ids,
+        attention,
+        NAMES,
+        20,
+        {tokenizer.eos_token_id},
+        pad,
+        stopped=flagged,
+        **GREEDY,
+    )
+    assert torch.equal(eager, ref) and torch.equal(graph, ref)  # only flagged rows decoded, the same ends
 
 
 def test_refresh_copies_changed_factors_in_place(setup):

@@ -3,6 +3,7 @@ eager engine's loop with its decoder swapped in, told of every factor write."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from bank_helpers import random_bank
 from evolora.config import ConfigError, config_from_dict
 from evolora.generation.decode import decode
 from evolora.generation.engine import BATCH_SIZE, EagerEngine, Engine, GraphEngine, PeftEngine, make_engine
+from evolora.generation.kernels.stop_mask import FlaggedStop
 from evolora.generation.registry import resolve_engine
 from evolora.generation.rollout import chat_prompt
 from evolora.generation.routed import BASE, routed
@@ -85,9 +87,15 @@ def test_graph_engine_stops_on_stop_strings_as_eager(tiny):
     bank, tokenizer, prompts = _bank(tiny)
     names, sampling = ["A0", "A1", "A0"], Sampling(max_new_tokens=16, greedy=True, stop=("e",), keep_stop=False)
     eager = bank.rollout(prompts, names, sampling)
-    bank.engine = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
+    bank.engine = graph = GraphEngine(bank.model, tokenizer, bank, FakeGraphDecoder)
     out = bank.rollout(prompts, names, sampling)
     assert [(c.completion_ids, c.truncated) for c in out] == [(c.completion_ids, c.truncated) for c in eager]
+    stopped = graph._stopped(sampling)  # the stop check with its token mask, built once per stop set
+    assert isinstance(stopped, FlaggedStop) and stopped.mask.shape == (bank.model.config.vocab_size,)
+    known = stopped.mask[: len(tokenizer)]  # the ids past the tokenizer's (padded rows) are marked too
+    assert torch.nonzero(known).flatten().tolist() == [tokenizer.convert_tokens_to_ids("e")]
+    assert graph._stopped(sampling).mask is stopped.mask
+    assert not isinstance(graph._stopped(Sampling(max_new_tokens=4, stop=(re.compile("e"),))), FlaggedStop)
 
 
 def test_graph_engine_segments_continue_each_segment_through_its_decoder(tiny):

@@ -21,7 +21,13 @@ fifth row bare (slot −1), at batches of 64 and 256 rows:
    the same inputs (the torch path rounds after each operation; printed); one kernel, not slower;
 4. the stop mask (``"\\n"``): built on the device, its flags of 256 rows' new tokens equal the CPU's,
    the device gather timed (≤ :data:`FLAGS_MS` ms per step); on recorded random tokens the host
-   check of only flagged rows ends the rows the every-row check ends (timed side by side).
+   check of only flagged rows ends the rows the every-row check ends (timed side by side);
+5. the kernels as the static step wires them: :func:`~evolora.generation.kernels.kernel_backend`
+   picks ``"triton"`` on this GPU (its feature test passed), and per group a
+   :class:`~evolora.generation.lora_stack.DenseStack` built with ``backend="triton"`` adds, from the
+   same :meth:`~evolora.generation.lora_stack.DenseStack.write_` calls, the delta of one built with
+   ``"torch"`` (fp32, max |Δ| ≤ :data:`FP32_TOLERANCE`, q/k/v in the static step's column order),
+   in 2 kernels per call given the rows' slots.
 
 Prints torch, triton and driver versions. Without CUDA (and without ``--device cpu``) it says so
 and exits 0 having checked nothing. Exit 1 when a check fails, after every figure is printed.
@@ -236,6 +242,60 @@ def stop_check(device, rows: int, failures: list) -> None:
     )
 
 
+def wired(groups, rows: int, device, failures: list) -> None:
+    """Part 5: the DenseStack the static step builds, Triton backend against torch backend."""
+    from evolora.generation.kernels import kernel_backend
+    from evolora.generation.kernels.lora_torch import column_projections
+    from evolora.generation.lora_stack import DenseStack
+    from evolora.generation.static_step import qkv_order
+
+    if device.type == "cuda" and kernel_backend(device) != "triton":
+        failures.append(f"kernel_backend picks {kernel_backend(device)!r} on this GPU, not 'triton'")
+    for name, d_in, widths in groups:
+        a, b, slots, x, base = case(d_in, widths, rows, device)
+        columns = column_projections(widths, device)
+        order = None
+        if name == "qkv":
+            head = 64 if widths[1] >= 64 else 16
+            order = qkv_order(widths[0] // head, widths[1] // head, head, flipped=False).to(device)
+        stacks = {}
+        for backend in ("torch", "triton"):
+            stack = DenseStack(
+                SLOTS,
+                len(widths),
+                RANK,
+                d_in,
+                sum(widths),
+                dtype=torch.float32,
+                device=device,
+                columns=columns,
+                backend=backend,
+            )
+            if order is not None:
+                stack.reorder(order)
+            for p in range(SLOTS):  # b (P, r, D) back to the block-structured s·Bᵀ of write_
+                block = torch.zeros(len(widths) * RANK, sum(widths), device=device)
+                for j in range(len(widths)):
+                    block[j * RANK : (j + 1) * RANK, columns == j] = b[p][:, columns == j]
+                stack.write_(p, list(a[p].split(RANK)), block)
+            stacks[backend] = stack
+        out = base if order is None else base[:, order].contiguous()
+        want = stacks["torch"].add_(out.clone(), x, slots)
+        got = stacks["triton"].add_(out.clone(), x, slots)
+        error = (got - want).abs().max().item()
+        line = f"  wired {name} rows {rows}: DenseStack triton vs torch fp32 max |Δ| {error:.2e}"
+        if error > FP32_TOLERANCE:
+            failures.append(f"wired {name} parity {error:.2e}")
+        if device.type == "cuda":
+            from bench_cuda import count_kernels
+
+            launched = count_kernels(lambda: stacks["triton"].add_(out, x, slots))
+            line += f", {launched} kernels per call (torch path {count_kernels(lambda: stacks['torch'].add_(out, x, slots))})"
+            if launched != 2:
+                failures.append(f"wired {name}: {launched} kernels per call, not 2")
+        print(line, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda")
@@ -269,6 +329,7 @@ def main() -> int:
             if device.type == "cuda":
                 speed(kernels, groups, rows, device, args.replays, failures)
             rotary(rotary_triton, model, rows, device, args.replays, failures)
+            wired(groups, rows, device, failures)
     stop_check(device, 8 if args.quick else 256, failures)
     for failure in failures:
         print(f"FAILED: {failure}")

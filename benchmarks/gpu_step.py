@@ -1,15 +1,21 @@
-"""The graph engine's decode step as a GPU runs it: replay time, kernels, prefill, loop and stop check, apart.
+"""The graph engine's decode step as a GPU runs it: parity of the wired kernels, replay time, kernels,
+prefill, loop and stop check, apart.
 
 On a random-weight model (SmolLM2-135M's shapes by default; no download), bf16 on CUDA, 8 adapters
-of rank 8 on every linear layer, one batch (64 rows), three variants of the same step:
+of rank 8 on every linear layer, one batch (64 rows). The static step's backends
+(:func:`evolora.generation.kernels.kernel_backend`): ``torch`` always, and ``triton`` (the routed LoRA
+shrink/expand in every sibling group, the rotary with the k/v write in one kernel) where the engine
+picks it, i.e. CUDA with triton and a passing feature test. First, when triton is picked, the wired
+path against the torch path: the graph engine's greedy tokens over 16 steps of 16 rows (every fifth
+bare), fp32 with TF32 off (asserted equal) and bf16 (printed). Then, per backend, three variants of
+the same step:
 
 * ``bare``: the step with no LoRA at all (every sibling group's stacked factors removed), what a
   batch with no adapted row needs;
-* ``base rows``: the bank's step with every row ``"__base__"`` (all-zero one-hot: the LoRA kernels
-  run and add zeros; what the engine replays today for unadapted rows);
+* ``base rows``: the bank's step with every row ``"__base__"`` (the LoRA kernels run and add zeros);
 * ``routed``: rows round robin over the 8 adapters.
 
-Figures per variant:
+Figures per backend and variant:
 
 1. ``replay ms``: one captured step (:func:`graph_ops.one_step`: the decode step, greedy choice and
    bookkeeping) replayed back to back, timed by CUDA events around ``--replays`` replays, no host
@@ -19,13 +25,17 @@ Figures per variant:
 3. the engine's own call (:class:`evolora.generation.graph.GraphDecoder`, ``--tokens`` new tokens per
    row, every row running to the end): ``prefill ms`` (a call of one new token), ``loop ms/step``
    ((t(N) − t(N/2)) / (N/2): replays plus the host checks every 8 steps), and the same loop with the
-   stop string ``--stop`` checked (``StopOnText``: every live row's tail decoded at every step);
+   stop string ``--stop`` checked on every live row's tail at every step, and on the rows the stop
+   mask flags (:class:`~evolora.generation.kernels.stop_mask.FlaggedStop`, what the graph engine
+   passes); both checks decode but end no row, so the loops step the same rows;
 4. the host stop check alone on recorded tokens (``--batch`` rows, 8 steps): every live row decoded
-   at every step, as the engine does, against only the rows whose new token the stop mask
-   (:mod:`evolora.generation.kernels.stop_mask`) flags; the ends must be equal.
+   at every step against only the flagged rows; the ends must be equal.
 
-Routed over truly bare is ``replay ms (bare) / replay ms (routed)``. Without CUDA the same code runs
-uncaptured (perf_counter, no kernel counts): only a smoke test.
+Targets, printed against the fastest backend and asserted on CUDA (exit 1 on a miss, after every
+figure): routed / truly bare replay ≥ 0.8, the flagged stop check ≤ 0.1 ms per step (loop with it
+minus loop without), ≤ 2.5 ms per routed replay (SmolLM2-135M shapes, batch 64), fewer kernels per
+replay on the Triton path, and the fp32 token parity above. Without CUDA the same code runs
+uncaptured on the torch path (perf_counter, no kernel counts, no targets): only a smoke test.
 
     python benchmarks/gpu_step.py                                   # a CUDA GPU: SmolLM2-135M shapes, batch 64
     python benchmarks/gpu_step.py --model qwen2.5-0.5b --batch 256
@@ -137,12 +147,17 @@ def count_kernels(run) -> int:
     )
 
 
-def engine_figures(bank, bare: bool, names: list[str], tokens: int, device: torch.device, stopped) -> dict:
-    """Prefill ms, loop ms/step without and with the stop check, of :class:`GraphDecoder` on ``names``."""
+def engine_figures(
+    bank, backend: str, bare: bool, names: list[str], tokens: int, device: torch.device, stops: dict
+) -> dict:
+    """Prefill ms and loop ms/step of :class:`GraphDecoder` on ``names`` with the static step's ``backend``,
+    for each stop check of ``stops`` ({label: stopped or None})."""
     from evolora.generation.graph import GraphDecoder
+    from evolora.generation.static_step import StaticWeights
     from evolora.generation.types import Sampling
 
     engine = GraphDecoder(bank)
+    engine.weights = StaticWeights(bank, kernels=backend)
     if bare:
         strip_lora(engine.weights)
     ids, attention = rows(bank.model.config.vocab_size, len(names), PROMPT, device)
@@ -164,11 +179,28 @@ def engine_figures(bank, bare: bool, names: list[str], tokens: int, device: torc
     figures = {}
     call(tokens)()  # captures every step of the call, untimed
     figures["prefill_ms"] = statistics.median(clock(call(1)) for _ in range(3)) * 1e3
-    for label, stop in (("loop_ms", None), ("loop_stop_ms", stopped)):
+    for label, stop in stops.items():
         full = statistics.median(clock(call(tokens, stop)) for _ in range(3))
         half = statistics.median(clock(call(tokens // 2, stop)) for _ in range(3))
         figures[label] = (full - half) / (tokens - tokens // 2) * 1e3
     return figures
+
+
+def loop_stops(tokenizer, stop: str, vocab: int) -> dict:
+    """The loop's stop checks: none, ``stop`` checked on every live row, and on the flagged rows only
+    (:class:`FlaggedStop`). Both decode as the engine's check does but end no row, so every variant
+    steps the same rows and the difference is the check's cost."""
+    from evolora.generation.kernels.stop_mask import FlaggedStop, stop_mask
+    from evolora.generation.stops import StopOnText
+
+    tails = StopOnText(tokenizer, (stop,), 0).tails
+
+    def decode_only(generated, rows, t):
+        tails(generated)
+        return torch.zeros(len(rows), dtype=torch.bool, device=generated.device)
+
+    mask = stop_mask(tokenizer, (stop,), size=vocab)
+    return {"loop_ms": None, "every_row_ms": decode_only, "flagged_ms": FlaggedStop(decode_only, mask)}
 
 
 def tokenizer_for(vocab: int):
@@ -259,8 +291,7 @@ def main() -> None:
         flush=True,
     )
     tokenizer, label = tokenizer_for(shapes["vocab_size"])
-    if not args.stop_check_only:
-        decode_figures(args, device, dtype, family, shapes, tokenizer)
+    failures = [] if args.stop_check_only else decode_figures(args, device, dtype, family, shapes, tokenizer)
     full, flagged, fraction = host_stop_check(
         tokenizer, args.stop, args.batch, shapes["vocab_size"], max(3, args.rounds)
     )
@@ -268,42 +299,103 @@ def main() -> None:
         f"host stop check of {args.stop!r} per check (8 steps) of {args.batch} rows ({label} tokenizer, random tokens, "
         f"{fraction:.1%} flagged): every row {full:.2f} ms, flagged rows {flagged:.2f} ms, equal ends"
     )
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    if failures:
+        sys.exit(1)
 
 
-def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, shapes: dict, tokenizer) -> None:
-    """Parts 1-3 for each variant, printed as one table."""
+def backends(device: torch.device) -> list[str]:
+    """The static step's backends to compare: torch, and triton where
+    :func:`~evolora.generation.kernels.kernel_backend` picks it (CUDA, triton, a passing feature test)."""
+    from evolora.generation.kernels import kernel_backend
+
+    return ["torch"] + (["triton"] if kernel_backend(device) == "triton" else [])
+
+
+def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, failures: list) -> None:
+    """The wired Triton path against the torch path on one random model: fp32 (TF32 off) greedy tokens of
+    the graph engine equal over 16 steps, and one step's logits; bf16 logits and tokens printed."""
+    from evolora.generation.graph import GraphDecoder
+    from evolora.generation.static_step import StaticWeights
+    from evolora.generation.types import Sampling
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for dtype in (torch.float32, torch.bfloat16):
+        bank = make_bank(random_shaped(str(device), dtype, shapes, family))
+        names = [bank.slots[i % len(bank.slots)] if i % 5 else "__base__" for i in range(batch)]
+        ids, attention = rows(bank.model.config.vocab_size, batch, PROMPT, device)
+        out = {}
+        for backend in ("torch", "triton"):
+            engine = GraphDecoder(bank)
+            engine.weights = StaticWeights(bank, kernels=backend)
+            out[backend] = engine.decode(
+                ids, attention, names, Sampling(max_new_tokens=16, greedy=True), eos_ids={1}, pad_id=0, generator=None
+            )
+        same = (out["torch"] == out["triton"]).float().mean().item()
+        print(f"  wired Triton vs torch path, {dtype}, {batch} rows x 16 greedy tokens: {same:.2%} equal", flush=True)
+        if dtype == torch.float32 and same < 1.0:
+            failures.append(f"fp32 greedy tokens of the wired Triton path differ ({same:.2%} equal)")
+
+
+def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, shapes: dict, tokenizer) -> list[str]:
+    """Parts 1-3 for each backend and variant, printed as one table; returns the targets missed (CUDA)."""
     from evolora.generation.routed import BASE
     from evolora.generation.static_step import StaticWeights
-    from evolora.generation.stops import StopOnText
 
+    failures: list[str] = []
+    if "triton" in backends(device):
+        wired_parity(shapes, family, device, 16, failures)
     bank = make_bank(random_shaped(str(device), dtype, shapes, family))
-    stopped = StopOnText(tokenizer, (args.stop,), 0).tails
+    stops = loop_stops(tokenizer, args.stop, shapes["vocab_size"])
     mixed = [bank.slots[i % len(bank.slots)] for i in range(args.batch)]
     figures = {}
-    for variant, names in (("bare", [BASE] * args.batch), ("base rows", [BASE] * args.batch), ("routed", mixed)):
-        w = StaticWeights(bank)
-        if variant == "bare":
-            strip_lora(w)
-        ms, kernels, ops = replay_ms(w, variant, args.batch, args.replays, args.rounds, device)
-        figures[variant] = dict(
-            replay_ms=ms,
-            kernels=kernels,
-            ops=ops,
-            **engine_figures(bank, variant == "bare", names, args.tokens, device, stopped),
-        )
+    for backend in backends(device):
+        for variant, names in (("bare", [BASE] * args.batch), ("base rows", [BASE] * args.batch), ("routed", mixed)):
+            w = StaticWeights(bank, kernels=backend)
+            if variant == "bare":
+                strip_lora(w)
+            ms, kernels, ops = replay_ms(w, variant, args.batch, args.replays, args.rounds, device)
+            engine = engine_figures(bank, backend, variant == "bare", names, args.tokens, device, stops)
+            figures[backend, variant] = dict(replay_ms=ms, kernels=kernels, ops=ops, **engine)
+    stop = repr(args.stop)
     print(
-        f"{'variant':<11}{'replay ms':>10}{'kernels':>9}{'ops':>7}{'prefill ms':>12}{'loop ms/step':>14}"
-        f"{'+ stop ' + repr(args.stop):>16}"
+        f"{'backend':<8}{'variant':<11}{'replay ms':>10}{'kernels':>9}{'ops':>7}{'prefill ms':>12}{'loop ms/step':>14}"
+        f"{'+ ' + stop + ' every row':>22}{'+ ' + stop + ' flagged':>20}"
     )
-    for variant, f in figures.items():
+    for (backend, variant), f in figures.items():
         print(
-            f"{variant:<11}{f['replay_ms']:>10.3f}{f['kernels'] if f['kernels'] is not None else '-':>9}{f['ops']:>7}"
-            f"{f['prefill_ms']:>12.2f}{f['loop_ms']:>14.3f}{f['loop_stop_ms']:>16.3f}"
+            f"{backend:<8}{variant:<11}{f['replay_ms']:>10.3f}{f['kernels'] if f['kernels'] is not None else '-':>9}"
+            f"{f['ops']:>7}{f['prefill_ms']:>12.2f}{f['loop_ms']:>14.3f}{f['every_row_ms']:>22.3f}{f['flagged_ms']:>20.3f}"
         )
-    print(
-        f"routed / truly bare (replay time ratio bare/routed): {figures['bare']['replay_ms'] / figures['routed']['replay_ms']:.2f}; "
-        f"base rows / bare: {figures['bare']['replay_ms'] / figures['base rows']['replay_ms']:.2f}"
-    )
+    return failures + targets(args, device, figures)
+
+
+def targets(args, device: torch.device, figures: dict) -> list[str]:
+    """Print the step's targets against the figures of the fastest backend; the missed ones (CUDA only)."""
+    best = "triton" if ("triton", "routed") in figures else "torch"
+    bare, routed = figures[best, "bare"], figures[best, "routed"]
+    checks = [
+        (f"routed / truly bare ({best}) >= 0.8", bare["replay_ms"] / routed["replay_ms"], 0.8, True),
+        (
+            f"flagged stop check ms per step ({best}, routed) <= 0.1",
+            routed["flagged_ms"] - routed["loop_ms"],
+            0.1,
+            False,
+        ),
+    ]
+    if args.model == "smollm2-135m" and args.batch == 64:
+        checks.append((f"replay ms, routed, batch 64 ({best}) <= 2.5", routed["replay_ms"], 2.5, False))
+    if best == "triton" and device.type == "cuda":
+        fewer = figures["torch", "routed"]["kernels"] - routed["kernels"]
+        checks.append(("kernels per replay saved by the Triton path (routed) > 0", fewer, 0, True))
+    missed = []
+    for label, value, bound, above in checks:
+        met = value > bound if label.endswith("> 0") else (value >= bound if above else value <= bound)
+        print(f"target {label}: {value:.3f} {'met' if met else 'MISSED'}")
+        if not met and device.type == "cuda":
+            missed.append(f"{label}: {value:.3f}")
+    return missed
 
 
 if __name__ == "__main__":

@@ -121,10 +121,11 @@ def test_the_graph_engine_with_the_triton_kernels_gives_eager_tokens(interpreted
     """Every sibling group's delta by the routed kernels and the rotary + k/v write by its kernel
     (q/k norms first for qwen3), interpreted in fp32: greedy and sampled tokens equal the eager engine's."""
     from arch_helpers import tiny_decoder
-    from test_graph_decode import GREEDY, _eager, _graph
 
+    from evolora.generation.decode import decode
     from evolora.generation.graph import GraphDecoder
-    from evolora.generation.routed import BASE
+    from evolora.generation.routed import BASE, routed
+    from evolora.generation.types import Sampling
 
     if interpreted[1].type != "cpu":
         pytest.skip("the interpreted check runs on the CPU")
@@ -138,7 +139,20 @@ def test_the_graph_engine_with_the_triton_kernels_gives_eager_tokens(interpreted
     w = engine.weights
     assert w.kernels == "triton" and w.fused_rotary and not w.flipped
     assert all(g.lora is None or g.lora.backend == "triton" for _, _, groups in w.layers for g in groups)
-    samplings = (GREEDY, dict(greedy=False, temperature=0.9, top_p=0.95)) if model_type == "llama" else (GREEDY,)
-    for sampling in samplings:
-        ref = _eager(bank, ids, attention, names, 8, set(), 0, **sampling)
-        assert torch.equal(_graph(engine, ids, attention, names, 8, set(), 0, **sampling), ref)
+    greedy = Sampling(max_new_tokens=8, greedy=True)
+    sampled = Sampling(max_new_tokens=8, greedy=False, temperature=0.9, top_p=0.95)
+    for sampling in (greedy, sampled) if model_type == "llama" else (greedy,):
+        options = dict(eos_ids=set(), pad_id=0)
+        with torch.no_grad():
+            ref = decode(
+                bank.model,
+                ids,
+                attention,
+                names,
+                sampling,
+                generator=torch.Generator().manual_seed(5),
+                context=lambda rows: routed(bank, rows),
+                **options,
+            )
+        ours = engine.decode(ids, attention, names, sampling, generator=torch.Generator().manual_seed(5), **options)
+        assert torch.equal(ours, ref)

@@ -166,3 +166,21 @@ def test_the_flagged_host_check_ends_the_rows_the_full_check_ends(name):
         assert sum(decoded) < 0.5 * every  # fewer rows decoded
         unflagged, _ = _host_check_ends(out, eos, tails, 8)  # a plain check: every live row, as before
         assert unflagged == want_ends
+
+
+def test_a_flagged_stop_keeps_its_mask_when_shifted_and_refuses_a_bad_one():
+    from evolora.generation.graph import shifted
+    from evolora.generation.kernels.stop_mask import FlaggedStop, flagged_rows
+
+    seen = []
+    stop = FlaggedStop(lambda generated, rows, t: seen.append(rows.tolist()) or rows > 5, torch.tensor([False, True]))
+    moved = shifted(stop, 4)
+    assert isinstance(moved, FlaggedStop) and moved.on("cpu") is stop.mask
+    assert moved(torch.zeros(2, 1), torch.tensor([0, 3]), 1).tolist() == [False, True] and seen == [[4, 7]]
+    plain = shifted(lambda generated, rows, t: rows, 10)
+    assert plain(None, torch.tensor([1]), 1).tolist() == [11]
+    tokens, done = torch.tensor([1, 0, 1, 1]), torch.tensor([False, False, True, False])
+    assert flagged_rows(stop, tokens, done).tolist() == [0, 3]  # flagged and not done
+    assert flagged_rows(lambda *a: None, tokens, done).tolist() == [0, 1, 3]  # no mask: every live row
+    with pytest.raises(ValueError, match=r"\(V,\) bool"):
+        FlaggedStop(stop, torch.ones(3, 2, dtype=torch.bool))

@@ -27,7 +27,9 @@ Figures per backend and variant:
    ((t(N) − t(N/2)) / (N/2): replays plus the host checks every 8 steps), and the same loop with the
    stop string ``--stop`` checked on every live row's tail at every step, and on the rows the stop
    mask flags (:class:`~evolora.generation.kernels.stop_mask.FlaggedStop`, what the graph engine
-   passes); both checks decode but end no row, so the loops step the same rows;
+   passes), each with the next 8 steps enqueued before the host reads a check (``overlap``, the
+   CUDA default), and the flagged check also read before the next steps run (``in turn``); the
+   checks decode but end no row, so the loops step the same rows;
 4. the host stop check alone on recorded tokens (``--batch`` rows, 8 steps): every live row decoded
    at every step against only the flagged rows; the ends must be equal.
 
@@ -179,7 +181,8 @@ def engine_figures(
     figures = {}
     call(tokens)()  # captures every step of the call, untimed
     figures["prefill_ms"] = statistics.median(clock(call(1)) for _ in range(3)) * 1e3
-    for label, stop in stops.items():
+    for label, (stop, overlap) in stops.items():
+        engine.overlap = overlap
         full = statistics.median(clock(call(tokens, stop)) for _ in range(3))
         half = statistics.median(clock(call(tokens // 2, stop)) for _ in range(3))
         figures[label] = (full - half) / (tokens - tokens // 2) * 1e3
@@ -187,9 +190,11 @@ def engine_figures(
 
 
 def loop_stops(tokenizer, stop: str, vocab: int) -> dict:
-    """The loop's stop checks: none, ``stop`` checked on every live row, and on the flagged rows only
-    (:class:`FlaggedStop`). Both decode as the engine's check does but end no row, so every variant
-    steps the same rows and the difference is the check's cost."""
+    """The loop's stop checks, {label: (stopped, overlap)}: none, ``stop`` checked on every live row,
+    and on the flagged rows only (:class:`FlaggedStop`), with the next steps enqueued before each
+    check is read (``overlap``, the CUDA default), and the flagged one also with the check read
+    before the next steps run. The checks decode as the engine's does but end no row, so every
+    variant steps the same rows and the difference is the check's cost."""
     from evolora.generation.kernels.stop_mask import FlaggedStop, stop_mask
     from evolora.generation.stops import StopOnText
 
@@ -199,8 +204,13 @@ def loop_stops(tokenizer, stop: str, vocab: int) -> dict:
         tails(generated)
         return torch.zeros(len(rows), dtype=torch.bool, device=generated.device)
 
-    mask = stop_mask(tokenizer, (stop,), size=vocab)
-    return {"loop_ms": None, "every_row_ms": decode_only, "flagged_ms": FlaggedStop(decode_only, mask)}
+    flagged = FlaggedStop(decode_only, stop_mask(tokenizer, (stop,), size=vocab))
+    return {
+        "loop_ms": (None, True),
+        "every_row_ms": (decode_only, True),
+        "flagged_ms": (flagged, True),
+        "flagged_in_turn_ms": (flagged, False),
+    }
 
 
 def tokenizer_for(vocab: int):
@@ -361,12 +371,13 @@ def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, 
     stop = repr(args.stop)
     print(
         f"{'backend':<8}{'variant':<11}{'replay ms':>10}{'kernels':>9}{'ops':>7}{'prefill ms':>12}{'loop ms/step':>14}"
-        f"{'+ ' + stop + ' every row':>22}{'+ ' + stop + ' flagged':>20}"
+        f"{'+ ' + stop + ' every row':>22}{'+ ' + stop + ' flagged':>20}{'flagged, in turn':>18}"
     )
     for (backend, variant), f in figures.items():
         print(
             f"{backend:<8}{variant:<11}{f['replay_ms']:>10.3f}{f['kernels'] if f['kernels'] is not None else '-':>9}"
             f"{f['ops']:>7}{f['prefill_ms']:>12.2f}{f['loop_ms']:>14.3f}{f['every_row_ms']:>22.3f}{f['flagged_ms']:>20.3f}"
+            f"{f['flagged_in_turn_ms']:>18.3f}"
         )
     return failures + targets(args, device, figures)
 

@@ -88,21 +88,24 @@ def _eos_that_ends_some_rows(free: torch.Tensor) -> set[int]:
 
 
 @pytest.mark.parametrize(
-    "sampling, check_every",
+    "sampling, check_every, overlap",
     [
-        (GREEDY, 1),
-        (GREEDY, 8),
-        (dict(greedy=False, temperature=1.0, top_p=1.0), 3),
-        (dict(greedy=False, temperature=0.7, top_p=0.9), 8),
+        (GREEDY, 1, False),
+        (GREEDY, 8, False),
+        (GREEDY, 8, True),
+        (dict(greedy=False, temperature=1.0, top_p=1.0), 3, True),
+        (dict(greedy=False, temperature=0.7, top_p=0.9), 8, False),
     ],
 )
-def test_tokens_equal_eager_as_rows_end_and_the_bucket_snaps(setup, sampling, check_every):
+def test_tokens_equal_eager_as_rows_end_and_the_bucket_snaps(setup, sampling, check_every, overlap):
+    """With ``overlap`` (CUDA's order) each check is read after the next steps ran: the same tokens."""
     bank, tokenizer, ids, attention = setup
     pad = tokenizer.pad_token_id
     free = _eager(bank, ids, attention, NAMES, 24, set(), pad, **sampling)
     eos = _eos_that_ends_some_rows(free)
     ref = _eager(bank, ids, attention, NAMES, 24, eos, pad, **sampling)
-    engine = GraphDecoder(bank, check_every=check_every)
+    engine = GraphDecoder(bank, check_every=check_every, overlap=overlap)
+    assert GraphDecoder(bank).overlap is False  # the CPU default
     ours = _graph(engine, ids, attention, NAMES, 24, eos, pad, **sampling)
     assert (ref == pad).any() and torch.equal(ours, ref)
     sizes = {key[0] for key in engine.steps}
@@ -145,7 +148,7 @@ def test_stop_strings_checked_every_k_steps_give_eager_tokens(setup):
     flagged = FlaggedStop(stopped, stop_mask(tokenizer, (stop,), size=bank.model.config.vocab_size))
     eager = _eager(bank, ids, attention, NAMES, 20, {tokenizer.eos_token_id}, pad, stopped=flagged, **GREEDY)
     graph = _graph(
-        GraphDecoder(bank, check_every=5),
+        GraphDecoder(bank, check_every=5, overlap=True),
         ids,
         attention,
         NAMES,

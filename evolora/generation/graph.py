@@ -15,7 +15,11 @@ A decode call runs in three parts:
    :mod:`evolora.generation.host_check`: only the new columns copied, in one sync, and with a
    :class:`~evolora.generation.kernels.stop_mask.FlaggedStop` only the rows whose new token could end
    a stop decoded), and when the running rows fit a smaller bucket, moves them to the front of the
-   buffers and snaps to it.
+   buffers and snaps to it. On CUDA (``overlap``) the check's copies are enqueued first, then the
+   next ``check_every`` steps, and only then does the host wait for the copies and check: the GPU
+   steps while the host checks, and the check's results (ended rows, a smaller bucket) apply one
+   interval later (rows that ended in between are stepped masked, their tokens pads, as between
+   checks; a call runs up to 2·``check_every`` − 1 steps past its last row's end, not ``check_every`` − 1).
 
 Why manual capture rather than ``torch.compile(mode="reduce-overhead")``: reduce-overhead
 re-records its graphs when input addresses or shapes change and copies inputs into its own
@@ -46,7 +50,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from evolora.generation.decode import Decoder, choose_tokens
-from evolora.generation.host_check import HostCheck
+from evolora.generation.host_check import HostCheck, to_device
 from evolora.generation.kernels.stop_mask import FlaggedStop
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_cache import StaticBuffers, step
@@ -94,13 +98,22 @@ class GraphDecoder:
         check_every: steps between host checks of ended rows and stop strings (>= 1).
         capture: capture each step in a CUDA graph (default: on CUDA); False runs it uncaptured.
         compile: run the step through ``torch.compile`` (uncaptured; for the CPU).
+        overlap: enqueue the next ``check_every`` steps before the host reads a check's copies, so the
+            GPU steps while the host checks (default: on CUDA; uncaptured steps run at once, so on the
+            CPU it only delays the check's results by one interval).
 
     Raises:
         ValueError: an unsupported model type, or ``check_every < 1``.
     """
 
     def __init__(
-        self, bank: RoutedBank, *, check_every: int = CHECK_EVERY, capture: bool | None = None, compile: bool = False
+        self,
+        bank: RoutedBank,
+        *,
+        check_every: int = CHECK_EVERY,
+        capture: bool | None = None,
+        compile: bool = False,
+        overlap: bool | None = None,
     ) -> None:
         if check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
@@ -111,6 +124,7 @@ class GraphDecoder:
         if self.capture and device.type != "cuda":
             raise ValueError("CUDA graph capture needs the model on a CUDA device")
         self.compile = compile
+        self.overlap = device.type == "cuda" if overlap is None else overlap
         self.buffers: StaticBuffers | None = None
         self.steps: dict[tuple, Callable[[], None]] = {}
         self.rng = torch.Generator(device=device) if self.capture else None
@@ -240,18 +254,26 @@ class GraphDecoder:
             b.noise[draws] = torch.empty(draws, w.vocab, dtype=torch.float32, device=w.device)
         rng = self._enter_rng(generator) if (self.capture and not greedy) else generator
 
+        def advance(steps: int, ahead: int, rows: int) -> int:
+            """Step slots [0, rows) on from ``steps`` to ``ahead`` tokens; returns the tokens so far."""
+            for made in range(steps, ahead):
+                window = min(b.capacity, -(-(width + made) // WINDOW) * WINDOW)
+                self._runner(rows, window, greedy, use_top_p, 0 if greedy else draws, rng)()
+            return max(steps, ahead)
+
         rows, checked, steps = size, 0, 1
         host = HostCheck(total, max_new_tokens, eos_ids, stopped)
         try:
-            while True:
-                if steps == max_new_tokens or steps % self.check_every == 0 or steps == 1:
-                    rows = self._check(b, rows, steps, checked, host, pad_id)
-                    checked = steps
-                    if rows == 0 or steps == max_new_tokens:
-                        break
-                window = min(b.capacity, -(-(width + steps) // WINDOW) * WINDOW)
-                self._runner(rows, window, greedy, use_top_p, 0 if greedy else draws, rng)()
-                steps += 1
+            while True:  # at a check: steps == 1, a multiple of check_every, or max_new_tokens
+                pending = host.start(b, rows, checked, steps)
+                checked = steps
+                ahead = min(max_new_tokens, (steps // self.check_every + 1) * self.check_every)
+                if self.overlap:  # the next steps enqueued before the host reads this check
+                    steps = advance(steps, ahead, rows)
+                rows = self._check(b, rows, pending, host, pad_id)
+                if rows == 0 or checked == max_new_tokens:
+                    break
+                steps = advance(steps, ahead, rows)
         finally:
             if rng is not None and rng is self.rng:
                 self._leave_rng(generator)
@@ -337,19 +359,20 @@ class GraphDecoder:
         b.onehot[adapted, route[adapted]] = 1.0
         return decoder.logits
 
-    def _check(self, b: StaticBuffers, rows: int, steps: int, checked: int, host: HostCheck, pad_id: int) -> int:
-        """The host check after ``steps`` tokens (:class:`evolora.generation.host_check.HostCheck`: EOS
-        ends, stop strings over steps (checked, steps]), then bucket snapping. Returns the slots still
-        stepped (0: every row ended)."""
-        done = host.check(b, rows, checked, steps, pad_id)
+    def _check(self, b: StaticBuffers, rows: int, pending: tuple, host: HostCheck, pad_id: int) -> int:
+        """Finish the host check ``pending`` (:class:`evolora.generation.host_check.HostCheck`: EOS ends,
+        stop strings over its steps), mark the rows it ended, snap the bucket. The steps enqueued since
+        it started run first on the device: rows that ended there stay, masked, until the next check.
+        Returns the slots still stepped (0: every row ended by the checked step)."""
+        done = host.finish(pending, b, pad_id)
         if host.stopped is not None:
-            b.done[:rows] = done.to(b.done.device)
+            b.done[:rows] |= to_device(done, b.done.device)
         alive = torch.nonzero(~done).flatten()
         if len(alive) == 0:
             return 0
         size = bucket(len(alive))
         if size < rows:
-            b.compact(alive.to(b.rows.device), size)
+            b.compact(to_device(alive, b.rows.device), size)
             return size
         return rows
 

@@ -81,11 +81,11 @@ def feature_test(device: torch.device) -> None:
     from evolora.generation.kernels.rotary_triton import rotary_kv_write
 
     g = torch.Generator(device="cpu").manual_seed(0)
-    x, a, b = (torch.randn(shape, generator=g).to(device) for shape in ((3, 16), (2, 8, 16), (2, 4, 12)))
-    slots, out = torch.tensor([1, -1, 0], device=device), torch.randn(3, 12, generator=g).to(device)
+    x, a, b = (torch.randn(shape, generator=g, device="cpu").to(device) for shape in ((3, 16), (2, 8, 16), (2, 4, 12)))
+    slots, out = torch.tensor([1, -1, 0], device=device), torch.randn(3, 12, generator=g, device="cpu").to(device)
     want = routed_lora_torch(x, a, b, slots, (8, 4), out.clone())
     assert (routed_lora_triton(x, a, b, slots, (8, 4), out.clone()) - want).abs().max() <= 1e-4, "routed LoRA"
-    y, cos, sin = (torch.randn(shape, generator=g).to(device) for shape in ((2, 1, 3, 8), (2, 8), (2, 8)))
+    y, cos, sin = (torch.randn(shape, generator=g, device="cpu").to(device) for shape in ((2, 1, 3, 8), (2, 8), (2, 8)))
     kv, column = torch.zeros(2, 2, 1, 4, 8, device=device), torch.tensor([1], device=device)
     want_q = rotary_kv_write_torch(y, cos, sin, kv.clone(), column)
     assert (rotary_kv_write(y, cos, sin, kv, column) - want_q).abs().max() <= 1e-4, "rotary"

@@ -340,7 +340,14 @@ def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, fa
             engine = GraphDecoder(bank)
             engine.weights = StaticWeights(bank, kernels=backend)
             out[backend] = engine.decode(
-                ids, attention, names, Sampling(max_new_tokens=16, greedy=True), eos_ids={1}, pad_id=0, generator=None
+                ids,
+                attention,
+                names,
+                Sampling(max_new_tokens=16, greedy=True),
+                eos_ids={1},
+                pad_id=0,
+                generator=None,
+                min_new_tokens=16,  # no row ends: both calls return 16 tokens per row
             )
         same = (out["torch"] == out["triton"]).float().mean().item()
         print(f"  wired Triton vs torch path, {dtype}, {batch} rows x 16 greedy tokens: {same:.2%} equal", flush=True)

@@ -37,6 +37,22 @@ def config_with(**sections):
     return config_from_dict(data)
 
 
+def judged_toy():
+    """The toy task with every answer graded (even length: correct, odd: wrong) and a verdict read
+    from the critic text's length, so both classes and both verdicts occur on random weights."""
+    from evolora.tasks.base import Grade
+    from evolora.tasks.toy import ToyTask
+
+    class JudgedToy(ToyTask):
+        def grade(self, completion, answer):
+            return Grade("correct" if len(completion) % 2 == 0 else "wrong", 0.0)
+
+        def parse_verdict(self, text):
+            return (None, "correct", "incorrect")[len(text) % 3]
+
+    return JudgedToy(max_problem_chars=40)
+
+
 def finished_arith_run(tiny_config, out, mode: str = "population"):
     """A finished 1-step arith run of ``tiny_config`` in ``out`` (``mode``: population or single_agent):
     (the :class:`evolora.run.Run`, its held-out results)."""

@@ -1,12 +1,14 @@
 """Roles as data: the game a step plays (who proposes, who solves) and the arms that set one up.
 
-    Game(proposer="teacher", solver="student")   # PopuLoRA: teachers propose, students solve
-    Game(proposer="agent", solver="agent")       # AZR baseline: one role plays both sides
-    Game(proposer="student", solver="critic")    # the review: critics judge the students' answers
+    Game(proposer="teacher", solver="student")                  # PopuLoRA: teachers propose, students solve
+    Game(proposer="agent", solver="agent")                      # AZR baseline: one role plays both sides
+    Game(proposer="student", solver="critic", play="review")    # critics judge the students' answers
 
 A step is a small pipeline of games (:attr:`Arm.pipeline`): the arm's game, then, when the run
 has critics, its review game, where each critic sees a problem and one student answer and
-returns a verdict (``correct``/``incorrect``) that the verifier's grade scores.
+returns a verdict (``correct``/``incorrect``) that the verifier's grade scores, then the games
+the config adds (``selfplay.plays``). Each game names its play, the function that plays it
+(:mod:`evolora.plays`), so a new role needs a play function and config, not a change of the loop.
 
 A population is a mapping role → members; the loop asks the game which role sits on which
 side, so selection, ratings, the hall of fame and evolution never name a role. Records keep
@@ -36,6 +38,9 @@ class Game:
 
     proposer: str
     solver: str
+    play: str = "selfplay"
+    """The play that plays it, a name of :data:`evolora.plays.PLAYS` (``selfplay``: propose and solve;
+    ``review``: judge the answers of the game before it), or a user's ``module:function``."""
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -53,17 +58,20 @@ class Arm:
         evolve: whether the outer loop replaces members (``evolution`` section) every k steps.
         review: the game played on the solvers' answers after ``game`` (``student`` → ``critic``),
             when the run has members of its solver role; None when the arm has no review.
+        plays: further games of each step, after the review (``selfplay.plays`` of the config).
     """
 
     game: Game
     sizes: Mapping[str, int] | None = None
     evolve: bool = True
     review: Game | None = None
+    plays: tuple[Game, ...] = ()
 
     @property
     def pipeline(self) -> tuple[Game, ...]:
-        """The games a step may play, in order: ``game``, then ``review`` when the arm has one."""
-        return (self.game,) if self.review is None else (self.game, self.review)
+        """The games a step may play, in order: ``game``, ``review`` when the arm has one, then
+        ``plays``. A step plays those whose roles all have members."""
+        return (self.game, *((self.review,) if self.review is not None else ()), *self.plays)
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -73,7 +81,9 @@ class Arm:
 
 ARMS: Mapping[str, Arm] = MappingProxyType(
     {
-        "population": Arm(Game(proposer="teacher", solver="student"), review=Game(proposer="student", solver="critic")),
+        "population": Arm(
+            Game(proposer="teacher", solver="student"), review=Game(proposer="student", solver="critic", play="review")
+        ),
         "single_agent": Arm(Game(proposer="agent", solver="agent"), sizes=MappingProxyType({"agent": 1}), evolve=False),
     }
 )

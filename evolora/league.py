@@ -164,24 +164,13 @@ class League:
             if t != s and s in self.ratings
         }
 
-    def count(self, games) -> None:
-        """Add a step's games (:class:`evolora.selfplay.GameRecord`) to the tally of who played them."""
-        for game in games:
-            proposer = self.tally.setdefault(game.teacher, {})  # one agent playing both sides holds both
-            proposer["proposals"] = proposer.get("proposals", 0) + 1
-            proposer["valid"] = proposer.get("valid", 0) + game.valid
-            solver = self.tally.setdefault(game.student, {})
-            solver["attempts"] = solver.get("attempts", 0) + len(game.grades)
-            solver["correct"] = solver.get("correct", 0) + sum(label == "correct" for label in game.grades)
-
-    def count_reviews(self, reviews) -> None:
-        """Add a step's critic reviews (:class:`evolora.critic.Review`) to each critic's tally:
-        reviews, agreed (verdict = the verifier's) and format (no verdict parsed)."""
-        for review in reviews:
-            critic = self.tally.setdefault(review.critic, {})
-            critic["reviews"] = critic.get("reviews", 0) + 1
-            critic["agreed"] = critic.get("agreed", 0) + (review.verdict == review.truth)
-            critic["format"] = critic.get("format", 0) + (review.verdict is None)
+    def add_tally(self, counts: dict[str, dict[str, int]]) -> None:
+        """Add a play's counts ({member id: {count name: n}}, :attr:`evolora.plays.Played.tally`) to the
+        tally of each member, new ids and names in the order given."""
+        for member, mine in counts.items():
+            tally = self.tally.setdefault(member, {})
+            for name, n in mine.items():
+                tally[name] = tally.get(name, 0) + n
 
     # -- hall of fame ------------------------------------------------------------------------
     def frozen(self, role: str) -> list[Individual]:

@@ -32,7 +32,8 @@ def step_record(
     Args:
         outcome: the step's :class:`evolora.selfplay.StepOutcome`; updates: {id: UpdateResult};
             outcomes: the rated match outcomes; births: :class:`evolora.evolution.Birth` list;
-            seconds: wall seconds per phase; roles: {id: role} of the members who played.
+            seconds: wall seconds per phase; roles: {id: role} of the members who played the game
+            (its response lengths are theirs).
         members: the population's members after the step; ratings: :class:`evolora.ratings.Ratings`.
         coverage: distinct problem signatures so far; complexity_kind: the task's ``complexity_kind``.
     """
@@ -87,7 +88,7 @@ def arms_race(games, outcome, updates: dict, roles: dict[str, str], coverage: in
                 len(s.completion_ids)
                 for i in roles
                 for s in outcome.samples[i]
-                if s.group.startswith("teacher:") == (role == "teacher") and roles[i] != "critic"
+                if s.group.startswith("teacher:") == (role == "teacher")
             )
             for role in ("teacher", "student")
         },

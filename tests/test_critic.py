@@ -63,7 +63,7 @@ def _records(out):
 
 # -- config ------------------------------------------------------------------------------------
 def test_critics_are_an_optional_third_role_of_the_population_arm():
-    assert ARMS["population"].pipeline == (Game("teacher", "student"), Game("student", "critic"))
+    assert ARMS["population"].pipeline == (Game("teacher", "student"), Game("student", "critic", play="review"))
     assert POPULATION_ROLES == ("teacher", "student", "critic") and REQUIRED_ROLES == ("teacher", "student")
     config = _config()
     assert config.role_sizes == {"teacher": 2, "student": 2, "critic": 2} and config.population.critics == 2

@@ -157,8 +157,8 @@ def test_the_cycle_finder_finds_cycles():
 
 def test_the_checks_see_the_library():
     modules = _modules()
-    assert {"evolora.run", "evolora.tasks.gsm.task", "evolora.operators.crossover"} <= set(modules)
-    graph_of_run = _imports("evolora.run", modules["evolora.run"], modules)
+    assert {"evolora.run", "evolora.run.run", "evolora.tasks.gsm.task", "evolora.operators.crossover"} <= set(modules)
+    graph_of_run = _imports("evolora.run.run", modules["evolora.run.run"], modules)
     assert "evolora.league" in graph_of_run and "evolora.tasks" in graph_of_run
     assert "evolora.model" in graph_of_run  # imported inside Run.__init__ only: deferred imports are seen
     assert _package("evolora.bank.local") == "evolora.bank" and _package("evolora.fitness") == "evolora.fitness"

@@ -46,7 +46,10 @@ def test_the_general_roles_form_equals_the_named_form_and_is_stored_named():
     [
         ({"roles": {"teacher": 2, "student": 2}, "teachers": 2}, ["population.roles and population.teachers", "once"]),
         ({"roles": {"teacher": 2, "critic": 2}}, ["'student'", "teacher, student"]),
-        ({"roles": {"teacher": 2, "student": 2, "judge": 2}}, ["unknown role 'judge'", "teacher, student, critic"]),
+        ({"roles": {"teacher": 2, "student": 2, "judge": 2}}, ["population.roles.judge", "no game", "selfplay.plays"]),
+        ({"roles": {"teacher": 2, "student": 2, "tutor": 2}}, ["'tutor' and 'teacher' share a first letter"]),
+        ({"roles": {"teacher": 2, "student": 2, "agent": 1}}, ["'agent' cannot name a further role"]),
+        ({"roles": {"teacher": 2, "student": 2, "Judge": 1}}, ["'Judge' cannot name a further role", "lowercase"]),
         ({"roles": {"teacher": 2, "student": 2, "critic": 0}}, ["population.roles.critic", "1 to 64"]),
         ({"roles": {"teacher": 2}}, ["'student'"]),
         ({"roles": {"teacher": 0, "student": 2}}, ["population.roles.teacher", "1 to 64"]),

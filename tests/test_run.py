@@ -13,6 +13,7 @@ from evolora.callbacks import Checkpointer, JsonlLogger
 from evolora.io import read_jsonl
 from evolora.model import load_base
 from evolora.run import Run
+from evolora.run.step import repair_faults
 
 
 def _run(tiny_config, toy_task, out, steps=None, callbacks=None):
@@ -138,7 +139,7 @@ def test_nan_rollback_restores_last_finite_factors(tiny_config, toy_task, tmp_pa
     layer = next(iter(run.bank.layers.values()))
     with torch.no_grad():
         layer.lora_A[victim.slot].weight.fill_(float("inf"))
-    events = run._repair_faults("before_step", torch.Generator().manual_seed(0))
+    events = repair_faults(run, "before_step", torch.Generator().manual_seed(0))
     assert events == [{"id": victim.id, "where": "before_step", "action": "rollback"}]
     restored = run.bank.get_factors(victim.slot)
     assert all(torch.equal(restored[k][0], good[k][0]) for k in good)

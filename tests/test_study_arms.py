@@ -192,7 +192,7 @@ def test_random_reward_arm_trains_on_as_many_samples_as_the_real_rewards(tmp_pat
         permuted += seen[before:]
         assert sum(record["trained_samples"].values()) == _nonzero_advantages(seen[before:])
         assert record["rollouts"] >= sum(len(b) for b in seen[before:])
-    import evolora.run as run_module
+    import evolora.run.plays as run_module
 
     real_samples = []
     original = run_module.play_step

@@ -9,6 +9,7 @@ types, impossible values and unknown operator names or parameters raise
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from evolora.config.errors import format_validation_error
 from evolora.config.evolution import EvolutionConfig, OperatorChoice
 from evolora.config.fitness import FitnessConfig
 from evolora.config.generation import GenerationConfig, check_engine, migrate_routing
+from evolora.config.plays import PlayConfig, check_plays
 from evolora.config.population import PopulationConfig, check_evolvable
 from evolora.config.presets import preset_names, resolve_config_path
 from evolora.config.renamed import Renamed, rename_keys, rename_path, report_renamed
@@ -43,6 +45,7 @@ __all__ = [
     "MatchmakingConfig",
     "ModelConfig",
     "OperatorChoice",
+    "PlayConfig",
     "PopulationConfig",
     "ReviewConfig",
     "RewardConfig",
@@ -222,15 +225,23 @@ class Config(_Section):
                     "population.critics needs students to judge; set it to 0 with "
                     f"selfplay.mode={self.selfplay.mode} or use selfplay.mode=population"
                 )
+            if self.selfplay.plays or self.population.others:
+                raise ValueError(
+                    "selfplay.plays and further population.roles need the population arm; "
+                    f"remove them with selfplay.mode={self.selfplay.mode} or use selfplay.mode=population"
+                )
             return self  # one agent: the population and evolution sections are not used
+        check_plays(self.population.roles, self.selfplay.plays, ARMS[self.selfplay.mode].roles)
         if self.evolution.enabled:  # no evolution event runs otherwise: its settings do not matter
             check_evolvable(self.population, self.evolution)
         return self
 
     @property
     def arm(self) -> Arm:
-        """The arm of ``selfplay.mode`` (:data:`evolora.game.ARMS`): its game, role sizes and evolution."""
-        return ARMS[self.selfplay.mode]
+        """The arm of ``selfplay.mode`` (:data:`evolora.game.ARMS`): its game, role sizes and evolution,
+        with the games of ``selfplay.plays`` after its own (:attr:`evolora.game.Arm.plays`)."""
+        arm = ARMS[self.selfplay.mode]
+        return replace(arm, plays=tuple(p.game for p in self.selfplay.plays)) if self.selfplay.plays else arm
 
     @property
     def role_sizes(self) -> dict[str, int]:
@@ -430,5 +441,11 @@ def check_resume(stored: Config, resumed: Config) -> None:
 
 
 def dump_config(config: Config) -> str:
-    """The resolved config as YAML text (what the run directory stores)."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    """The resolved config as YAML text (what the run directory stores); the keys of further roles
+    and games (``population.others``, ``selfplay.plays``) only when set, so a run without them
+    stores what it stored before they existed."""
+    data = config.model_dump(mode="json")
+    for section, key in (("population", "others"), ("selfplay", "plays")):
+        if not data[section][key]:
+            del data[section][key]
+    return yaml.safe_dump(data, sort_keys=False)

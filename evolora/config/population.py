@@ -8,9 +8,11 @@ The first two give ``PopulationConfig.roles == {"teacher": 2, "student": 2}`` an
 ``teachers``/``students``; the roles are those of the ``population`` arm's pipeline
 (:data:`evolora.game.POPULATION_ROLES`). ``teacher`` and ``student`` are required
 (:data:`evolora.game.REQUIRED_ROLES`); ``critic`` is optional (``critics: 0``, the default, is a
-run without critics, which then has no ``critic`` role). A config mixing the two forms, naming
-a role the game does not have, or leaving a required one out is refused with the key to
-change. The resolved config is stored in the named form.
+run without critics, which then has no ``critic`` role). Any other role name (``judge: 2``) is a
+further role, kept in ``others`` and played by a game of ``selfplay.plays``
+(:mod:`evolora.config.plays`). A config mixing the two forms, naming a role no game plays, or
+leaving a required one out is refused with the key to change. The resolved config is stored in the
+named form.
 
 Source: PopuLoRA (arXiv 2605.16727) §2 (teacher and student populations; paper: 4 each);
 SPC (arXiv 2504.19162) for the critic.
@@ -18,14 +20,18 @@ SPC (arXiv 2504.19162) for the critic.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from evolora.config.types import Int, _Section
 from evolora.game import POPULATION_ROLES, REQUIRED_ROLES
 
 _NAMED = {role: f"{role}s" for role in POPULATION_ROLES}  # teacher -> teachers (the named form's keys)
+_ROLE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+RESERVED_ROLES = ("agent",)
+"""Role names a population may not declare: the single agent's (``selfplay.mode=single_agent``)."""
 
 
 class PopulationConfig(_Section):
@@ -36,6 +42,9 @@ class PopulationConfig(_Section):
     critics: Int = Field(default=0, ge=0, le=64)
     """Number of critic individuals, who judge the students' answers (0: none, the paper's setup);
     ``roles.critic`` in the general form."""
+    others: dict[str, Int] = Field(default_factory=dict)
+    """Members of each further role, one a game of ``selfplay.plays`` plays (``roles: {judge: 2}``
+    puts ``judge: 2`` here; :mod:`evolora.config.plays`); {}: none, the paper's setup."""
 
     @model_validator(mode="before")
     @classmethod
@@ -54,12 +63,6 @@ class PopulationConfig(_Section):
             raise ValueError(
                 f"population.roles must map each role to its size, such as {{teacher: 2, student: 2}}, got {roles!r}"
             )
-        unknown = [str(role) for role in roles if role not in POPULATION_ROLES]
-        if unknown:
-            raise ValueError(
-                f"population.roles: unknown role {unknown[0]!r}; the roles are "
-                f"{', '.join(POPULATION_ROLES)} (the single agent is selfplay.mode=single_agent)"
-            )
         missing = [role for role in REQUIRED_ROLES if role not in roles]
         if missing:
             raise ValueError(
@@ -70,15 +73,43 @@ class PopulationConfig(_Section):
             if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 64:
                 raise ValueError(f"population.roles.{role} must be a whole number from 1 to 64, got {size!r}")
         rest = {key: value for key, value in data.items() if key != "roles"}
-        return {**rest, **{_NAMED[role]: roles[role] for role in POPULATION_ROLES if role in roles}}
+        others = {role: size for role, size in roles.items() if role not in POPULATION_ROLES}
+        return {
+            **rest,
+            **{_NAMED[role]: roles[role] for role in POPULATION_ROLES if role in roles},
+            **({"others": others} if others else {}),
+        }
+
+    @field_validator("others")
+    @classmethod
+    def _check_others(cls, others: dict[str, int]) -> dict[str, int]:
+        """Further roles: lowercase names that are not the game's or the single agent's, with
+        first letters (their ids' and slots') no other role has, sized 1 to 64."""
+        initials = {role[0]: role for role in POPULATION_ROLES}
+        for role, size in others.items():
+            if not _ROLE_NAME.fullmatch(str(role)) or role in POPULATION_ROLES or role in RESERVED_ROLES:
+                raise ValueError(
+                    f"population.roles: {role!r} cannot name a further role; use a lowercase word "
+                    f"(letters, digits, _) other than {', '.join((*POPULATION_ROLES, *RESERVED_ROLES))}"
+                )
+            if role[0] in initials:
+                raise ValueError(
+                    f"population.roles: {role!r} and {initials[role[0]]!r} share a first letter, which "
+                    "names the ids and slots of their members; rename one"
+                )
+            initials[role[0]] = role
+            if not 1 <= size <= 64:
+                raise ValueError(f"population.roles.{role} must be a whole number from 1 to 64, got {size!r}")
+        return others
 
     @property
     def roles(self) -> dict[str, int]:
         """Members per role, in the pipeline's order: ``{"teacher": 2, "student": 2}``, with
-        ``"critic"`` last when ``critics > 0``."""
-        return {
+        ``"critic"`` after them when ``critics > 0``, then the further roles (``others``)."""
+        named = {
             role: getattr(self, key) for role, key in _NAMED.items() if role in REQUIRED_ROLES or getattr(self, key) > 0
         }
+        return {**named, **self.others}
 
     def key(self, role: str) -> str:
         """The config key of ``role``'s size, for error messages (``population.teachers``)."""

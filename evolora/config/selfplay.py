@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from evolora.config.plays import PlayConfig
 from evolora.config.renamed import RENAMED
 from evolora.config.roles import ReviewConfig, RoleSampling, default_roles, merge_roles
 from evolora.config.types import Float, Int, _Section
@@ -108,6 +109,9 @@ class SelfPlayConfig(_Section):
     """per_teacher: one prompt per teacher and step for all its proposals (one GRPO group, prefilled once)."""
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
+    plays: tuple[PlayConfig, ...] = ()
+    """Further games of every step, after the arm's own, each played by a play function
+    (:mod:`evolora.config.plays`, :mod:`evolora.plays`); empty: none."""
 
     @field_validator("roles", mode="before")
     @classmethod

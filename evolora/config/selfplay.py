@@ -110,7 +110,8 @@ class SelfPlayConfig(_Section):
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     rewards: RewardConfig = RewardConfig()
     plays: tuple[PlayConfig, ...] = ()
-    """Further games of every step, after the arm's own, each played by a play function
+    """Further games of every step, after the arm's own, each ``{play: NAME, proposer: ROLE, solver: ROLE}``:
+    a registered play or ``package.module:function`` and the roles on its two sides
     (:mod:`evolora.config.plays`, :mod:`evolora.plays`); empty: none."""
 
     @field_validator("roles", mode="before")

@@ -4,7 +4,7 @@ samples and games of every play, and the step record they make.
     step = StepContext.begin(run)           # the step's number and random streams
     step.add(game, played)                  # a play's samples, games, seconds and rollouts
     with step.timed("train"): ...           # wall seconds of a phase
-    record = step.record(sections, extra, curve)   # the metrics.jsonl line
+    record = step.record(sections, extra, curve, timing)   # the metrics.jsonl line
 
 The record is the arm's game's section (counts, rates, rewards, losses, ratings, births, timing:
 :func:`evolora.step_record.step_record`), the evolution event's keys, the learning-curve point,
@@ -92,17 +92,25 @@ class StepContext:
             outcomes.append(league.rate(played.rates, sides=(game.proposer, game.solver)))
         return outcomes
 
+    def stop(self) -> None:
+        """Record the step's wall seconds so far as ``seconds["total"]``."""
+        self.seconds["total"] = time.perf_counter() - self.began
+
     def sections(self, outcomes: list[dict[str, str]]) -> list[dict]:
         """Each play's section of the record, given its rated matches (``outcomes``, in play order)."""
         return [played.section(self, rated) for (_, played), rated in zip(self.played, outcomes)]
 
-    def record(self, sections: list[dict], extra: dict, curve: dict | None) -> dict:
+    def record(self, sections: list[dict], extra: dict, curve: dict | None, timing: dict | None = None) -> dict:
         """The step record: the first play's section, ``extra`` (the evolution event's keys), the
-        learning-curve point (``held_out_curve``, when taken), ``faults``, then the other plays' sections."""
+        learning-curve point (``held_out_curve``, when taken), ``faults``, then the other plays'
+        sections; with ``timing`` (the bank's per worker and phase on Ray, None in process) its
+        ``workers`` and ``seconds["driver_overhead"]``."""
         record = {**sections[0], **extra}
         if curve is not None:
             record["held_out_curve"] = curve
         record["faults"] = self.faults
         for section in sections[1:]:
             record.update(section)
+        if timing is not None:
+            record["workers"], self.seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
         return record

@@ -16,8 +16,6 @@ Source: PopuLoRA (arXiv 2605.16727) §2 steps 1-7.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from evolora.evaluation import held_out_curve
@@ -43,16 +41,12 @@ def run_step(run) -> tuple[dict, list]:
     outcomes = step.rate(run.league)
     with step.timed("evolve"):
         step.births, extra = evolution_event(run, step.number, step.streams)  # fitness and breeder's record
-    step.seconds["total"] = time.perf_counter() - step.began
+    step.stop()
     run.step = step.number
-    sections = step.sections(outcomes)
+    sections = step.sections(outcomes)  # each play's part of the record
     curve = held_out_curve(run) if run.config.eval.every and step.number % run.config.eval.every == 0 else None
-    record = step.record(sections, extra, curve)
-    run.bank.snapshot()
-    timing = run.bank.timing()  # None in-process; per worker and phase on Ray
-    if timing is not None:
-        record["workers"], step.seconds["driver_overhead"] = timing["workers"], timing["driver_overhead"]
-    return record, step.games
+    run.bank.snapshot()  # the last finite factors, for a rollback
+    return step.record(sections, extra, curve, run.bank.timing()), step.games
 
 
 def update(run, step: StepContext) -> dict:

@@ -12,7 +12,6 @@ from run_helpers import TINY_OVERRIDES
 from evolora.callbacks import Checkpointer, JsonlLogger
 from evolora.config import ConfigError, config_from_dict
 from evolora.generation.rollout import RolloutStats, chat_prompt
-from evolora.generation.types import Sampling
 from evolora.io import read_jsonl
 from evolora.model import load_base
 from evolora.plays import PLAYS, Played, PlaySpec
@@ -34,7 +33,7 @@ def play_judge(run, step, game):
     done = run.bank.rollout(
         [prompt for _, prompt in rows],
         [judge.slot for (_, judge), _ in rows],
-        Sampling(max_new_tokens=5),
+        run.config.selfplay.sampling(game.solver),  # selfplay.roles.judge
         stats=stats,
         generator=torch.Generator().manual_seed(step.number),
     )
@@ -74,6 +73,7 @@ def _config(play="toy_judge", roles=None, **selfplay):
     data = copy.deepcopy(TINY_OVERRIDES)
     data["population"] = {"roles": roles or {"teacher": 2, "student": 2, "judge": 2}}
     data["run"]["steps"] = 3
+    data["selfplay"]["roles"]["judge"] = {"max_new_tokens": 5}
     data["selfplay"].update(plays=[{"play": play, "proposer": "student", "solver": "judge"}], **selfplay)
     return config_from_dict(data)
 
@@ -81,6 +81,7 @@ def _config(play="toy_judge", roles=None, **selfplay):
 def test_a_fourth_role_plays_trains_is_rated_evolves_and_is_recorded(judge_play, toy_task, tmp_path, single_thread):
     config = _config()
     assert config.role_sizes == {"teacher": 2, "student": 2, "judge": 2}
+    assert config.selfplay.sampling("judge").max_new_tokens == 5
     assert [g.play for g in config.arm.pipeline] == ["selfplay", "review", "toy_judge"]
     model, tokenizer = load_base("tiny-random")
     run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)

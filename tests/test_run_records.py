@@ -31,7 +31,7 @@ def _config():
     data = copy.deepcopy(TINY_OVERRIDES)
     data["population"] = {"roles": {"teacher": 2, "student": 2, "critic": 2}}
     data["run"]["steps"] = 3
-    data["selfplay"].update(critic_samples=2, critic_reviews=2, rewards={"refuted": -0.25, "survived": 0.5})
+    data["selfplay"].update(review={"samples": 2, "reviews": 2}, rewards={"refuted": -0.25, "survived": 0.5})
     data["eval"].update(critic_limit=2, critic_samples=2)
     return config_from_dict(data)
 

@@ -167,7 +167,7 @@ def evaluate_review(run, game: Game) -> dict:
         n=evaluation.critic_samples,
         sampling=selfplay.sampling(game.proposer),
         max_new_tokens=evaluation.max_new_tokens,
-        critic_max_new_tokens=selfplay.critic_max_new_tokens,
+        critic_max_new_tokens=selfplay.sampling(game.solver).max_new_tokens,
         batch_size=evaluation.batch_size,
         seed=run.config.run.seed,
     )

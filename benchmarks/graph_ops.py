@@ -112,7 +112,7 @@ def natural(w: StaticWeights) -> StaticWeights:
     plain.layers = []
     for i, (layer, attn, groups) in enumerate(w.layers):
         names = [f"model.layers.{i}.{parent}.{leaf}" for leaf in leaves]
-        group = _Group([getattr(attn, leaf) for leaf in leaves], names, w.bank, w.slots)
+        group = _Group([getattr(attn, leaf) for leaf in leaves], names, w.bank, w.slots, w.kernels)
         group.refresh(w.bank, list(range(w.slots)))
         plain.layers.append((layer, attn, [group, *groups[1:]]))
     return plain

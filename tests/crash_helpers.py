@@ -78,8 +78,9 @@ def start(*args: str, kill: tuple[int, int] | None = None, mid_checkpoint: bool 
     )
 
 
-def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str]:
-    """Wait for ``proc``: (exit code, output)."""
+def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
+    """Wait for ``proc``: (exit code, output). A tiny run takes seconds; the bound leaves room for a
+    machine whose cores are shared by other jobs and by a second test worker."""
     output, _ = proc.communicate(timeout=timeout)
     return proc.returncode, output
 

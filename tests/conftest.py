@@ -2,8 +2,8 @@
 
 Under pytest-xdist (``-n 2 --dist loadfile``, the README's test command) each worker runs torch and
 the programs it starts with one thread, each test file runs whole on one worker (its module-scoped
-runs are built once), the session-scoped crash reference run is shared by the workers, and the
-files that hold ``slow`` tests are handed out first so that the quick ones fill the end.
+runs are built once), the crash reference run is built once for both workers, and the files that
+hold ``slow`` tests are handed out first so that the quick ones fill the end.
 """
 
 from __future__ import annotations

@@ -78,8 +78,9 @@ def start(*args: str, kill: tuple[int, int] | None = None, mid_checkpoint: bool 
     )
 
 
-def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str]:
-    """Wait for ``proc``: (exit code, output)."""
+def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
+    """Wait for ``proc``: (exit code, output). A tiny run takes seconds; the bound leaves room for a
+    machine whose cores are shared by other jobs and by a second test worker."""
     output, _ = proc.communicate(timeout=timeout)
     return proc.returncode, output
 
@@ -104,3 +105,20 @@ def uninterrupted(out: Path) -> dict[str, list[dict]]:
     records = read_jsonl(out / "metrics.jsonl")
     assert [r["step"] for r in records] == list(range(1, STEPS + 1))
     return {"metrics": strip(records), "matches": read_jsonl(out / "matches.jsonl")}
+
+
+def shared_uninterrupted(root: Path) -> dict[str, list[dict]]:
+    """:func:`uninterrupted` run once in ``root/crash-reference`` for every process that asks (pytest-xdist
+    workers pass the folder their temporary folders share): the first one runs it under a lock and
+    writes ``reference.json``; the others wait for the lock and read that file."""
+    import fcntl
+    import json
+
+    out = root / "crash-reference"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        saved = out / "reference.json"
+        if not saved.is_file():
+            saved.write_text(json.dumps(uninterrupted(out / "uninterrupted")))
+        return json.loads(saved.read_text())

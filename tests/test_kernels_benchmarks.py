@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_helpers import benchmark_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,14 +22,23 @@ def _run(*args: str, timeout: int = 300) -> str:
     return done.stdout
 
 
-def test_gpu_step_help_and_host_stop_check():
-    assert "--stop-check-only" in _run("benchmarks/gpu_step.py", "--help")
+def _help(name: str, monkeypatch, capsys) -> str:
+    """``benchmarks/<name>.py --help`` in this process (the runs below start the script itself)."""
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", "--help"])
+    with pytest.raises(SystemExit) as exited:
+        benchmark_module(name).main()
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_gpu_step_help_and_host_stop_check(monkeypatch, capsys):
+    assert "--stop-check-only" in _help("gpu_step", monkeypatch, capsys)
     out = _run("benchmarks/gpu_step.py", "--device", "cpu", "--quick", "--stop-check-only")
     assert "flagged rows" in out and "equal ends" in out
 
 
-def test_gpu_kernels_without_a_gpu_checks_nothing_and_says_so():
-    assert "--device" in _run("benchmarks/gpu_kernels.py", "--help")
+def test_gpu_kernels_without_a_gpu_checks_nothing_and_says_so(monkeypatch, capsys):
+    assert "--device" in _help("gpu_kernels", monkeypatch, capsys)
     if not __import__("torch").cuda.is_available():
         assert "checked nothing" in _run("benchmarks/gpu_kernels.py")
 

@@ -18,7 +18,7 @@ import torch
 import evolora.model.load
 import evolora.model.resolve as model_module
 from evolora.model import ModelNotFoundError, load_base, resolve_model
-from evolora.model.converted import MANIFEST, entry_problem
+from evolora.model.converted import MANIFEST, entry_problem, source_identity
 from evolora.model.tiny import tiny_model
 
 
@@ -95,6 +95,19 @@ def test_a_damaged_or_mismatched_entry_is_converted_again_with_one_line(embedded
     assert "Traceback" not in err and "SafetensorError" not in err
     assert len(conversions) == 2 and entry_problem(directory, model_module.source_identity(gguf)) is None
     assert torch.equal(model.lm_head.weight, tiny_model(seed=0)[0].lm_head.weight)
+
+
+def test_the_source_is_known_by_its_content_not_its_modification_time(tmp_path):
+    first, second = tmp_path / "a" / "m.gguf", tmp_path / "b" / "m.gguf"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_bytes(b"GGUF" + bytes(range(200)))
+    os.utime(second, ns=(1, 1))  # another install of the same file: another time, same bytes
+    assert source_identity(first) == source_identity(second)
+    second.write_bytes(b"GGUF" + bytes(range(199)) + b"\x00")  # same name and size, other bytes
+    assert source_identity(first)["size"] == source_identity(second)["size"]
+    assert source_identity(first) != source_identity(second)
+    assert source_identity(tmp_path / "missing.gguf") is None
 
 
 def test_a_cheap_look_sees_a_truncated_file_without_hashing(embedded):

@@ -5,10 +5,11 @@ A converted directory (:func:`evolora.model.gguf.convert_gguf`) holds ``config.j
 ``model.safetensors``, the tokenizer files and :data:`MANIFEST`::
 
     {"format": 1, "key": {"recipe": 2, "dtype": "float32", "transformers": "4.57.1",
-                          "source": {"name": "X.gguf", "size": 101, "mtime_ns": 17...}},
+                          "source": {"name": "X.gguf", "size": 101, "sha256": "..."}},
      "files": {"model.safetensors": {"size": 538090408, "sha256": "..."}, ...}}
 
-The key names what decides the content: the GGUF file (name, size and modification time), the
+The key names what decides the content: the GGUF file (name, size and SHA-256, so a reinstall of
+the same file in another environment reuses the entry and another file of the same name does not), the
 dtype written, the converter's recipe (:data:`RECIPE`) and the transformers version that dequantizes.
 :func:`entry_problem` says why an entry cannot be used (missing, no manifest, another key, a file
 missing, truncated or altered); the loader then converts again, with one line saying so, and never
@@ -40,13 +41,15 @@ REQUIRED = ("config.json", "model.safetensors")
 
 
 def source_identity(gguf_file: Path) -> dict | None:
-    """``{"name", "size", "mtime_ns"}`` of the GGUF file, or None when it cannot be read (a wheel
-    uninstalled after conversion: the entry is then checked by its content alone)."""
+    """``{"name", "size", "sha256"}`` of the GGUF file, or None when it cannot be read (a wheel
+    uninstalled after conversion: the entry is then checked by its content alone). The content hash,
+    not the modification time: every install of the same wheel writes the file anew (0.1 s for the
+    98 MB embedded GGUF)."""
     try:
-        stat = Path(gguf_file).stat()
+        path = Path(gguf_file)
+        return {"name": path.name, "size": path.stat().st_size, "sha256": file_sha256(path)}
     except OSError:
         return None
-    return {"name": Path(gguf_file).name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def entry_key(source: dict | None) -> dict:

@@ -23,9 +23,10 @@ import json
 import re
 import textwrap
 
+from evolora.parsing import FENCE
 from evolora.tasks.base import HeldOutItem, Message
 from evolora.tasks.code.prompts import STUDENT_SYSTEM
-from evolora.tasks.code.values import FENCE, top_level_definitions
+from evolora.tasks.code.values import top_level_definitions
 
 HUMANEVAL_SIZE = 164
 STUDENT_INSTRUCTION = (

@@ -33,8 +33,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Literal
 
-from evolora.parsing import PARSE_ERRORS
-from evolora.tasks.code.values import FENCE, arguments_text, parse_arguments
+from evolora.parsing import FENCE, PARSE_ERRORS
+from evolora.tasks.code.values import arguments_text, parse_arguments
 
 CodeType = Literal["deduction", "abduction", "induction"]
 CODE_TYPES: tuple[CodeType, ...] = ("deduction", "abduction", "induction")

@@ -14,12 +14,8 @@ import ast
 import re
 from typing import Any
 
-from evolora.parsing import PARSE_ERRORS
+from evolora.parsing import FENCE, PARSE_ERRORS
 
-FENCE = re.compile(r"```[ \t]*(?:(?:python3?|py)[ \t]*)?\r?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
-"""A Markdown code fence (optionally tagged python); a missing closing fence is tolerated. The one
-fence pattern of the code and gsm tasks, linear: the optional tag sits between the two runs of
-spaces, so no two quantifiers can match the same characters."""
 _CALL_PREFIX = re.compile(r"^f\s*\(")
 _OUTPUT_MARKER = re.compile(r"(?:^|\n)[\s>*#-]*(?:output|answer|result)\s*[*]*\s*:[*]*[ \t]*(.*)", re.IGNORECASE)
 _INPUT_MARKER = re.compile(r"(?:^|\n)[\s>*#-]*(?:input|answer|arguments)\s*[*]*\s*:[*]*[ \t]*(.*)", re.IGNORECASE)

@@ -29,8 +29,8 @@ import random
 import re
 from fractions import Fraction
 
+from evolora.parsing import FENCE
 from evolora.tasks.base import Message, Proposal, ProposalRequest, Segment
-from evolora.tasks.code.values import FENCE
 from evolora.tasks.gsm.seeds import (
     PARAMS,
     Seed,

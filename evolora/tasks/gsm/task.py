@@ -16,6 +16,7 @@ import random
 import re
 from pathlib import Path
 
+from evolora.parsing import FENCE
 from evolora.sandbox import SandboxPool
 from evolora.tasks.base import (
     CRITIC_QUESTION,
@@ -28,7 +29,6 @@ from evolora.tasks.base import (
     Segment,
     Verdict,
 )
-from evolora.tasks.code.values import FENCE
 from evolora.tasks.gsm.data import BUNDLED_TEST, _load_train, gsm_dev_set, load_bundled_test, load_gsm8k
 from evolora.tasks.gsm.family import family_items
 from evolora.tasks.gsm.grounding import grounding_reasons

@@ -10,7 +10,7 @@ import random
 
 import pytest
 import torch
-from run_helpers import TINY_OVERRIDES
+from run_helpers import TINY_OVERRIDES, judged_toy
 
 from evolora.callbacks import Checkpointer, JsonlLogger
 from evolora.config import ConfigError, RewardConfig, SelfPlayConfig, config_from_dict, load_config
@@ -28,17 +28,6 @@ CRITICS = {"roles": {"teacher": 2, "student": 2, "critic": 2}}
 VOLATILE = ("seconds", "tokens_per_second", "peak_rss_mb")
 
 
-class JudgedToy(ToyTask):
-    """Toy task where every answer is graded (even length: correct, odd: wrong) and a verdict is
-    read from the critic text's length, so both classes and both verdicts occur on random weights."""
-
-    def grade(self, completion, answer):
-        return Grade("correct" if len(completion) % 2 == 0 else "wrong", 0.0)
-
-    def parse_verdict(self, text):
-        return (None, "correct", "incorrect")[len(text) % 3]
-
-
 def _config(population=CRITICS, **sections):
     data = copy.deepcopy(TINY_OVERRIDES)
     data["population"] = population
@@ -49,7 +38,7 @@ def _config(population=CRITICS, **sections):
 
 def _run(config, out, task=None, steps=None):
     model, tokenizer = load_base("tiny-random")
-    run = Run(config, out, model=model, tokenizer=tokenizer, task=task or JudgedToy(max_problem_chars=40))
+    run = Run(config, out, model=model, tokenizer=tokenizer, task=task or judged_toy())
     run.train([JsonlLogger(), Checkpointer(1, config.run.steps)], steps=steps)
     return run
 
@@ -207,7 +196,7 @@ def test_a_critic_run_reviews_trains_rates_and_evolves_critics(tmp_path, single_
     births = [b for r in metrics for b in r["births"]]
     assert {b["role"] for b in births} == {"teacher", "student", "critic"}  # a critic was replaced by evolution
     assert any(m.role == "critic" and m.born_step > 0 for m in run.population.members)
-    plain = JudgedToy(max_problem_chars=40)
+    plain = judged_toy()
     for match in matches:  # survival: each review added its bonus to the attempt's student reward
         base = [{"correct": 1.0, "wrong": -0.5}[g] for g in match["grades"]]
         for review in match["reviews"]:
@@ -223,7 +212,7 @@ def test_the_critics_rollouts_take_their_role_settings(tmp_path, single_thread, 
     roles = {**TINY_OVERRIDES["selfplay"]["roles"], "critic": {"max_new_tokens": 3, "temperature": 0.6, "stop": ["."]}}
     config = _config(run={"steps": 1}, selfplay={"roles": roles})
     model, tokenizer = load_base("tiny-random")
-    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=JudgedToy(max_problem_chars=40))
+    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=judged_toy())
     seen, rollout = [], run.bank.rollout
 
     def spy(prompts, adapters, sampling, **kwargs):
@@ -242,7 +231,7 @@ def test_critic_runs_resume_bit_identically(tmp_path, single_thread):
     full = _run(config, tmp_path / "full")
     _run(config, tmp_path / "part", steps=2)
     model, tokenizer = load_base("tiny-random")
-    resumed = Run(config, tmp_path / "part", model=model, tokenizer=tokenizer, task=JudgedToy(max_problem_chars=40))
+    resumed = Run(config, tmp_path / "part", model=model, tokenizer=tokenizer, task=judged_toy())
     assert resumed.load_checkpoint() and resumed.step == 2
     resumed.train([JsonlLogger(), Checkpointer(1, 3)])
     assert _records(tmp_path / "full") == _records(tmp_path / "part")
@@ -297,7 +286,7 @@ def test_a_critic_run_ends_with_a_held_out_critic_evaluation(tmp_path, single_th
         values = [row["greedy"], row["single"], row["majority"], *row["best_of_n"].values()]
         assert set(row["best_of_n"]) == set(evaluation["judges"]) and all(0 <= v <= 1 for v in values)
     for judge in evaluation["judges"].values():
-        assert judge["reviews"] == 3 * 2 * 3 and 0 <= judge["parse_rate"] <= 1  # every JudgedToy answer is graded
+        assert judge["reviews"] == 3 * 2 * 3 and 0 <= judge["parse_rate"] <= 1  # every judged_toy answer is graded
         assert judge["auc"] is None or 0 <= judge["auc"] <= 1
     assert all(set(row["best_of_n_score"]) == set(evaluation["judges"]) for row in evaluation["answerers"].values())
     console = Console(record=True, width=200)
@@ -561,7 +550,7 @@ def test_rescoring_a_finished_run_reproduces_its_held_out_critic_evaluation(tmp_
     config = _config(run={"steps": 1}, eval={"limit": 2, "critic_limit": 2, "critic_samples": 2})
     summary = _run(config, tmp_path).finish()
     model, tokenizer = load_base("tiny-random")
-    again = module.rescore(tmp_path, model, tokenizer, task=JudgedToy(max_problem_chars=40))
+    again = module.rescore(tmp_path, model, tokenizer, task=judged_toy())
     assert set(again["judges"]) == set(summary["critic_eval"]["judges"])
     for judge, row in summary["critic_eval"]["judges"].items():  # the run's verdicts, read back from final/
         assert again["judges"][judge] == pytest.approx(row), judge

@@ -134,7 +134,7 @@ class StepClock:
 
 
 def measure(args) -> None:
-    model, tokenizer = load_base(args.model)
+    model, tokenizer = load_base(args.model, prepack=args.prepack)
     weights = weight_bytes(model)
     slots = [f"A{i}" for i in range(max(args.adapters))]
     bank = AdapterBank(model, slots, rank=8, alpha=16, target_modules=MODULES, tokenizer=tokenizer)
@@ -186,7 +186,7 @@ def report(args, weights, timings, bandwidth, prompts) -> None:
     print(
         f"\nRollouts: {args.model} fp32, batch {args.batch}, prompts {min(map(len, prompts))}-"
         f"{max(map(len, prompts))} tokens, {args.tokens} new tokens, {args.threads} threads, "
-        f"{args.repeats} interleaved rounds (totals: best round; decode: median step)"
+        f"{args.repeats} interleaved rounds (totals: best round; decode: median step), prepack {args.prepack}"
     )
     print(
         f"read bandwidth {bandwidth:.1f} GB/s, base weights {weights / 1e9:.3f} GB, "
@@ -229,6 +229,13 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=0, help="keep the last N prompt tokens (0: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--prepack",
+        type=lambda v: {"true": True, "false": False}.get(v, v),
+        choices=["auto", True, False],
+        default="auto",
+        help="model.prepack for the measured model (auto: what a run uses; false: F.linear everywhere)",
+    )
     parser.add_argument("--no-rss", dest="rss", action="store_false", help="skip the 2-step gsm run")
     parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of one call")
     parser.add_argument("--quick", action="store_true", help="tiny random model, tiny sizes (smoke test)")

@@ -1,4 +1,4 @@
-"""The oneDNN-packed LM head: outputs within the set tolerance of ``F.linear`` (fp32, bf16), its
+"""The oneDNN-packed LM head and layers: outputs within the set tolerance of ``F.linear`` (fp32, bf16), its
 gradient, its fallbacks, the config switch, and rollout vs update log-probs on the tiny models."""
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from evolora.model.prepack import (
     PackedLinear,
     check_prepack,
     head_linear,
+    layer_linears,
     prepack_head,
+    prepack_model,
     prepack_supported,
 )
 
@@ -97,9 +99,18 @@ def test_fallbacks_a_changed_weight_another_dtype_and_a_trained_weight():
     assert not packed.uses_pack(x)
 
 
-def test_a_biased_or_gpu_layer_is_refused():
-    with pytest.raises(ValueError, match="bias-free linear layer on the CPU"):
-        PackedLinear.from_linear(torch.nn.Linear(4, 3))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_biased_layer_packs_its_bias_and_a_layer_off_the_cpu_is_refused(dtype):
+    _needs(dtype)
+    layer = _linear(dtype)
+    layer.bias = torch.nn.Parameter(torch.linspace(-1, 1, 300).to(dtype), requires_grad=False)
+    packed = PackedLinear.from_linear(layer)
+    x = torch.randn(2, 3, 96, generator=torch.Generator().manual_seed(6)).to(dtype)
+    out, reference = packed(x).float(), F.linear(x, layer.weight, layer.bias).float()
+    assert packed.uses_pack(x) and packed.bias is layer.bias
+    assert (out - reference).abs().max() <= CHECK_TOLERANCE[dtype] * reference.abs().max()
+    with pytest.raises(ValueError, match="linear layer on the CPU"):
+        PackedLinear.from_linear(torch.nn.Linear(4, 3, device="meta"))
 
 
 def test_auto_packs_large_fp32_heads_only_and_true_packs_a_tied_tiny_head():
@@ -127,7 +138,7 @@ def test_bad_settings_are_refused_before_a_model_loads():
 
     with pytest.raises(ValueError, match="model.prepack must be auto, true or false"):
         check_prepack("yes please", "cpu", torch.float32)
-    with pytest.raises(ValueError, match="goes to cuda"):
+    with pytest.raises(ValueError, match="the model goes to cuda"):
         check_prepack(True, "cuda", torch.float32)
     with pytest.raises(ValueError, match="cannot pack a torch.float16 head"):
         check_prepack(True, "cpu", torch.float16)
@@ -171,12 +182,12 @@ def _rollout_and_update(model, dtype: torch.dtype) -> tuple[torch.Tensor, torch.
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("model_type", list(ARCHITECTURES))
-def test_rollout_and_update_log_probs_agree_with_the_packed_head(model_type, dtype):
-    """Both paths run the model's (packed) head; they stay within the set tolerance, and the packed
-    update path stays as close to the unpacked one."""
+def test_rollout_and_update_log_probs_agree_with_the_packed_model(model_type, dtype):
+    """Both paths run the model's packed head and layers; they stay within the set tolerance, and
+    the packed update path stays as close to the unpacked one."""
     _needs(dtype)
     plain, packed = _sharp(model_type, dtype), _sharp(model_type, dtype)
-    assert prepack_head(packed, True)
+    assert prepack_model(packed, True) == (True, len(layer_linears(plain)))
     with torch.no_grad():
         rollout, update = _rollout_and_update(packed, dtype)
         plain_rollout, plain_update = _rollout_and_update(plain, dtype)
@@ -187,9 +198,9 @@ def test_rollout_and_update_log_probs_agree_with_the_packed_head(model_type, dty
 
 
 @pytest.mark.parametrize("path", ["update", "forward"])
-def test_gradient_below_the_packed_head_matches_f_linear(path):
+def test_gradient_below_the_packed_model_matches_f_linear(path):
     """The gradient to a weight below the head (the final norm's, a stand-in for an adapter) is the
-    same through the packed head: on the update path (``token_logprobs``) and through the model's
+    same through the packed head and layers: on the update path (``token_logprobs``) and through the model's
     own forward (the packed autograd function)."""
     _needs(torch.float32)
     samples = [Sample((5, 6, 7, 8), (9, 10, 11), 0.0, "g"), Sample((12, 13, 4, 3), (14, 15, 16), 0.0, "g")]
@@ -197,7 +208,7 @@ def test_gradient_below_the_packed_head_matches_f_linear(path):
     grads = []
     for pack in (False, True):
         model = _sharp("llama")
-        assert prepack_head(model, pack) == pack
+        assert prepack_model(model, pack) == ((True, 14) if pack else (False, 0))  # head, 2 × 7 linears
         norm = model.model.norm.weight.requires_grad_(True)
         if path == "update":
             logp, mask = completion_logprobs(model, samples)

@@ -78,10 +78,12 @@ class ModelConfig(_Section):
     an int is used as given (pin one when a run must replay bit for bit: thread counts change float
     sums); None keeps torch's default. Ray workers: 1 unless an int is given."""
     prepack: AutoBool = "auto"
-    """oneDNN-packed copy of the frozen LM head on the CPU, used by rollouts and updates alike
-    (:mod:`evolora.model.prepack`): ``auto`` packs a float32 head of at least 2**20 weights when this
-    torch has the ops and they pass a one-shot check (1 thread, batch 8: 2.45x faster for SmolLM2's);
-    ``true`` packs any float32 or bfloat16 head on the CPU (an error where it cannot); ``false``: ``F.linear``."""
+    """oneDNN-packed copies of the frozen base's linears on the CPU, used by rollouts and updates alike
+    (:mod:`evolora.model.prepack`): ``auto`` packs a float32 LM head of at least 2**20 weights (1 thread,
+    batch 8: 2.45x faster for SmolLM2's) and the float32 decoder linears of at least 2**18 weights when
+    their copies take at most 1/8 of the memory available (SmolLM2: +398 MB), where this torch has the
+    ops and they pass a one-shot check; ``true`` packs the head and every frozen linear in float32 or
+    bfloat16 on the CPU (an error where it cannot); ``false``: ``F.linear``."""
     device: Device = "auto"
     """Where the base, the adapters and every tensor live: ``auto`` (cuda when torch sees a GPU, else
     cpu), ``cpu``, ``cuda`` or ``cuda:N``, in process or on each Ray worker (one GPU each)."""

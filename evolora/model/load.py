@@ -87,7 +87,8 @@ def load_base(
             (:func:`evolora.model.dtype.auto_dtype` for the resolved device) for the base weights.
         num_threads: an int: ``torch.set_num_threads`` (process-wide) first; ``"auto"``: the free cores
             now (:mod:`evolora.model.threads`); None: torch's default.
-        prepack: ``model.prepack`` (:func:`evolora.model.prepack.prepack_head`): the LM head packed on the CPU.
+        prepack: ``model.prepack`` (:func:`evolora.model.prepack.prepack_model`): the LM head and the
+            decoder's linears packed on the CPU.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:func:`evolora.model.device.resolve_device`,
             resolved before anything loads); the weights move there.
 

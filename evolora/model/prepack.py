@@ -1,27 +1,32 @@
-"""A oneDNN-packed copy of the frozen LM head on the CPU, shared by rollouts and updates.
+"""oneDNN-packed copies of the frozen base linears on the CPU, shared by rollouts and updates.
 
 At 1 thread and batch 8, the fp32 SmolLM2 LM head (49152 × 576) ran 2.45x faster (70.3 → 28.7 ms
 on a shared 2-core Intel Xeon, docs/performance.md) with its weight reordered once into oneDNN's
 blocked layout (``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by ``_linear_pointwise``:
-the ops Inductor's freezing pass uses, here called eagerly. The outputs differ from ``F.linear`` by
-float reassociation (1.5e-5 there), so the paths whose log-probs must agree (the
-rollout's decode and the update's :func:`evolora.generation.logprobs.token_logprobs`) use one
-GEMM: :func:`prepack_head` swaps the model's own head module for a :class:`PackedLinear`, whose
-:meth:`~PackedLinear.linear` both paths call.
+the ops Inductor's freezing pass uses, here called eagerly. The decoder's own linears gain less
+per call (gate/up 1536 × 576 at batch 8: 653 → 411 µs, down 623 → 382 µs, q/o 108 → 104 µs; the
+192 × 576 k/v 34 → 46 µs, slower, so ``auto`` leaves layers under :data:`AUTO_MIN_LAYER_WEIGHTS`).
+The outputs differ from ``F.linear`` by float reassociation (1.5e-5 there), so the paths whose
+log-probs must agree (the rollout's decode and the update's
+:func:`evolora.generation.logprobs.token_logprobs`) use one GEMM: :func:`prepack_head` and
+:func:`prepack_layers` swap the model's own modules for :class:`PackedLinear`, whose
+:meth:`~PackedLinear.linear` both paths call (adapters wrap it as they wrap ``nn.Linear``).
 
-    prepack_head(model, "auto")     # True when packed: float32 CPU heads of >= 2**20 weights
+    prepack_model(model, "auto")    # (head packed?, number of layer linears packed)
     head = model.get_output_embeddings()
     head.linear(hidden)             # (…, d) -> (…, V), the packed GEMM (F.linear off the CPU)
 
-The packed copy costs V × d more weights (113 MB for SmolLM2 in fp32); the head's own weight
-stays (tied embeddings keep sharing it). Gradients flow to the input only: backward is
-``grad_out @ W``, the frozen weight gets none (:class:`PackedLinear` falls back to ``F.linear``
-when the weight requires grad).
+Each packed copy costs its weights once more (the head 113 MB and the layers 398 MB for SmolLM2 in
+fp32): ``auto`` packs the layers only where their copies take at most :data:`MEMORY_SHARE` of the
+memory available. The modules' own weights stay (tied embeddings keep sharing the head's; the
+update's backward reads them). Gradients flow to the input only: backward is ``grad_out @ W``, the
+frozen weight gets none (:class:`PackedLinear` falls back to ``F.linear`` when the weight requires grad).
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -32,6 +37,12 @@ if TYPE_CHECKING:
 
 AUTO_MIN_WEIGHTS = 2**20
 """``prepack: auto`` packs heads of at least this many weights (the reorder pays on large GEMMs only)."""
+AUTO_MIN_LAYER_WEIGHTS = 2**18
+"""``prepack: auto`` packs the decoder's linears of at least this many weights (SmolLM2's q/o, gate/up
+and down; not its 192 × 576 k/v, which ran slower packed)."""
+MEMORY_SHARE = 0.125
+"""``prepack: auto`` packs the decoder's linears only when their copies take at most this share of the
+memory available now (``MemAvailable``; always where it cannot be read)."""
 CHECK_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-2}
 """Max |packed − F.linear| / max |F.linear| of the one-shot check (:func:`prepack_supported`) and the tests."""
 
@@ -41,9 +52,10 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 
-def packed_linear(x: torch.Tensor, packed: torch.Tensor, d_out: int) -> torch.Tensor:
-    """``x @ Wᵀ`` through the packed weight, no gradient. Shapes: x (…, d_in) -> (…, d_out)."""
-    out = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, d_out: int, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ Wᵀ (+ bias)`` through the packed weight, no gradient. Shapes: x (…, d_in), bias (d_out,)
+    -> (…, d_out)."""
+    out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
     assert out.shape[-1] == d_out, (out.shape, d_out)
     return out
 
@@ -71,42 +83,43 @@ def prepack_supported(dtype: torch.dtype) -> bool:
 
 
 class _PackedMatmul(torch.autograd.Function):
-    """y = x Wᵀ through the packed copy; backward: grad_x = grad_y W (the frozen W gets none)."""
+    """y = x Wᵀ (+ b) through the packed copy; backward: grad_x = grad_y W (the frozen W and b get none)."""
 
     @staticmethod
-    def forward(ctx, x, weight, packed):
+    def forward(ctx, x, weight, packed, bias):
         ctx.save_for_backward(weight)
-        return packed_linear(x, packed, weight.shape[0])
+        return packed_linear(x, packed, weight.shape[0], bias)
 
     @staticmethod
     def backward(ctx, grad_out):
         (weight,) = ctx.saved_tensors
-        return grad_out.to(weight.dtype) @ weight, None, None
+        return grad_out.to(weight.dtype) @ weight, None, None, None
 
 
 class PackedLinear(torch.nn.Linear):
-    """A bias-free frozen ``nn.Linear`` whose forward runs the oneDNN-packed copy of its weight.
+    """A frozen ``nn.Linear`` whose forward runs the oneDNN-packed copy of its weight.
 
-    It holds the original ``weight`` Parameter (shared with a tied embedding, saved as before) and
+    It holds the original ``weight`` and ``bias`` Parameters (a weight shared with a tied embedding,
+    saved as before) and
     the packed copy as a plain attribute (not in ``state_dict``). Inputs of another dtype or
-    device, a weight that requires grad, or a weight changed or replaced since packing (its
+    device, a weight or bias that requires grad, or a weight changed or replaced since packing (its
     ``_version``, storage or dtype) take ``F.linear``. Build it with :meth:`from_linear`.
     """
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear) -> PackedLinear:
-        """Wrap ``linear`` (bias-free, on the CPU): same weight Parameter, a packed copy beside it.
+        """Wrap ``linear`` (on the CPU): same weight and bias Parameters, a packed copy beside them.
 
         Raises:
-            ValueError: ``linear`` has a bias or is not on the CPU.
+            ValueError: ``linear`` is not on the CPU.
         """
-        if linear.bias is not None or linear.weight.device.type != "cpu":
-            raise ValueError("only a bias-free linear layer on the CPU can be packed")
+        if linear.weight.device.type != "cpu":
+            raise ValueError("only a linear layer on the CPU can be packed")
         module = cls.__new__(cls)
         torch.nn.Module.__init__(module)
         module.in_features, module.out_features = linear.in_features, linear.out_features
         module.weight = linear.weight
-        module.register_parameter("bias", None)
+        module.bias = linear.bias
         module.repack()
         return module
 
@@ -117,12 +130,13 @@ class PackedLinear(torch.nn.Linear):
 
     def uses_pack(self, x: torch.Tensor) -> bool:
         """Whether :meth:`linear` of ``x`` runs the packed copy."""
-        weight = self.weight
+        weight, bias = self.weight, self.bias
         return (
             x.device.type == "cpu"
             and weight.device.type == "cpu"
             and x.dtype == weight.dtype
             and not weight.requires_grad
+            and (bias is None or (not bias.requires_grad and bias.dtype == weight.dtype))
             and (weight._version, weight.data_ptr(), weight.dtype) == self.packed_as
         )
 
@@ -132,10 +146,11 @@ class PackedLinear(torch.nn.Linear):
         if weight is not None and weight is not self.weight:
             return F.linear(x, weight)
         if not self.uses_pack(x):
-            return F.linear(x, self.weight)
-        if x.requires_grad:
-            return _PackedMatmul.apply(x, self.weight, self.packed)
-        return packed_linear(x, self.packed, self.out_features)
+            return F.linear(x, self.weight, self.bias)
+        if x.requires_grad:  # 2-D through the Function: its output must not be a view (adapters add in place)
+            out = _PackedMatmul.apply(x.reshape(-1, x.shape[-1]), self.weight, self.packed, self.bias)
+            return out.view(*x.shape[:-1], self.out_features)
+        return packed_linear(x, self.packed, self.out_features, self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x)
@@ -143,6 +158,8 @@ class PackedLinear(torch.nn.Linear):
     def __deepcopy__(self, memo: dict) -> PackedLinear:
         copy = PackedLinear.from_linear(torch.nn.Linear(self.in_features, self.out_features, bias=False))
         copy.weight = torch.nn.Parameter(self.weight.detach().clone(), requires_grad=self.weight.requires_grad)
+        if self.bias is not None:
+            copy.bias = torch.nn.Parameter(self.bias.detach().clone(), requires_grad=self.bias.requires_grad)
         copy.repack()
         return copy
 
@@ -191,6 +208,71 @@ def prepack_head(model: CausalLM, setting: Literal["auto"] | bool = "auto") -> b
     return True
 
 
+def _available_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (None where it cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def layer_linears(model: CausalLM, min_weights: int = 0) -> list[tuple[str, torch.nn.Linear]]:
+    """The frozen plain ``nn.Linear`` modules of ``model`` other than its LM head, with at least
+    ``min_weights`` weights: ``(qualified name, module)`` in module order."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return [
+        (name, module)
+        for name, module in model.named_modules()
+        if type(module) is torch.nn.Linear
+        and module is not head
+        and not module.weight.requires_grad
+        and module.weight.numel() >= min_weights
+    ]
+
+
+def prepack_layers(model: CausalLM, setting: Literal["auto"] | bool = "auto") -> int:
+    """Swap the decoder's frozen linears (:func:`layer_linears`) for :class:`PackedLinear` in place.
+
+    ``"auto"``: float32 CPU linears of at least :data:`AUTO_MIN_LAYER_WEIGHTS` weights, where
+    :func:`prepack_supported` and their copies take at most :data:`MEMORY_SHARE` of the memory
+    available; ``True``: every frozen float32 or bfloat16 CPU linear; ``False``: nothing. Returns the
+    number of linears packed now (0 where none qualify). Call it before adapters wrap the layers.
+
+    Raises:
+        ValueError: ``True`` where it cannot be done (weights off the CPU, or a dtype this torch
+            cannot pack), or a setting other than auto/True/False.
+    """
+    if setting not in ("auto", True, False):
+        raise ValueError(f"model.prepack must be auto, true or false; got {setting!r}")
+    chosen = layer_linears(model, AUTO_MIN_LAYER_WEIGHTS if setting == "auto" else 0) if setting is not False else []
+    if not chosen:
+        return 0
+    weight = chosen[0][1].weight
+    supported = weight.device.type == "cpu" and prepack_supported(weight.dtype)
+    if setting == "auto":
+        available = _available_bytes()
+        copies = sum(m.weight.numel() * m.weight.element_size() for _, m in chosen)
+        if not supported or weight.dtype != torch.float32 or (available and copies > MEMORY_SHARE * available):
+            return 0
+    elif not supported:
+        raise ValueError(
+            f"model.prepack=true, but this torch cannot pack {weight.dtype} linears on {weight.device.type}; "
+            "set model.prepack=auto or false"
+        )
+    for name, module in chosen:
+        parent, _, leaf = name.rpartition(".")
+        setattr(model.get_submodule(parent), leaf, PackedLinear.from_linear(module))
+    return len(chosen)
+
+
+def prepack_model(model: CausalLM, setting: Literal["auto"] | bool = "auto") -> tuple[bool, int]:
+    """:func:`prepack_head` and :func:`prepack_layers` of ``model`` in place: (head packed, layers packed)."""
+    return prepack_head(model, setting), prepack_layers(model, setting)
+
+
 def check_prepack(setting, device: str, dtype: torch.dtype) -> None:
     """Refuse, before a model loads, a ``model.prepack`` setting that cannot hold: not auto/True/False,
     or ``True`` off the CPU or in a dtype this torch cannot pack (:func:`prepack_supported`).
@@ -202,7 +284,8 @@ def check_prepack(setting, device: str, dtype: torch.dtype) -> None:
         raise ValueError(f"model.prepack must be auto, true or false; got {setting!r}")
     if setting is True and not str(device).startswith("cpu"):
         raise ValueError(
-            f"model.prepack=true packs a CPU LM head, but the model goes to {device}; set model.prepack=auto"
+            f"model.prepack=true packs the base's linears on a CPU, but the model goes to {device}; "
+            "set model.prepack=auto"
         )
     if setting is True and not prepack_supported(dtype):
         raise ValueError(
@@ -212,6 +295,6 @@ def check_prepack(setting, device: str, dtype: torch.dtype) -> None:
 
 
 def prepacked(model: CausalLM, setting: Literal["auto"] | bool) -> CausalLM:
-    """``model`` after :func:`prepack_head` (the same object)."""
-    prepack_head(model, setting)
+    """``model`` after :func:`prepack_model` (the same object)."""
+    prepack_model(model, setting)
     return model

@@ -118,8 +118,9 @@ def test_the_triton_stack_adds_the_torch_stacks_delta(interpreted, reordered):
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["llama", "qwen3"])
 def test_the_graph_engine_with_the_triton_kernels_gives_eager_tokens(interpreted, monkeypatch, model_type):
-    """Every sibling group's delta by the routed kernels and the rotary + k/v write by its kernel
-    (q/k norms first for qwen3), interpreted in fp32: greedy and sampled tokens equal the eager engine's."""
+    """Every sibling group's delta by the routed kernels, the rotary + k/v write, the SiLU·mul and the
+    attention (each row between its own bounds: row 1 is left-padded) by their kernels (q/k norms first
+    for qwen3), interpreted in fp32: greedy and sampled tokens equal the eager engine's."""
     from arch_helpers import tiny_decoder
 
     from evolora.generation.decode import decode
@@ -137,7 +138,7 @@ def test_the_graph_engine_with_the_triton_kernels_gives_eager_tokens(interpreted
     names = ["A0", BASE, "A1", "A0"]
     engine = GraphDecoder(bank, check_every=3)
     w = engine.weights
-    assert w.kernels == "triton" and w.fused_rotary and not w.flipped
+    assert w.kernels == "triton" and w.fused_rotary and not w.flipped and w.fused_mlp and w.flash_decode
     assert all(g.lora is None or g.lora.backend == "triton" for _, _, groups in w.layers for g in groups)
     greedy = Sampling(max_new_tokens=8, greedy=True)
     sampled = Sampling(max_new_tokens=8, greedy=False, temperature=0.9, top_p=0.95)

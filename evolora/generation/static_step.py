@@ -36,6 +36,8 @@ import torch
 import torch.nn.functional as F
 
 from evolora.generation.kernels import Backend, kernel_backend
+from evolora.generation.kernels.attention_torch import attend_torch, row_bounds
+from evolora.generation.kernels.attention_torch import attention_bias as _additive_mask
 from evolora.generation.lora_stack import DenseStack, onehot_slots
 from evolora.generation.registry import check_graph
 
@@ -178,14 +180,24 @@ class StaticWeights:
     None: :func:`~evolora.generation.kernels.kernel_backend` of the model's device, chosen here once.
     With ``"triton"`` every sibling group's delta is the routed shrink/expand pair, and, for a
     power-of-two head size, the rotary of q/k with the k/v cache write is one kernel per layer
-    (``fused_rotary``).
+    (``fused_rotary``); with ``fused_mlp`` (and a SiLU-gated MLP) silu(gate) · up is one kernel, and
+    with ``flash_decode`` the attention is one kernel reading each row's filled columns only
+    (:mod:`evolora.generation.kernels.attention_triton`). Both flags are ignored on the torch backend.
 
     Raises:
         ValueError: the model's ``model_type`` is not one the step computes
             (:data:`evolora.generation.registry.SUPPORTED`, :func:`~evolora.generation.registry.check_graph`).
     """
 
-    def __init__(self, bank: RoutedBank, *, swapped_copy: bool | None = None, kernels: Backend | None = None) -> None:
+    def __init__(
+        self,
+        bank: RoutedBank,
+        *,
+        swapped_copy: bool | None = None,
+        kernels: Backend | None = None,
+        fused_mlp: bool = True,
+        flash_decode: bool = True,
+    ) -> None:
         base = bank.model.get_base_model() if hasattr(bank.model, "get_base_model") else bank.model
         config = base.config
         check_graph(model_type=config.model_type)
@@ -229,10 +241,26 @@ class StaticWeights:
             from evolora.generation.kernels.rotary_triton import rotary_kv_write
 
             self.rotary_kernel = rotary_kv_write
+        self._fuse(config, fused_mlp, flash_decode)
         self.dtype = self.head.dtype
         self.device = self.head.device
         self.vocab = self.head.shape[0]
         self.refresh(list(range(self.slots)))
+
+    def _fuse(self, config, fused_mlp: bool, flash_decode: bool) -> None:
+        """Set ``fused_mlp``, ``flash_decode`` and their kernels (None where the torch path runs)."""
+        triton = self.kernels == "triton"
+        self.fused_mlp = triton and fused_mlp and getattr(config, "hidden_act", None) in ("silu", "swish")
+        self.flash_decode = triton and flash_decode
+        self.mlp_kernel = self.attention_kernel = None
+        if self.fused_mlp:
+            from evolora.generation.kernels.silu_mul_triton import silu_mul
+
+            self.mlp_kernel = silu_mul
+        if self.flash_decode:
+            from evolora.generation.kernels.attention_triton import decode_attention
+
+            self.attention_kernel = decode_attention
 
     def refresh(self, slot_indices: list[int]) -> None:
         """Copy bank slots ``slot_indices``' current factors into the stacked buffers, in place."""
@@ -287,9 +315,7 @@ def step_tables(w: StaticWeights, hidden: torch.Tensor, position: torch.Tensor) 
 
 def attention_bias(w: StaticWeights, valid: torch.Tensor, window: int) -> torch.Tensor:
     """The additive mask of one step, (R·H_kv, 1, W) in the model's dtype: 0 where ``valid``, −inf elsewhere."""
-    rows = valid.shape[0]
-    bias = torch.full((rows, w.kv_heads, 1, window), -float("inf"), dtype=w.dtype, device=valid.device)
-    return bias.masked_fill_(valid[:, None, None, :window], 0.0).view(rows * w.kv_heads, 1, window)
+    return _additive_mask(valid[:, :window], w.kv_heads, w.dtype)
 
 
 def decode_step(
@@ -316,29 +342,32 @@ def decode_step(
     (:func:`step_tables`); one ``index_copy_`` of k|v into the cache; the q heads read in place (with
     ``w.kernels == "triton"``: the routed LoRA as two kernels per sibling group and the rotary with the
     k/v write as one, :func:`_rotate`); the scores as one ``baddbmm``
-    onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``;
-    the o and down projections accumulate onto the residual stream in place (:func:`_project`).
+    onto the additive mask (:func:`attention_bias`), one softmax (accumulated in fp32), one ``bmm``
+    (``w.flash_decode``: one kernel between each row's bounds, :func:`_attend`); silu(gate) · up as two
+    element-wise kernels (``w.fused_mlp``: one); the o and down projections accumulate onto the
+    residual stream in place (:func:`_project`).
     In fp32 this computes HF's layer up to summation order (the fused GEMMs; residual + W x + delta
     rather than residual + (W x + delta)).
     """
-    rows = tokens.shape[0]
     valid.index_fill_(1, column, True)
-    bias = attention_bias(w, valid, window)
+    seen = valid[:, :window]
+    mask = row_bounds(seen) if w.flash_decode else attention_bias(w, valid, window)  # per step, not per layer
     hidden = w.embed(tokens)  # (R, d)
     tables = _raw_tables(w, hidden, position) if w.fused_rotary else step_tables(w, hidden, position)
     route = onehot if w.kernels == "torch" else onehot_slots(onehot)  # the Triton kernels read slots
-    hq, alpha = w.heads, 1.0 if w.fold_scaling else w.scaling
+    alpha = 1.0 if w.fold_scaling else w.scaling
     for i, (layer, attn, (qkv, out, gate_up, down)) in enumerate(w.layers):
         x = _norm(hidden, layer.input_layernorm)
         q = _rotate(w, _project(x, qkv, route), attn, tables, kv[i], column)  # (R·H_kv, G, D)
-        kc = kv[i, 0, :, :, :window].flatten(0, 1)  # (R·H_kv, W, D), a view
-        vc = kv[i, 1, :, :, :window].flatten(0, 1)
-        probs = torch.baddbmm(bias, q, kc.transpose(1, 2), alpha=alpha).softmax(dim=-1)  # (R·H_kv, G, W)
-        context = torch.bmm(probs, vc).view(rows, hq * w.head_dim)
-        hidden = _project(context, out, route, into=hidden)
+        hidden = _project(_attend(w, q, kv[i, :, :, :, :window], seen, mask, alpha), out, route, into=hidden)
         x = _norm(hidden, layer.post_attention_layernorm)
-        g, u = _project(x, gate_up, route).split(gate_up.sizes, dim=-1)
-        hidden = _project(layer.mlp.act_fn(g) * u, down, route, into=hidden)
+        y = _project(x, gate_up, route)  # (R, 2·I): gate, then up
+        if w.fused_mlp:
+            y = w.mlp_kernel(y)
+        else:
+            g, u = y.split(gate_up.sizes, dim=-1)
+            y = layer.mlp.act_fn(g) * u
+        hidden = _project(y, down, route, into=hidden)
     return _linear(_norm(hidden, w.norm), w.head, None)
 
 
@@ -374,6 +403,22 @@ def _rotate(
         y = y * tables[0] + swapped * tables[1]
     kv.index_copy_(3, column, y[:, :, :2].permute(2, 0, 1, 3).unsqueeze(3))  # k|v (2, R, H_kv, 1, D)
     return y[:, :, 2:].flatten(0, 1)  # a view
+
+
+def _attend(
+    w: StaticWeights, q: torch.Tensor, kv: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """One layer's attention context (R, H_q·D) of the q heads (R·H_kv, G, D) over ``kv`` (2, R, H_kv, W, D),
+    the window's columns: the torch path (``mask`` the additive mask, :func:`attention_bias`) or the
+    flash-decode kernel (``mask`` the rows' bounds, :func:`~evolora.generation.kernels.attention_torch.row_bounds`
+    of ``valid`` (R, W))."""
+    rows = valid.shape[0]
+    if w.flash_decode:
+        q = q.view(rows, w.kv_heads, w.heads // w.kv_heads, w.head_dim)
+        context = w.attention_kernel(q, kv[0], kv[1], valid, mask, scale)
+    else:
+        context = attend_torch(q, kv[0].flatten(0, 1), kv[1].flatten(0, 1), mask, scale)  # (R·H_kv, W, D) views
+    return context.view(rows, w.heads * w.head_dim)
 
 
 def _norm(x: torch.Tensor, module) -> torch.Tensor:

@@ -5,6 +5,11 @@
   Triton kernels (shrink, expand) with the same arguments;
 * :mod:`~evolora.generation.kernels.rotary_torch` / :mod:`~evolora.generation.kernels.rotary_triton`:
   rotary of a step's q/k heads with the k/v cache write, in torch and in one Triton kernel;
+* :mod:`~evolora.generation.kernels.silu_mul_torch` / :mod:`~evolora.generation.kernels.silu_mul_triton`:
+  the gated MLP's silu(gate) · up of the fused gate/up output, in torch and in one Triton kernel;
+* :mod:`~evolora.generation.kernels.attention_torch` / :mod:`~evolora.generation.kernels.attention_triton`:
+  one decode step's attention over the static cache (grouped-query heads folded, per-row bounds), in
+  torch (the whole window) and in one Triton flash-decode kernel;
 * :mod:`~evolora.generation.kernels.stop_mask`: which new tokens could end a stop string, so the
   host decodes only those rows.
 
@@ -29,7 +34,8 @@ import torch
 from evolora.generation.kernels.lora_torch import Columns, routed_lora_torch
 
 Backend = Literal["torch", "triton"]
-"""What computes the static step's routed LoRA and rotary: the torch path or the Triton kernels."""
+"""What computes the static step's routed LoRA, rotary, SiLU·mul and attention: the torch path or the
+Triton kernels."""
 
 BACKEND_VARIABLE = "EVOLORA_KERNELS"
 """Environment variable that forces the backend (``torch`` or ``triton``) for every later choice."""
@@ -71,7 +77,7 @@ def _chosen(device_type: str, forced: str) -> Backend:
 
 
 def feature_test(device: torch.device) -> None:
-    """Run both Triton kernels once on tiny fp32 tensors on ``device`` against the torch path.
+    """Run every Triton kernel once on tiny fp32 tensors on ``device`` against the torch path.
 
     Raises:
         AssertionError: a result off by more than 1e-4; any error triton raises compiling or launching.
@@ -89,6 +95,25 @@ def feature_test(device: torch.device) -> None:
     kv, column = torch.zeros(2, 2, 1, 4, 8, device=device), torch.tensor([1], device=device)
     want_q = rotary_kv_write_torch(y, cos, sin, kv.clone(), column)
     assert (rotary_kv_write(y, cos, sin, kv, column) - want_q).abs().max() <= 1e-4, "rotary"
+    _feature_test_step(device, g)
+
+
+def _feature_test_step(device: torch.device, g: torch.Generator) -> None:
+    """The SiLU·mul and decode attention kernels against their torch references (part of :func:`feature_test`)."""
+    from evolora.generation.kernels.attention_torch import decode_attention_torch, row_bounds
+    from evolora.generation.kernels.attention_triton import decode_attention
+    from evolora.generation.kernels.silu_mul_torch import silu_mul_torch
+    from evolora.generation.kernels.silu_mul_triton import silu_mul
+
+    y = torch.randn(3, 40, generator=g, device="cpu").to(device)
+    assert (silu_mul(y) - silu_mul_torch(y)).abs().max() <= 1e-4, "SiLU·mul"
+    q, k, v = (
+        torch.randn(shape, generator=g, device="cpu").to(device) for shape in [(2, 2, 3, 16)] + [(2, 2, 20, 16)] * 2
+    )
+    valid = torch.zeros(2, 20, dtype=torch.bool, device=device)
+    valid[0, 3:17], valid[1, :9] = True, True
+    want = decode_attention_torch(q, k, v, valid, 0.25)
+    assert (decode_attention(q, k, v, valid, row_bounds(valid), 0.25) - want).abs().max() <= 1e-4, "attention"
 
 
 def routed_lora(

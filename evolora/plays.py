@@ -25,10 +25,11 @@ Source: PopuLoRA (arXiv 2605.16727) §2 (one game per step, PFSP matches, rating
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from evolora.registry import Registry, load_target, summary
 
 
 @dataclass
@@ -77,35 +78,22 @@ class PlaySpec:
         Raises:
             ValueError: the module cannot be imported, lacks the attribute, or it is not callable.
         """
-        return _load(self.target, self.name)
+        return load_target(self.target, f"play {self.name!r}")
 
     def load_evaluate(self) -> Callable[..., dict] | None:
         """The end-of-run evaluation function, or None when the play has none."""
-        return _load(self.evaluate, self.name) if self.evaluate is not None else None
+        return load_target(self.evaluate, f"play {self.name!r}") if self.evaluate is not None else None
 
 
-def _load(target: str, name: str) -> Callable:
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"play {name!r}: {target!r} is not of the form 'package.module:function'")
-    try:
-        found = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(
-            f"play {name!r}: cannot import module {module_name!r}: {error}; "
-            "put the folder that holds it on the import path (e.g. PYTHONPATH=.)"
-        ) from None
-    for part in attr.split("."):
-        if not hasattr(found, part):
-            raise ValueError(f"play {name!r}: module {module_name!r} has no attribute {attr!r}")
-        found = getattr(found, part)
-    if not callable(found):
-        raise ValueError(f"play {name!r}: {target!r} is not a function")
-    return found
+def _user_play(target: str) -> PlaySpec:
+    """The spec of a user's ``module:function`` (its function imported now)."""
+    return PlaySpec(target, target, summary(load_target(target, f"play {target!r}")))
 
 
 PLAYS: dict[str, PlaySpec] = {}
 """Registered plays by name (the shipped ones, then a user's)."""
+
+_PLAYS = Registry("play", entries=PLAYS, origin=lambda spec: spec.target, build=_user_play)
 
 
 def register_play(
@@ -117,20 +105,7 @@ def register_play(
     Raises:
         ValueError: ``name`` is empty, contains ``:`` or is already registered.
     """
-    if not name or ":" in name:
-        raise ValueError(f"a play name must be non-empty and hold no ':', got {name!r}")
-    if name in PLAYS:
-        raise ValueError(f"play {name!r} is already registered ({PLAYS[name].target}); pick another name")
-
-    def add(fn: Callable) -> Callable:
-        summary = doc or ((fn.__doc__ or "").strip().splitlines() or [""])[0]
-        PLAYS[name] = PlaySpec(name, f"{fn.__module__}:{fn.__qualname__}", summary, evaluate)
-        return fn
-
-    if target is not None:
-        PLAYS[name] = PlaySpec(name, target, doc, evaluate)
-        return lambda fn: fn
-    return add
+    return _PLAYS.register_target(name, target, doc, lambda target, doc: PlaySpec(name, target, doc, evaluate))
 
 
 register_play(
@@ -154,13 +129,4 @@ def play_spec(name: str) -> PlaySpec:
         ValueError: an unknown name (the message lists the registered ones) or a target that does
             not import.
     """
-    if name in PLAYS:
-        return PLAYS[name]
-    if ":" not in name:
-        raise ValueError(
-            f"unknown play {name!r}; use one of {sorted(PLAYS)}, or 'package.module:function' for your own"
-        )
-    fn = _load(name, name)
-    spec = PlaySpec(name, name, ((fn.__doc__ or "").strip().splitlines() or [""])[0])
-    PLAYS[name] = spec
-    return spec
+    return _PLAYS.get(name)

@@ -17,12 +17,14 @@ Kinds and the call signature of each (``fn``):
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from evolora.registry import Registry as Names
+from evolora.registry import load_target, summary, target_of
 
 __all__ = ["KINDS", "Param", "OperatorSpec", "Registry", "REGISTRY", "register", "DescribeRow"]
 
@@ -119,10 +121,6 @@ class DescribeRow(NamedTuple):
     doc: str
 
 
-def _first_line(text: str | None) -> str:
-    return (inspect.cleandoc(text).splitlines() or [""])[0] if text else ""
-
-
 def _signature_params(fn: Callable[..., Any]) -> dict[str, Param]:
     """Unbounded Params from a function's keyword-only arguments with defaults (``generator`` excluded)."""
     params = {}
@@ -137,16 +135,41 @@ def _signature_params(fn: Callable[..., Any]) -> dict[str, Param]:
     return params
 
 
+def _spec(
+    kind: str, name: str, fn: Callable[..., Any], params: Mapping[str, Param] | None = None, doc: str | None = None
+) -> OperatorSpec:
+    """The spec of ``fn`` as operator ``name`` of ``kind`` (see :meth:`Registry.register`).
+
+    Raises:
+        ValueError: params that do not match fn's signature, or a default outside its own range.
+    """
+    from_signature = _signature_params(fn)
+    if params is None:
+        params = from_signature
+    elif set(params) != set(from_signature):
+        raise ValueError(
+            f"{kind} {name!r}: declared params {sorted(params)} differ from {fn.__qualname__}'s "
+            f"keyword-only args {sorted(from_signature)}"
+        )
+    for param in params.values():
+        if param.default is not None or param.choices is not None:
+            param.check(param.default)
+    return OperatorSpec(name=name, kind=kind, fn=fn, params=dict(params), doc=doc or summary(fn))
+
+
 class Registry:
-    """Operators by (kind, name). Duplicate names raise; lookups and validation name what is allowed."""
+    """Operators by (kind, name): one :class:`evolora.registry.Registry` of each kind. Duplicate names
+    raise; lookups and validation name what is allowed."""
 
     def __init__(self) -> None:
         self._specs: dict[str, dict[str, OperatorSpec]] = {kind: {} for kind in KINDS}
 
-    def _kind(self, kind: str) -> dict[str, OperatorSpec]:
+    def _kind(self, kind: str, *, load: bool = False) -> Names[OperatorSpec]:
+        """The operators of ``kind``; with ``load``, a ``package.module:function`` is imported on first use."""
         if kind not in self._specs:
             raise ValueError(f"unknown operator kind {kind!r}; allowed: {', '.join(KINDS)}")
-        return self._specs[kind]
+        build = (lambda target: self._load(kind, target)) if load else None
+        return Names(kind, entries=self._specs[kind], origin=lambda spec: target_of(spec.fn), build=build)
 
     def register(
         self,
@@ -164,28 +187,12 @@ class Registry:
             doc: summary; default: the first line of fn's docstring.
 
         Raises:
-            ValueError: unknown kind, duplicate name, or params that do not match fn's signature.
+            ValueError: unknown kind, an empty name, one holding ':' or a duplicate, or params that
+                do not match fn's signature.
         """
-        specs = self._kind(kind)
-        if name in specs:
-            raise ValueError(
-                f"{kind} {name!r} is already registered (by {specs[name].fn.__module__}."
-                f"{specs[name].fn.__qualname__}); pick another name"
-            )
-        from_signature = _signature_params(fn)
-        if params is None:
-            params = from_signature
-        elif set(params) != set(from_signature):
-            raise ValueError(
-                f"{kind} {name!r}: declared params {sorted(params)} differ from {fn.__qualname__}'s "
-                f"keyword-only args {sorted(from_signature)}"
-            )
-        for pname, param in params.items():
-            if param.default is not None or param.choices is not None:
-                param.check(param.default)
-        spec = OperatorSpec(name=name, kind=kind, fn=fn, params=dict(params), doc=doc or _first_line(fn.__doc__))
-        specs[name] = spec
-        return spec
+        names = self._kind(kind)
+        names.check_new(name)
+        return names.register(name, _spec(kind, name, fn, params, doc))
 
     def decorator(self, kind: str, name: str | None = None, **params: Param) -> Callable[[Callable], Callable]:
         """Decorator form of :meth:`register`; returns the function unchanged. Name defaults to fn.__name__."""
@@ -198,18 +205,12 @@ class Registry:
 
     def get(self, kind: str, name: str) -> OperatorSpec:
         """Spec of ``name``; raises ValueError listing the registered names of ``kind``."""
-        specs = self._kind(kind)
-        if name not in specs:
-            raise ValueError(
-                f"unknown {kind} {name!r}; registered: {', '.join(sorted(specs))} "
-                f"(or 'package.module:function' for your own)"
-            )
-        return specs[name]
+        return self._kind(kind).get(name)
 
     def names(self, kind: str, *, resolved: bool = True) -> list[str]:
         """Registered names of ``kind``, sorted; with ``resolved=False`` without the
         ``"package.module:function"`` names that :meth:`resolve_callable` added at run time."""
-        return sorted(n for n in self._kind(kind) if resolved or ":" not in n)
+        return self._kind(kind).names(loaded=resolved)
 
     def validate(self, kind: str, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Check a config's parameters for operator ``name`` and return them with defaults filled in.
@@ -220,9 +221,7 @@ class Registry:
             ValueError: unknown kind/name, unknown parameter (message lists the allowed names), or a
                 value of the wrong type or out of range (message gives the range or choices).
         """
-        spec = (
-            self.resolve_callable(kind, name) if ":" in name and name not in self._kind(kind) else self.get(kind, name)
-        )
+        spec = self._kind(kind, load=True).get(name)
         params = dict(params or {})
         unknown = sorted(set(params) - set(spec.params))
         if unknown:
@@ -250,30 +249,15 @@ class Registry:
         Raises:
             ValueError: malformed target, module or attribute not found, not callable.
         """
-        specs = self._kind(kind)
-        if target in specs:
-            return specs[target]
-        module_name, sep, attr = target.partition(":")
-        if not sep or not module_name or not attr:
-            raise ValueError(f"{target!r} is not of the form 'package.module:function'")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as err:
-            raise ValueError(
-                f"cannot import module {module_name!r} for {kind} {target!r}: {err}; put the folder "
-                f"that holds it on the import path (e.g. PYTHONPATH=.)"
-            ) from err
-        fn = module
-        for part in attr.split("."):
-            if not hasattr(fn, part):
-                raise ValueError(f"module {module_name!r} has no attribute {attr!r} (for {kind} {target!r})")
-            fn = getattr(fn, part)
-        if not callable(fn):
-            raise ValueError(f"{target!r} is not callable")
-        declared = next((spec for spec in specs.values() if spec.fn is fn), None)  # registered on import
+        return self._kind(kind, load=True).get(target)
+
+    def _load(self, kind: str, target: str) -> OperatorSpec:
+        """The spec of a user's ``package.module:function`` (imported now), as its module declared it if it did."""
+        fn = load_target(target, f"{kind} {target!r}")
+        declared = next((spec for spec in self._specs[kind].values() if spec.fn is fn), None)  # registered on import
         if declared is not None:
-            return self.register(kind, target, fn, declared.params, declared.doc)
-        return self.register(kind, target, fn)
+            return _spec(kind, target, fn, declared.params, declared.doc)
+        return _spec(kind, target, fn)
 
     def describe(self, kind: str | None = None) -> list[DescribeRow]:
         """Rows (kind, name, "param=default [range]; …", first doc line) for a CLI listing."""

@@ -48,9 +48,11 @@ def user_module(tmp_path, monkeypatch):
     """The module on the import path; the registry as it was afterwards."""
     (tmp_path / f"{MODULE}.py").write_text(SOURCE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "ENGINES", dict(registry.ENGINES))
     monkeypatch.delitem(__import__("sys").modules, MODULE, raising=False)
-    return tmp_path
+    saved = dict(registry.ENGINES)
+    yield tmp_path
+    registry.ENGINES.clear()
+    registry.ENGINES.update(saved)
 
 
 def _yaml(tmp_path, engine: str):

@@ -16,11 +16,12 @@ An engine class is called once per bank as ``cls(model, tokenizer, bank)`` and k
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from evolora.registry import Registry, load_target, summary
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
 """``config.model_type`` values whose decoder layer the graph engine's step computes
@@ -47,29 +48,28 @@ class EngineSpec:
         Raises:
             ValueError: the module cannot be imported, lacks the attribute, or it is not callable.
         """
-        module_name, sep, attr = self.target.partition(":")
-        if not sep or not module_name or not attr:
-            raise ValueError(f"generation.engine {self.target!r} is not of the form 'package.module:Class'")
-        try:
-            found = importlib.import_module(module_name)
-        except ImportError as error:
-            raise ValueError(
-                f"generation.engine {self.name!r}: cannot import module {module_name!r}: {error}; "
-                "put the folder that holds it on the import path (e.g. PYTHONPATH=.)"
-            ) from None
-        for part in attr.split("."):
-            if not hasattr(found, part):
-                raise ValueError(f"generation.engine {self.name!r}: module {module_name!r} has no attribute {attr!r}")
-            found = getattr(found, part)
-        if not callable(found):
-            raise ValueError(f"generation.engine {self.name!r}: {self.target!r} is not a class or callable")
+        found = load_target(self.target, f"generation.engine {self.name!r}", "Class")
         from evolora.generation.user_engine import guard_engine, is_users
 
         return guard_engine(found, self.name) if is_users(found) else found  # a user's fails with its name
 
 
+def _user_engine(target: str) -> EngineSpec:
+    """The spec of a user's ``module:Class`` (its class imported now)."""
+    return EngineSpec(target, target, summary(EngineSpec(target, target, "").load()))
+
+
 ENGINES: dict[str, EngineSpec] = {}
 """Registered engines by name (the shipped ones, then a user's)."""
+
+_ENGINES = Registry(
+    "generation.engine",
+    form="Class",
+    entries=ENGINES,
+    reserved=(AUTO,),
+    origin=lambda spec: spec.target,
+    build=_user_engine,
+)
 
 
 def register_engine(
@@ -81,20 +81,7 @@ def register_engine(
     Raises:
         ValueError: ``name`` is empty, ``auto``, contains ``:`` or is already registered.
     """
-    if not name or name == AUTO or ":" in name:
-        raise ValueError(f"an engine name must be non-empty, not {AUTO!r}, and hold no ':', got {name!r}")
-    if name in ENGINES:
-        raise ValueError(f"engine {name!r} is already registered ({ENGINES[name].target}); pick another name")
-
-    def add(cls: type) -> type:
-        summary = doc or ((cls.__doc__ or "").strip().splitlines() or [""])[0]
-        ENGINES[name] = EngineSpec(name, f"{cls.__module__}:{cls.__qualname__}", summary, where)
-        return cls
-
-    if target is not None:
-        ENGINES[name] = EngineSpec(name, target, doc, where)
-        return lambda cls: cls
-    return add
+    return _ENGINES.register_target(name, target, doc, lambda target, doc: EngineSpec(name, target, doc, where))
 
 
 register_engine(
@@ -125,18 +112,7 @@ def engine_spec(name: str) -> EngineSpec:
         ValueError: an unknown name (the message lists the registered ones) or a target that does
             not import.
     """
-    if name in ENGINES:
-        return ENGINES[name]
-    if ":" not in name:
-        raise ValueError(
-            f"unknown generation.engine {name!r}; use {AUTO}, one of {sorted(ENGINES)}, "
-            "or 'package.module:Class' for your own"
-        )
-    spec = EngineSpec(name, name, "")
-    cls = spec.load()
-    spec = EngineSpec(name, name, ((cls.__doc__ or "").strip().splitlines() or [""])[0])
-    ENGINES[name] = spec
-    return spec
+    return _ENGINES.get(name)
 
 
 def check_graph(device: torch.device | str | None = None, model_type: str | None = None) -> None:

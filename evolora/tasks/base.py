@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from evolora.generation.types import Segment  # re-exported: a task's structured proposal
@@ -254,15 +254,3 @@ class Task(ABC):
 
     def close(self) -> None:
         """Release what the verifier holds (worker pools); a later call to it starts anew."""
-
-
-@dataclass
-class TaskRegistry:
-    """Maps task names used in YAML (``task.name``) to factories ``f(**params) -> Task``."""
-
-    factories: dict = field(default_factory=dict)
-
-    def register(self, name: str, factory) -> None:
-        if name in self.factories:
-            raise ValueError(f"task {name!r} is already registered; choose another name")
-        self.factories[name] = factory

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from evolora.registry import Registry
 from evolora.tasks.arith import ArithTask
-from evolora.tasks.base import Task, TaskRegistry
+from evolora.tasks.base import Task
 from evolora.tasks.code import CodeTask
 from evolora.tasks.gsm import GSMTask
 from evolora.tasks.params import params_signature
 from evolora.tasks.toy import ToyTask
+from evolora.tasks.user_task import build_task, load_factory
 
-_REGISTRY = TaskRegistry()
-TASKS = _REGISTRY.factories
+TASKS: dict[str, Callable[..., Task]] = {}
 """Registered task names → factories ``f(**params) -> Task`` (read-only by convention)."""
+
+_REGISTRY = Registry("task", form="factory", entries=TASKS, build=load_factory)
 
 
 def register_task(name: str, factory: Callable[..., Task]) -> None:
@@ -35,10 +38,6 @@ def make_task(name: str, **params) -> Task:
         TypeError: the factory did not return a :class:`evolora.tasks.base.Task`.
         evolora.user_code.UserCodeError: a user's ``module:factory`` raised or returned no Task.
     """
-    if name not in TASKS and ":" in name:
-        from evolora.tasks.user_task import load_factory
-
-        register_task(name, load_factory(name))
     task = _construct(name, params)
     if not isinstance(task, Task):
         raise TypeError(
@@ -49,11 +48,7 @@ def make_task(name: str, **params) -> Task:
 
 
 def _construct(name: str, params: dict):
-    if name not in TASKS:
-        raise ValueError(
-            f"unknown task {name!r}; registered tasks: {sorted(TASKS)}, or 'package.module:factory' for your own"
-        )
-    factory = TASKS[name]
+    factory = _REGISTRY.get(name)
     try:
         signature = params_signature(factory)
     except (TypeError, ValueError):
@@ -70,8 +65,6 @@ def _call(factory, name: str, params: dict):
     """``factory(**params)``; a user's ``module:factory`` through :func:`evolora.tasks.user_task.build_task`
     (an exception or a result that is no Task names it, and the task's methods are guarded)."""
     if ":" in name:
-        from evolora.tasks.user_task import build_task
-
         return build_task(factory, name, params)
     return factory(**params)
 

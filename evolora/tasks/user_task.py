@@ -13,9 +13,9 @@ the traceback); the run's last checkpoint is intact, so it resumes once the task
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable
 
+from evolora.registry import load_target
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task, Verdict
 from evolora.user_code import UserCodeError, describe_exception
 
@@ -40,25 +40,9 @@ def load_factory(name: str) -> Callable:
     import os
     import sys
 
-    module_name, _, attr = name.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"task.name {name!r} is not of the form 'package.module:factory'")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.import_module(module_name)
-    except Exception as error:  # ImportError, or the module's own error while it runs
-        raise ValueError(
-            f"task.name {name!r}: cannot import module {module_name!r} ({describe_exception(error)}); "
-            "put the folder that holds it on the import path (e.g. PYTHONPATH=.)"
-        ) from None
-    for part in attr.split("."):
-        if not hasattr(found, part):
-            raise ValueError(f"task.name {name!r}: module {module_name!r} has no attribute {attr!r}")
-        found = getattr(found, part)
-    if not callable(found):
-        raise ValueError(f"task.name {name!r}: {attr!r} is not a Task class or a function that returns one")
-    return found
+    return load_target(name, f"{KEY} {name!r}", "factory")
 
 
 def build_task(factory: Callable, name: str, params: dict) -> Task:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from evolora.bank.local import AdapterBank
+from evolora.bank.from_config import bank_from_config
 from evolora.config import load_run_config
 from evolora.critic.evaluation import critic_evaluation
 from evolora.model import load_base
@@ -39,17 +39,8 @@ def rescore(run_dir: Path, model=None, tokenizer=None, task=None) -> dict:
     if model is None:
         model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=config.model.num_threads)
     slot = _slots(run_dir)
-    lora = config.lora
     slots = [slot.get(i, i.upper()) for i in students + critics]
-    bank = AdapterBank(
-        model,
-        slots,
-        rank=lora.rank,
-        alpha=lora.alpha,
-        target_modules=lora.target_modules,
-        tokenizer=tokenizer,
-        engine=config.generation.engine,
-    )
+    bank = bank_from_config(model, tokenizer, slots, config)
     for member, name in zip(students + critics, slots):
         bank.load_adapter(name, run_dir / "final" / member)
     task = task or make_task(config.task.name, **config.task.params)

@@ -17,7 +17,7 @@ from collections import Counter
 
 import torch
 
-from evolora.bank.local import AdapterBank
+from evolora.bank.from_config import bank_from_config
 from evolora.config import load_config
 from evolora.generation.routed import BASE
 from evolora.model import load_base
@@ -43,14 +43,7 @@ def main() -> None:
     config = load_config(args.config, args.set)
     task = make_task(config.task.name, **{**config.task.params, **({"grounding": False} if args.sandbox_only else {})})
     model, tokenizer = load_base(config.model.name, dtype=config.model.dtype, num_threads=config.model.num_threads)
-    bank = AdapterBank(
-        model,
-        ["S0"],
-        rank=config.lora.rank,
-        alpha=config.lora.alpha,
-        target_modules=config.lora.target_modules,
-        tokenizer=tokenizer,
-    )
+    bank = bank_from_config(model, tokenizer, ["S0"], config)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     requests = [proposal_request(task, rng) for _ in range(args.proposals)]

@@ -76,7 +76,7 @@ def load_members(
         FileNotFoundError: no ``config.yaml``, or a member's adapter directory is missing.
         ConfigError: an override is malformed or gives an invalid value (the message names the key).
     """
-    from evolora.bank.local import AdapterBank
+    from evolora.bank.from_config import bank_from_config
     from evolora.tasks import make_task
 
     run_dir = Path(run_dir)
@@ -96,17 +96,8 @@ def load_members(
             device=config.model.device,
             prepack=config.model.prepack,
         )
-    lora = config.lora
     slots = list(members) or [UNUSED_SLOT]  # a bank needs a slot; "__base__" rows never read it
-    bank = AdapterBank(
-        model,
-        slots,
-        rank=lora.rank,
-        alpha=lora.alpha,
-        target_modules=lora.target_modules,
-        tokenizer=tokenizer,
-        engine=config.generation.engine,
-    )
+    bank = bank_from_config(model, tokenizer, slots, config)
     for member in members:
         bank.load_adapter(member, run_dir / "final" / member)
     return config, task, tokenizer, bank

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from evolora.bank.local import AdapterBank
+from evolora.bank.from_config import bank_from_config
 from evolora.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from evolora.config import Config, dump_config
 from evolora.config.operator_choice import resolve_operators
@@ -112,15 +112,7 @@ class Run:
                     num_threads=config.model.num_threads,
                     device=config.model.device,
                 )
-            self.bank = AdapterBank(
-                model,
-                slots,
-                rank=lora.rank,
-                alpha=lora.alpha,
-                target_modules=lora.target_modules,
-                tokenizer=tokenizer,
-                engine=config.generation.engine,
-            )
+            self.bank = bank_from_config(model, tokenizer, slots, config)
         self.tokenizer = tokenizer
         self.device = model_device(self.bank.model) if config.run.backend == "local" else torch.device("cpu")
         init = torch.Generator(device="cpu").manual_seed(config.run.seed)  # the same founders on every device

@@ -83,7 +83,7 @@ class Registry(Generic[T]):
         reserved: names that mean something else and cannot be registered (``auto`` for engines).
         origin: an entry → where it comes from, for the duplicate message; default :func:`target_of`.
         build: a user's ``package.module:attr`` → its entry (importing it, e.g. with :func:`load_target`);
-            None: :meth:`get` refuses such names as unknown.
+            None: only registered names are known.
     """
 
     def __init__(
@@ -151,8 +151,9 @@ class Registry(Generic[T]):
         ``build`` and kept under that string on first use).
 
         Raises:
-            ValueError: an unknown name (the message lists the registered ones), or what ``build``
-                raises for a target that does not load.
+            ValueError: an unknown name (the message lists the registered ones, and the
+                ``package.module:attr`` form where ``build`` is given), or what ``build`` raises for a
+                target that does not load.
         """
         if name in self.entries:
             return self.entries[name]
@@ -162,7 +163,8 @@ class Registry(Generic[T]):
             return entry
         listing = ", ".join(self.names())
         choices = f"use {', '.join(self.reserved)}, one of {listing}" if self.reserved else f"registered: {listing}"
-        raise ValueError(f"unknown {self.kind} {name!r}; {choices} (or 'package.module:{self.form}' for your own)")
+        own = f" (or 'package.module:{self.form}' for your own)" if self.build is not None else ""
+        raise ValueError(f"unknown {self.kind} {name!r}; {choices}{own}")
 
     def names(self, *, loaded: bool = True) -> list[str]:
         """The registered names, sorted; with ``loaded=False`` without the ``package.module:attr``

@@ -21,6 +21,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from evolora.registry import Registry as Names
@@ -164,12 +165,13 @@ class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, dict[str, OperatorSpec]] = {kind: {} for kind in KINDS}
 
-    def _kind(self, kind: str, *, load: bool = False) -> Names[OperatorSpec]:
-        """The operators of ``kind``; with ``load``, a ``package.module:function`` is imported on first use."""
+    def _kind(self, kind: str) -> Names[OperatorSpec]:
+        """The operators of ``kind`` (a ``package.module:function`` imported on first use)."""
         if kind not in self._specs:
             raise ValueError(f"unknown operator kind {kind!r}; allowed: {', '.join(KINDS)}")
-        build = (lambda target: self._load(kind, target)) if load else None
-        return Names(kind, entries=self._specs[kind], origin=lambda spec: target_of(spec.fn), build=build)
+        return Names(
+            kind, entries=self._specs[kind], origin=lambda spec: target_of(spec.fn), build=partial(self._load, kind)
+        )
 
     def register(
         self,
@@ -204,7 +206,12 @@ class Registry:
         return wrap
 
     def get(self, kind: str, name: str) -> OperatorSpec:
-        """Spec of ``name``; raises ValueError listing the registered names of ``kind``."""
+        """Spec of ``name``, or of a ``"package.module:function"`` (:meth:`resolve_callable`).
+
+        Raises:
+            ValueError: an unknown kind or name (the message lists the registered names of ``kind``),
+                or a target that does not load.
+        """
         return self._kind(kind).get(name)
 
     def names(self, kind: str, *, resolved: bool = True) -> list[str]:
@@ -221,7 +228,7 @@ class Registry:
             ValueError: unknown kind/name, unknown parameter (message lists the allowed names), or a
                 value of the wrong type or out of range (message gives the range or choices).
         """
-        spec = self._kind(kind, load=True).get(name)
+        spec = self._kind(kind).get(name)
         params = dict(params or {})
         unknown = sorted(set(params) - set(spec.params))
         if unknown:
@@ -249,7 +256,7 @@ class Registry:
         Raises:
             ValueError: malformed target, module or attribute not found, not callable.
         """
-        return self._kind(kind, load=True).get(target)
+        return self._kind(kind).get(target)
 
     def _load(self, kind: str, target: str) -> OperatorSpec:
         """The spec of a user's ``package.module:function`` (imported now), as its module declared it if it did."""

@@ -59,15 +59,19 @@ def test_empty_reserved_and_module_path_names_are_refused(name):
 
 
 def test_an_unknown_name_lists_the_registered_ones_sorted():
-    names = Registry("play")
-    names.register("selfplay", 1)
-    names.register("review", 2)
+    names = Registry("play", build=lambda target: target)
+    names.register("selfplay", "1")
+    names.register("review", "2")
     with pytest.raises(ValueError) as caught:
         names.get("judge")
     assert str(caught.value) == (
         "unknown play 'judge'; registered: review, selfplay (or 'package.module:function' for your own)"
     )
-    reserved = Registry("generation.engine", form="Class", reserved=("auto",))
+    closed = Registry("PFSP weighting", entries={"variance": 1, "hard": 2})  # nothing of a user's is loaded
+    with pytest.raises(ValueError) as caught:
+        closed.get("soft")
+    assert str(caught.value) == "unknown PFSP weighting 'soft'; registered: hard, variance"
+    reserved = Registry("generation.engine", form="Class", reserved=("auto",), build=lambda target: target)
     reserved.register("eager", 1)
     with pytest.raises(ValueError, match=r"'vllm'; use auto, one of eager \(or 'package.module:Class'"):
         reserved.get("vllm")

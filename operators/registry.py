@@ -166,7 +166,8 @@ class Registry:
         self._specs: dict[str, dict[str, OperatorSpec]] = {kind: {} for kind in KINDS}
 
     def _kind(self, kind: str) -> Names[OperatorSpec]:
-        """The operators of ``kind`` (a ``package.module:function`` imported on first use)."""
+        """The operators of ``kind`` (a ``package.module:function`` imported on first use): a view over
+        its dict in ``_specs``, which holds the state."""
         if kind not in self._specs:
             raise ValueError(f"unknown operator kind {kind!r}; allowed: {', '.join(KINDS)}")
         return Names(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from evolora.generation import lora_stack
 from evolora.generation.lora_stack import DenseStack, GatheredStack, RowPlan, masked_delta_, slot_onehot
 
 P, R, D_IN, WIDTHS, SCALE = 3, 4, 16, (8, 4, 4), 2.0
@@ -82,8 +83,12 @@ def test_the_dense_stack_reorders_columns_and_rewrites_in_place(case):
     assert _close(out, want)
 
 
+@pytest.mark.parametrize("layout", ["gathered", "dense"])
 @pytest.mark.parametrize("order", ["grouped", "mixed"])
-def test_the_gathered_stack_equals_the_reference_grouped_or_not(case, order):
+def test_the_gathered_stack_equals_the_reference_grouped_or_not(case, order, layout, monkeypatch):
+    """Both layouts: the gather + batched matmuls, and the dense one of a decoding step (at most
+    DENSE_ROWS rows × tokens; base rows and uneven groups included)."""
+    monkeypatch.setattr(lora_stack, "DENSE_ROWS", 16 if layout == "dense" else 0)
     a, b, x, slots, base = case
     if order == "grouped":  # equal groups in slot order: x is viewed, not gathered
         slots, x, base = torch.tensor([0, 0, 1, 1, 2, 2]), x[:6], base[:6]
@@ -93,6 +98,7 @@ def test_the_gathered_stack_equals_the_reference_grouped_or_not(case, order):
     stack = GatheredStack([a[p] for p in used], [b[p] for p in used], plan)
     out = base.clone().view(len(slots), 1, -1)
     pieces = stack.shrink(x.view(len(slots), 1, D_IN), 1)
+    assert all(piece.dim() == (2 if layout == "dense" else 3) for piece in pieces)
     start = 0
     for j, width in enumerate(WIDTHS):
         part = out[:, :, start : start + width].contiguous()

@@ -119,6 +119,15 @@ def test_benchmark_prints_ratio(name):
     assert re.search(pattern, done.stdout), done.stdout[-3000:]
 
 
+def test_lora_layout_prints_its_ratio():
+    """SmolLM2's group shapes (no model loads), one shape."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "lora_layout.py"), "--quick"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"ratio dense/gathered, q/k/v, 8 rows × 1 token: \d+\.\d+", done.stdout), done.stdout
+
+
 def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
     import torch
 

@@ -30,6 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evolora.registry import Registry, load_target, summary
+from evolora.user_code import UserCode, is_users
+
+KEY = "selfplay.plays"
+"""The config key that names a play of the user's own."""
+
+CONTRACT = "fn(run, step, game) returns an evolora.plays.Played; evaluate(run, game) returns a dict"
+"""What a user's play (and its end-of-run evaluation) takes and returns."""
 
 
 @dataclass
@@ -73,16 +80,33 @@ class PlaySpec:
     evaluate: str | None = None
 
     def load(self) -> Callable[..., Played]:
-        """The play function (imported on first use).
+        """The play function (imported on first use); a user's own is guarded, so that an exception
+        or a result other than a :class:`Played` raises :class:`~evolora.user_code.UserCodeError`
+        naming ``selfplay.plays``, the play and :data:`CONTRACT`.
 
         Raises:
             ValueError: the module cannot be imported, lacks the attribute, or it is not callable.
         """
-        return load_target(self.target, f"play {self.name!r}")
+        found = load_target(self.target, f"play {self.name!r}")
+        return UserCode(KEY, self.name, CONTRACT).guard(found, check=_check_played) if is_users(found) else found
 
     def load_evaluate(self) -> Callable[..., dict] | None:
-        """The end-of-run evaluation function, or None when the play has none."""
-        return load_target(self.evaluate, f"play {self.name!r}") if self.evaluate is not None else None
+        """The end-of-run evaluation function, or None when the play has none; a user's own is
+        guarded as :meth:`load` guards the play (its errors name the method ``evaluate``)."""
+        if self.evaluate is None:
+            return None
+        found = load_target(self.evaluate, f"play {self.name!r}")
+        return UserCode(KEY, self.name, CONTRACT).guard(found, "evaluate", _check_summary) if is_users(found) else found
+
+
+def _check_played(result, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with a play's ``result``, or None."""
+    return None if isinstance(result, Played) else f"returned a {type(result).__name__}, not a Played"
+
+
+def _check_summary(result, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with an end-of-run evaluation's ``result``, or None."""
+    return None if isinstance(result, dict) else f"returned a {type(result).__name__}, not a dict"
 
 
 def _user_play(target: str) -> PlaySpec:

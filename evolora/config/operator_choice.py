@@ -9,14 +9,13 @@ contract (:data:`CONTRACTS`), becomes a :class:`evolora.user_code.UserCodeError`
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
 from evolora.operators import REGISTRY, OperatorSpec
-from evolora.user_code import UserCodeError, describe_exception
+from evolora.user_code import UserCode, argument, is_users
 
 ADAPTER = "{module: (A (r, d_in), B (d_out, r))}"
 CONTRACTS = {
@@ -60,12 +59,6 @@ def resolve_operators(config) -> Operators:
     return Operators(**resolved)
 
 
-def is_users(spec: OperatorSpec) -> bool:
-    """Whether ``spec``'s function is the user's own (defined outside the ``evolora`` package)."""
-    module = getattr(spec.fn, "__module__", None) or ""
-    return not (module == "evolora" or module.startswith("evolora."))
-
-
 def guard_operator(spec: OperatorSpec, kind: str) -> OperatorSpec:
     """``spec`` itself when evolora defines it; for a user's operator, a copy whose function raises
     :class:`~evolora.user_code.UserCodeError` (naming ``evolution.<kind>``, the operator and its
@@ -78,29 +71,15 @@ def guard_operator(spec: OperatorSpec, kind: str) -> OperatorSpec:
     Returns:
         An :class:`~evolora.operators.OperatorSpec` with the same name, parameters and doc.
     """
-    if kind not in CONTRACTS or not is_users(spec) or getattr(spec.fn, "__evolora_guarded__", False):
+    if kind not in CONTRACTS or not is_users(spec.fn) or getattr(spec.fn, "__evolora_guarded__", False):
         return spec
-    check = _check_selection if kind == "selection" else _check_child
-    function = spec.fn
-
-    @functools.wraps(function)
-    def guarded(*args, **kwargs):
-        try:
-            result = function(*args, **kwargs)
-        except Exception as error:  # the user's code: any exception is its own failure
-            raise UserCodeError(f"evolution.{kind}", spec.name, describe_exception(error), CONTRACTS[kind]) from error
-        problem = check(kind, result, args)
-        if problem is not None:
-            raise UserCodeError(f"evolution.{kind}", spec.name, problem, CONTRACTS[kind])
-        return result
-
-    guarded.__evolora_guarded__ = True
-    return dataclasses.replace(spec, fn=guarded)
+    code = UserCode(f"evolution.{kind}", spec.name, CONTRACTS[kind])
+    return dataclasses.replace(spec, fn=code.guard(spec.fn, check=CHECKS[kind]))
 
 
-def _check_selection(kind: str, result, args: tuple) -> str | None:
+def _check_selection(result, args: tuple, kwargs: dict) -> str | None:
     """What is wrong with a selection's ``result`` for ``args = (fitness, num)``, or None."""
-    fitness, num = args[0], args[1]
+    fitness, num = argument(args, kwargs, 0, "fitness"), argument(args, kwargs, 1, "num")
     size = len(fitness)
     if not isinstance(result, torch.Tensor):
         return f"returned a {type(result).__name__}, not a tensor"
@@ -113,10 +92,19 @@ def _check_selection(kind: str, result, args: tuple) -> str | None:
     return None
 
 
-def _check_child(kind: str, result, args: tuple) -> str | None:
-    """What is wrong with a crossover's or mutation's child ``result``, or None; its modules and
-    shapes are compared with the (first) parent's."""
-    reference = args[0][0] if kind == "crossover" else args[0]
+def _check_crossover(result, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with a crossover's child ``result`` (compared with the first parent), or None."""
+    return _check_child(result, argument(args, kwargs, 0, "parents")[0])
+
+
+def _check_mutation(result, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with a mutation's child ``result`` (compared with the parent), or None."""
+    return _check_child(result, argument(args, kwargs, 0, "parent"))
+
+
+def _check_child(result, reference: Mapping) -> str | None:
+    """What is wrong with a child ``result``, or None; its modules and shapes are compared with
+    ``reference``'s, an adapter {module: (A, B)}."""
     if not isinstance(result, Mapping):
         return f"returned a {type(result).__name__}, not an adapter"
     if set(result) != set(reference):
@@ -136,3 +124,7 @@ def _check_child(kind: str, result, args: tuple) -> str | None:
         if not all(bool(torch.isfinite(f).all()) for f in factors):
             return f"returned non-finite values (NaN or inf) in module {name!r}"
     return None
+
+
+CHECKS = {"selection": _check_selection, "crossover": _check_crossover, "mutation": _check_mutation}
+"""Each kind -> the check of a user's operator's result (:data:`evolora.user_code.Check`)."""

@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 from evolora.checkpoint import latest_checkpoint
+from evolora.user_code import PassesUserCode
 
 MAX_RESTARTS = 3
 """Restarts Ray gives one worker (``max_restarts``), and attempts at one step after losing one."""
@@ -25,8 +26,9 @@ RETRY_S = 0.5
 """Seconds between calls to a worker that Ray is restarting (:func:`wait_for_workers`)."""
 
 
-class WorkerLost(RuntimeError):
-    """A Ray worker died or was restarted during a call; the step can be repeated from a checkpoint."""
+class WorkerLost(PassesUserCode, RuntimeError):
+    """A Ray worker died or was restarted during a call; the step can be repeated from a checkpoint
+    (it goes through a user's play unchanged, :class:`evolora.user_code.PassesUserCode`)."""
 
 
 class ClusterLost(WorkerLost):

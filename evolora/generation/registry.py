@@ -49,7 +49,8 @@ class EngineSpec:
             ValueError: the module cannot be imported, lacks the attribute, or it is not callable.
         """
         found = load_target(self.target, f"generation.engine {self.name!r}", "Class")
-        from evolora.generation.user_engine import guard_engine, is_users
+        from evolora.generation.user_engine import guard_engine
+        from evolora.user_code import is_users
 
         return guard_engine(found, self.name) if is_users(found) else found  # a user's fails with its name
 

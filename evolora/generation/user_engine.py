@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from evolora.generation.types import Completion, RoutedBank
-from evolora.user_code import UserCodeError, describe_exception
+from evolora.user_code import UserCode, argument
 
 if TYPE_CHECKING:
     from evolora.hf_types import CausalLM, Tokenizer
@@ -33,12 +33,6 @@ CONTRACT = (
 """What a user's engine takes and returns (:class:`evolora.generation.engine.Engine`)."""
 
 
-def is_users(target: object) -> bool:
-    """Whether ``target`` (a class or function) is defined outside the ``evolora`` package."""
-    module = getattr(target, "__module__", None) or ""
-    return not (module == "evolora" or module.startswith("evolora."))
-
-
 def guard_engine(cls: Callable, name: str) -> Callable:
     """A factory ``build(model, tokenizer, bank)`` that builds ``cls`` and guards the engine's
     methods (on the instance: its class, and so its name in cache keys, stays the user's).
@@ -48,45 +42,28 @@ def guard_engine(cls: Callable, name: str) -> Callable:
         name: its ``generation.engine`` name, e.g. ``my_pkg.engines:MyEngine``.
 
     Returns:
-        The factory, with ``cls``'s name, module and docstring.
+        The factory, with ``cls``'s name, module and docstring; it raises
+        :class:`~evolora.user_code.UserCodeError` when ``cls`` raises or the engine lacks a method.
     """
+    code = UserCode(KEY, name, CONTRACT)
 
     def build(model: CausalLM, tokenizer: Tokenizer, bank: RoutedBank):
-        try:
+        with code.call(when="while it was built"):
             engine = cls(model, tokenizer, bank)
-        except Exception as error:  # the user's code: any exception is its own failure
-            raise UserCodeError(KEY, name, describe_exception(error) + " while it was built", CONTRACT) from error
         for method, check in (("generate", _check_generate), ("logprobs", _check_logprobs), ("refresh", None)):
             function = getattr(engine, method, None)
             if not callable(function):
-                raise UserCodeError(KEY, name, f"has no {method} method", CONTRACT)
-            setattr(engine, method, _guarded(function, method, check, name))
+                raise code.error("", f"has no {method} method")
+            setattr(engine, method, code.guard(function, method, check))
         return engine
 
     functools.update_wrapper(build, cls, updated=())
     return build
 
 
-def _guarded(function: Callable, method: str, check: Callable | None, name: str) -> Callable:
-    """``function`` whose exception or contract-breaking result raises :class:`UserCodeError`."""
-
-    @functools.wraps(function)
-    def guarded(*args, **kwargs):
-        try:
-            result = function(*args, **kwargs)
-        except Exception as error:  # the user's code: any exception is its own failure
-            raise UserCodeError(KEY, name, f"{method} {describe_exception(error)}", CONTRACT) from error
-        problem = check(result, args) if check is not None else None
-        if problem is not None:
-            raise UserCodeError(KEY, name, f"{method} {problem}", CONTRACT)
-        return result
-
-    return guarded
-
-
-def _check_generate(result, args: tuple) -> str | None:
+def _check_generate(result, args: tuple, kwargs: dict) -> str | None:
     """What is wrong with ``generate``'s ``result`` for ``args = (prompts, adapters, ...)``, or None."""
-    prompts, adapters = args[0], args[1]
+    prompts, adapters = argument(args, kwargs, 0, "prompts"), argument(args, kwargs, 1, "adapters")
     if not isinstance(result, list):
         return f"returned a {type(result).__name__}, not a list of Completion"
     if len(result) != len(prompts):
@@ -99,9 +76,9 @@ def _check_generate(result, args: tuple) -> str | None:
     return None
 
 
-def _check_logprobs(result, args: tuple) -> str | None:
+def _check_logprobs(result, args: tuple, kwargs: dict) -> str | None:
     """What is wrong with ``logprobs``'s ``result`` for ``args = (names, samples)``, or None."""
-    names = args[0]
+    names = argument(args, kwargs, 0, "names")
     if not isinstance(result, torch.Tensor):
         return f"returned a {type(result).__name__}, not a tensor"
     if not result.dtype.is_floating_point or result.dim() != 2 or result.shape[0] != len(names):

@@ -12,12 +12,11 @@ the traceback); the run's last checkpoint is intact, so it resumes once the task
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from evolora.registry import load_target
 from evolora.tasks.base import Grade, HeldOutItem, Proposal, Task, Verdict
-from evolora.user_code import UserCodeError, describe_exception
+from evolora.user_code import UserCode, argument
 
 KEY = "task.name"
 """The config key that names a task."""
@@ -49,38 +48,24 @@ def build_task(factory: Callable, name: str, params: dict) -> Task:
     """``factory(**params)``, guarded (:func:`guard_task`).
 
     Raises:
-        UserCodeError: the factory raised, or returned something other than a :class:`Task`.
+        evolora.user_code.UserCodeError: the factory raised, or returned something other than a :class:`Task`.
     """
-    try:
+    code = UserCode(KEY, name, CONTRACT)
+    with code.call(when="while it was built"):
         task = factory(**params)
-    except Exception as error:  # the user's code: any exception is its own failure
-        raise UserCodeError(KEY, name, describe_exception(error) + " while it was built", CONTRACT) from error
     if not isinstance(task, Task):
-        raise UserCodeError(KEY, name, f"returned a {type(task).__name__}, not a Task", CONTRACT)
+        raise code.error("", f"returned a {type(task).__name__}, not a Task")
     return guard_task(task, name)
 
 
 def guard_task(task: Task, name: str) -> Task:
     """``task`` with its six contract methods wrapped on the instance (its class stays the user's):
-    an exception or a result that breaks :data:`CONTRACT` raises :class:`UserCodeError`."""
+    an exception or a result that breaks :data:`CONTRACT` raises
+    :class:`~evolora.user_code.UserCodeError` naming ``task.name``, ``name`` and the method."""
+    code = UserCode(KEY, name, CONTRACT)
     for method, check in CHECKS.items():
-        setattr(task, method, _guarded(getattr(task, method), method, check, name))
+        setattr(task, method, code.guard(getattr(task, method), method, check))
     return task
-
-
-def _guarded(function: Callable, method: str, check: Callable, name: str) -> Callable:
-    @functools.wraps(function)
-    def guarded(*args, **kwargs):
-        try:
-            result = function(*args, **kwargs)
-        except Exception as error:  # the user's code: any exception is its own failure
-            raise UserCodeError(KEY, name, f"{method} {describe_exception(error)}", CONTRACT) from error
-        problem = check(result, args, kwargs)
-        if problem is not None:
-            raise UserCodeError(KEY, name, f"{method} {problem}", CONTRACT)
-        return result
-
-    return guarded
 
 
 def _messages(result, args, kwargs) -> str | None:
@@ -100,7 +85,7 @@ def _proposal(result, args, kwargs) -> str | None:
 
 
 def _verdicts(result, args, kwargs) -> str | None:
-    proposals = args[0] if args else kwargs.get("proposals", [])
+    proposals = argument(args, kwargs, 0, "proposals") or []
     if not isinstance(result, list) or not all(isinstance(v, Verdict) for v in result):
         return f"returned a {type(result).__name__}, not a list of Verdict"
     return None if len(result) == len(proposals) else f"returned {len(result)} verdicts for {len(proposals)} proposals"

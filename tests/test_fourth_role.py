@@ -145,3 +145,33 @@ def test_bad_plays_are_refused_when_the_config_loads(judge_play, play, roles, wo
     with pytest.raises(ConfigError) as caught:
         _config(play=play, roles=roles)
     assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+def play_raising(run, step, game):
+    """A play of the user's own that fails."""
+    raise ZeroDivisionError("my judge's tally")
+
+
+def play_returning_a_dict(run, step, game):
+    """A play of the user's own that breaks its contract."""
+    return {"samples": {}}
+
+
+@pytest.mark.parametrize(
+    ("play", "problem"),
+    [("play_raising", "raised ZeroDivisionError: my judge's tally"), ("play_returning_a_dict", "returned a dict")],
+)
+def test_a_failing_play_of_the_users_is_named_by_the_step(toy_task, tmp_path, single_thread, play, problem):
+    from evolora.plays import CONTRACT
+    from evolora.user_code import UserCodeError
+
+    config = _config(play=f"{__name__}:{play}")
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config, tmp_path, model=model, tokenizer=tokenizer, task=toy_task)
+    with pytest.raises(UserCodeError) as caught:
+        run.run_step()
+    message = str(caught.value)
+    assert message.startswith(f"selfplay.plays '{__name__}:{play}' {problem}")
+    assert message.endswith(f"; the contract: {CONTRACT}") and "\n" not in message
+    assert isinstance(caught.value.__cause__, ZeroDivisionError) == (play == "play_raising")
+    assert run.step == 0  # the step did not count

@@ -33,3 +33,17 @@ def test_no_slot_is_refused(tiny):
     model, tokenizer = tiny
     with pytest.raises(ValueError, match="at least one slot"):
         bank_from_config(model, tokenizer, [], config_with())
+
+
+def test_a_ray_workers_plain_dict_builds_the_bank_the_config_builds(tiny, single_thread):
+    from evolora.bank.from_config import bank_from_lora
+
+    model, tokenizer = tiny
+    config = config_with(lora={"rank": 2, "alpha": 3.0, "target_modules": ["q_proj", "v_proj"]})
+    lora = config.lora.model_dump(mode="json")  # what ShardedBank sends each worker: lists, not tuples
+    assert lora["target_modules"] == ["q_proj", "v_proj"]
+    bank = bank_from_lora(model, tokenizer, ("S0",), lora, "eager")
+    assert bank.slots == ["S0"] and bank.target_modules == ("q_proj", "v_proj") and bank.engine.name == "eager"
+    assert (bank.rank, bank.alpha) == (2, 3.0)
+    with pytest.raises(KeyError, match="rank"):
+        bank_from_lora(model, tokenizer, ["S0"], {"alpha": 3.0, "target_modules": "all-linear"})

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from evolora.bank.local import AdapterBank
+from evolora.bank.from_config import bank_from_lora
 from evolora.generation.types import Completion, RolloutStats, Sampling
 from evolora.learner import Sample, UpdateResult
 from evolora.model import load_base
@@ -73,15 +73,7 @@ class Worker:
             device=self.device,
             prepack=model_config.get("prepack", "auto"),
         )
-        self.bank = AdapterBank(
-            base,
-            list(slots),
-            rank=lora["rank"],
-            alpha=lora["alpha"],
-            target_modules=_targets(lora["target_modules"]),
-            tokenizer=self.tokenizer,
-            engine=engine,
-        )
+        self.bank = bank_from_lora(base, self.tokenizer, slots, lora, engine)  # as the in-process run builds it
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
 
     def _check(self) -> None:
@@ -252,8 +244,3 @@ def unpack(value):
 
 
 _BITS = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8}
-
-
-def _targets(value: str | list[str]) -> str | tuple[str, ...]:
-    """``lora.target_modules`` as the bank takes it: ``all-linear`` as is, a list as a tuple."""
-    return value if isinstance(value, str) else tuple(value)

@@ -90,39 +90,60 @@ def test_bad_settings_are_refused(bad):
         ThreadPolicy(bad)
 
 
-def test_runs_of_a_study_side_by_side_count_each_other(tmp_path):
-    """A sibling run directory locked by another live process counts; one locked by this process,
-    an unlocked one and a plain file do not."""
-    mine, theirs, idle = tmp_path / "population-s0", tmp_path / "single_agent-s0", tmp_path / "old-s0"
-    for folder in (mine, theirs, idle):
-        folder.mkdir()
-        (folder / ".lock").write_text("")
-    (tmp_path / "notes.txt").write_text("")
-    held = open(mine / ".lock", "a+")  # this process's own lock
-    fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+def _hold_flock(path) -> subprocess.Popen:
+    """A separate live process holding an exclusive ``flock`` on ``path`` until terminated."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import fcntl, sys, time; h = open(sys.argv[1], 'a+'); "
             "fcntl.flock(h.fileno(), fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
-            str(theirs / ".lock"),
+            str(path),
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_runs_anywhere_on_the_machine_count_not_only_sibling_directories(tmp_path):
+    """Run directories locked by other live processes count wherever they are (a sibling, and one
+    in an unrelated tree); this process's own lock, an unlocked ``.lock`` and another file's
+    ``flock`` do not."""
+    mine, sibling, elsewhere = tmp_path / "a" / "run", tmp_path / "a" / "other", tmp_path / "b" / "c" / "run"
+    for folder in (mine, sibling, elsewhere, tmp_path / "old"):
+        folder.mkdir(parents=True)
+        (folder / ".lock").write_text("")
+    before = runs_beside()  # runs of other jobs on this machine, if any
+    held = open(mine / ".lock", "a+")  # this process's own lock
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    holders = [_hold_flock(tmp_path / "a" / "not-a-run.lck")]
     try:
-        assert holder.stdout.readline().strip() == "held"
-        assert runs_beside(mine) == 1
-        assert runs_beside(theirs) == 0  # seen from there: only `mine`, held by this very process
-        assert runs_beside(None) == 0
-        policy = ThreadPolicy("auto", run_dir=mine, probe=lambda: (2, 0.0, runs_beside(mine)))
+        assert runs_beside() == before
+        holders.append(_hold_flock(elsewhere / ".lock"))
+        assert runs_beside() == before + 1
+        holders.append(_hold_flock(sibling / ".lock"))
+        assert runs_beside() == before + 2
+        policy = ThreadPolicy("auto", probe=lambda: (2, 0.0, runs_beside() - before))
         assert policy.apply() == 1
     finally:
-        holder.terminate()
-        holder.wait()
+        for holder in holders:
+            holder.terminate()
+            holder.wait()
         held.close()
-    assert runs_beside(mine) == 0
+    assert runs_beside() == before
+
+
+def test_two_runs_started_at_once_on_idle_cores_take_one_thread_each_and_say_so():
+    """Both hold their locks before their models load, so at the first check each sees the other
+    (no runnable threads of it yet): one thread each on 2 cores, and one line."""
+    lines = []
+    assert ThreadPolicy("auto", say=lines.append, probe=lambda: (2, 0.0, 1)).apply() == 1
+    assert lines == [
+        "shared machine: 0 runnable threads of other processes, 1 evolora run beside this one on 2 cores; "
+        "torch uses 1 thread (model.num_threads: auto)"
+    ]
 
 
 def test_config_takes_auto_ints_and_null_and_refuses_the_rest():

@@ -164,7 +164,6 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         _user_code_failure(error, out, verbose=verbose)
     threads = ThreadPolicy(
         config.model.num_threads if config.run.backend == "local" else None,
-        run_dir=out,
         say=lambda line: console.print(f"[yellow]note:[/] {line}", highlight=False),
     )
     threads.apply()  # auto: the cores free now and the runs beside this one, checked again after every step

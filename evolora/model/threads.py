@@ -10,10 +10,12 @@ takes what is left (at least 1):
     others  = runnable threads system-wide − this process's own (median of a 0.2 s sample)
     threads = clamp(cores − others, 1, cores), then at most cores ÷ (1 + runs beside it)
 
-where *runs beside it* are other live evolora runs whose run directories sit next to this one's
-(the runs of a study started side by side in one study directory each hold ``OUT/<arm>-s<seed>/.lock``):
-two such runs on 2 cores take one thread each. :class:`ThreadPolicy` applies the rule before the
-first step and again after every step, and says one line when the machine is oversubscribed.
+where *runs beside it* are the other live evolora processes on the machine that hold a run
+directory's lock (``RUN_DIR/.lock``, taken before the model loads), wherever those directories
+are: two runs on 2 cores take one thread each, also when both start at the same moment on idle
+cores, where neither yet keeps a thread runnable. :class:`ThreadPolicy` applies the rule before
+the first step and again after every step, and says one line when it takes fewer threads than
+there are cores.
 An int ``model.num_threads`` is used as given (no checks); pin one when runs must give the same
 numbers, as thread counts change float sums.
 """
@@ -26,6 +28,8 @@ import statistics
 import time
 from pathlib import Path
 from typing import Callable, Literal
+
+from evolora.run_dir import LOCK
 
 ThreadSetting = int | Literal["auto"] | None
 """``model.num_threads``: an int ≥ 1 (used as given), ``auto`` (this module) or None (torch's default)."""
@@ -95,32 +99,44 @@ def other_runnable(*, samples: int = SAMPLES, gap: float = SAMPLE_GAP) -> float:
         return 0.0
 
 
-def runs_beside(run_dir: str | Path | None) -> int:
-    """Live evolora runs of other processes in directories next to ``run_dir``: the sibling
-    directories whose ``.lock`` (:func:`evolora.run_dir.lock_run_dir`) another process holds,
-    read from ``/proc/locks`` without touching the locks. 0 when ``run_dir`` is None or off Linux."""
-    if run_dir is None:
-        return 0
+def _held_flocks() -> dict[int, set[int]]:
+    """{pid: inodes of the files it holds an ``flock`` on}, from ``/proc/locks`` ({} off Linux)."""
+    held: dict[int, set[int]] = {}
     try:
-        held = {}
         for line in Path("/proc/locks").read_text().splitlines():
             fields = line.split()
-            if len(fields) > 5 and fields[1] == "FLOCK":
-                held[int(fields[5].rsplit(":", 1)[1])] = int(fields[4])
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[4].isdigit():
+                held.setdefault(int(fields[4]), set()).add(int(fields[5].rsplit(":", 1)[1]))
     except (OSError, ValueError, IndexError):
-        return 0
-    run_dir, count = Path(run_dir).resolve(), 0
+        return {}
+    return held
+
+
+def _holds_run_lock(pid: int, inodes: set[int]) -> bool:
+    """Whether process ``pid`` has a run directory's ``.lock`` open among ``inodes`` (its
+    ``/proc/PID/fd``; False where that cannot be read, e.g. another user's process)."""
     try:
-        siblings = [p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir]
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
     except OSError:
-        return 0
-    for sibling in siblings:
+        return False
+    for descriptor in descriptors:
         try:
-            inode = (sibling / ".lock").stat().st_ino
+            if os.readlink(descriptor).endswith(f"/{LOCK}") and descriptor.stat().st_ino in inodes:
+                return True
         except OSError:
             continue
-        count += held.get(inode, os.getpid()) != os.getpid()
-    return count
+    return False
+
+
+def runs_beside() -> int:
+    """Live evolora runs of other processes on this machine, wherever their run directories are:
+    the processes other than this one that hold a run directory's ``.lock``
+    (:func:`evolora.run_dir.lock_run_dir`: ``evolora evolve``, ``study``, ``evaluate``), read from
+    ``/proc/locks`` and the holders' open files without touching the locks. A run holds its lock
+    from its start, before its model loads, so two runs started at the same moment see each other
+    at their first check. Processes of other users are not seen; 0 off Linux."""
+    own = os.getpid()
+    return sum(_holds_run_lock(pid, inodes) for pid, inodes in _held_flocks().items() if pid != own)
 
 
 def auto_threads(cores: int, others: float, beside: int = 0) -> int:
@@ -146,9 +162,9 @@ class ThreadPolicy:
     Args:
         setting: ``model.num_threads``: an int (set once), ``"auto"`` (the module's rule) or None
             (torch's default: nothing is set).
-        run_dir: this run's directory, whose siblings count as runs beside it (None: none).
-        say: called with one line when ``auto`` finds the machine oversubscribed, and whenever
-            it changes the thread count afterwards.
+        say: called with one line when ``auto`` takes fewer threads than there are cores (the
+            machine is oversubscribed, or runs beside this one share it), and whenever it changes
+            the thread count afterwards.
         probe: ``() -> (cores, other runnable threads, runs beside)``; default the live machine
             (:func:`usable_cores`, :func:`other_runnable`, :func:`runs_beside`).
 
@@ -159,7 +175,6 @@ class ThreadPolicy:
     def __init__(
         self,
         setting: ThreadSetting,
-        run_dir: str | Path | None = None,
         say: Callable[[str], None] | None = None,
         probe: Callable[[], tuple[int, float, int]] | None = None,
     ):
@@ -169,7 +184,7 @@ class ThreadPolicy:
             raise ValueError(f"model.num_threads must be >= 1, got {setting}")
         self.setting = setting
         self.say = say or (lambda line: None)
-        self.probe = probe or (lambda: (usable_cores(), other_runnable(), runs_beside(run_dir)))
+        self.probe = probe or (lambda: (usable_cores(), other_runnable(), runs_beside()))
         self.threads: int | None = None  # the count last set (None: nothing set yet)
 
     def choose(self) -> int | None:
@@ -179,12 +194,13 @@ class ThreadPolicy:
         cores, others, beside = self.probe()
         threads = auto_threads(cores, others, beside)
         busy = others + threads > cores
-        if threads != self.threads and (busy or self.threads is not None):
+        if threads != self.threads and (busy or beside or self.threads is not None):
             why = f"{others:g} runnable threads of other processes" + (
-                f", {beside} runs beside this one" if beside else ""
+                f", {beside} evolora run{'s' * (beside != 1)} beside this one" if beside else ""
             )
+            freed = self.threads is not None and threads > self.threads
             self.say(
-                f"{'busy machine' if busy else 'cores freed'}: {why} on {cores} cores; "
+                f"{'busy machine' if busy else 'cores freed' if freed else 'shared machine'}: {why} on {cores} cores; "
                 f"torch uses {threads} thread{'s' * (threads > 1)} (model.num_threads: auto)"
             )
         return threads

@@ -1,9 +1,11 @@
-"""The main job under CPU contention: idle vs beside a 2-process CPU hog, at the thread policy's
-choice (``model.num_threads: auto``) and at fixed counts; and the prepacked LM-head GEMM.
+"""The main job under CPU contention: idle vs beside a 2-process CPU hog, or beside a second
+evolora run, at the thread policy's choice (``model.num_threads: auto``) and at fixed counts; and
+the prepacked LM-head GEMM.
 
     python benchmarks/contention.py                      # one default arith step per cell
     python benchmarks/contention.py --workload decode    # a fixed greedy decode per cell (faster)
     python benchmarks/contention.py --model tiny-random --workload decode --repeats 1
+    python benchmarks/contention.py --workload pair --threads 2 --repeats 1   # beside a second run
 
 Every cell runs in this one process, interleaved (quiet, hog) × (auto, each of ``--threads``),
 ``--repeats`` times; the hog is ``--hog`` busy-loop processes started for its cells and stopped
@@ -11,6 +13,11 @@ after them. Prints each cell's median seconds and the ratios, then the LM head (
 model) at 1 thread, M = ``--rows``: ``F.linear`` vs the oneDNN-packed weight
 (:mod:`evolora.model.prepack`). Record ``lscpu`` and ``uptime`` with the figures: a "quiet"
 cell is only as quiet as the machine.
+
+``--workload pair`` runs whole ``evolora evolve`` processes instead (``_pair.py``), interleaved
+per repeat: one run alone and two runs of the same config started at the same moment, at
+``auto`` (each run's own policy) and at each of ``--threads`` (alone too for the settings in
+``--alone``); each run's step time beside the other as a ratio of the step alone.
 """
 
 from __future__ import annotations
@@ -125,9 +132,38 @@ def head_gemm(model_name: str, rows: int, repeats: int) -> tuple[float, float, f
     return plain * 1e3, fast * 1e3, gap
 
 
+def pair_contention(config: str, overrides: list[str], settings: list[str], alone: list[str], args) -> None:
+    """Print the pair cells (``_pair.run_together``) and each run's step-1 ratio beside/alone; a
+    fixed setting without an alone cell is compared with ``auto`` alone."""
+    from _pair import run_together
+
+    cells: dict = {}
+    for _ in range(args.repeats):
+        for setting in settings:
+            for count in (1, 2) if setting in alone else (2,):
+                runs = run_together(count, config, setting, args.steps, overrides)
+                cells.setdefault((count, setting), []).append(runs)
+                for i, run in enumerate(runs):
+                    steps = ", ".join(f"{s:.2f}" for s in run["seconds"])
+                    print(f"  {'alone' if count == 1 else 'pair'} {setting} run {i + 1}: {steps} s; {run['notes']}")
+    print("| cell | model.num_threads | run | threads in notes | step seconds |")
+    print("|---|---|---|---|---|")
+    for (count, setting), repeats in cells.items():
+        for runs in repeats:
+            for i, run in enumerate(runs):
+                steps = ", ".join(f"{s:.2f}" for s in run["seconds"])
+                print(f"| {'alone' if count == 1 else 'pair'} | {setting} | {i + 1} | {run['threads']} | {steps} |")
+    for setting in settings:
+        reference = setting if setting in alone else "auto"
+        base = statistics.median(runs[0]["seconds"][0] for runs in cells[1, reference])
+        ratios = [[run["seconds"][0] / base for run in runs] for runs in cells[2, setting]]
+        shown = "; ".join(", ".join(f"run {i + 1} {r:.2f}x" for i, r in enumerate(rs)) for rs in ratios)
+        print(f"ratio beside/alone at {setting} (alone at {reference}: {base:.2f} s): {shown}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=["step", "decode"], default="step")
+    parser.add_argument("--workload", choices=["step", "decode", "pair"], default="step")
     parser.add_argument("--config", default="tasks/arith.yaml", help="the step's config (--workload step)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="a config override of the step")
     parser.add_argument("--model", default="smollm2-135m-instruct")
@@ -137,9 +173,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=8, help="decode rows, and M of the LM-head GEMM")
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--no-gemm", action="store_true", help="skip the LM-head GEMM comparison")
+    parser.add_argument("--alone", default="auto", help="settings also run alone (--workload pair; others: auto's)")
+    parser.add_argument("--steps", type=int, default=1, help="steps of each run (--workload pair; step 1 is compared)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the hog on the way out
     threads = [int(t) for t in args.threads.split(",") if t]
+    if args.workload == "pair":
+        alone = sorted({"auto", *(a for a in args.alone.split(",") if a)})
+        print(f"workload pair; {os.cpu_count()} cores; load before {open('/proc/loadavg').read().split()[:3]}")
+        settings = ["auto", *map(str, threads)]
+        pair_contention(args.config, [f"model.name={args.model}", *args.overrides], settings, alone, args)
+        print(f"load after {open('/proc/loadavg').read().split()[:3]}")
+        return
     if args.workload == "decode":
         prepare = decode_workload(args.model, args.rows, args.new_tokens)
     else:

@@ -128,6 +128,25 @@ def test_lora_layout_prints_its_ratio():
     assert re.search(r"ratio dense/gathered, q/k/v, 8 rows × 1 token: \d+\.\d+", done.stdout), done.stdout
 
 
+def test_contention_pair_starts_two_runs_and_prints_each_runs_ratio():
+    """Whole ``evolora evolve`` processes: one alone, two side by side at ``auto`` and at 1 thread."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "contention.py"), "--model", "tiny-random", "--workload", "pair"]
+        + ["--threads", "1", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for setting in ("auto", "1"):
+        assert re.search(
+            rf"ratio beside/alone at {setting} \(alone at auto: \d+\.\d+ s\): run 1 \d+\.\d+x, run 2 \d+\.\d+x",
+            done.stdout,
+        ), done.stdout[-3000:]
+    assert done.stdout.count("| pair |") == 4 and done.stdout.count("| alone |") == 1, done.stdout[-3000:]
+
+
 def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
     import torch
 

@@ -2,9 +2,12 @@
 
 A decode call runs in three parts:
 
-1. the prefill, outside any graph: the eager engine's own (:class:`evolora.generation.decode.Decoder`,
-   routed LoRA hooks, one prefill per distinct (prompt, adapter)), its K/V copied into the
-   static cache, and the first token chosen from its logits by :func:`choose_tokens`;
+1. the prefill, outside any graph, one per distinct (prompt, adapter): with ``static_prefill`` (the
+   CUDA default) through the static step's own weights and stacked LoRA over every prompt position,
+   writing the static cache directly (:func:`evolora.generation.static_prefill.prefill_static`, no
+   ``transformers`` forward, no hooks); otherwise the eager engine's
+   (:class:`evolora.generation.decode.Decoder`, routed LoRA hooks), its K/V copied into the static
+   cache. The first token is chosen from its logits by :func:`choose_tokens`;
 2. steps of :func:`evolora.generation.static_step.decode_step` plus the sampling, on buffers at
    fixed addresses: rows fill the first R slots of a bucket (:data:`BUCKETS`), ended rows stay in
    it masked (their tokens are ``pad_id``), and the step attends a window of the cache rounded up
@@ -29,8 +32,9 @@ allocated once by the engine, mutated in place, and each capture is explicit and
 only values that change its shape. The RNG is the engine's own device generator, registered with
 every graph, its state copied from and back to the caller's generator around each call.
 
-Equality with the eager engine (fp32): the prefill and the first token are the eager engine's,
-and the step computes the logits with the same modules up to fp32 summation order, so greedy
+Equality with the eager engine (fp32): the eager prefill and the first token are the eager engine's
+(the static prefill computes the same cache columns and logits up to fp32 summation order), and
+the step computes the logits with the same modules up to fp32 summation order, so greedy
 tokens are equal. Sampling draws ``exponential_`` noise over all rows of the call every step, as
 :func:`choose_tokens` does (a row draws the same whether or not others ended). Uncaptured (the
 CPU), the draw is (B, V) for the B rows of the call, as the eager engine's: sampled tokens are
@@ -54,6 +58,7 @@ from evolora.generation.host_check import HostCheck, to_device
 from evolora.generation.kernels.stop_mask import FlaggedStop
 from evolora.generation.routed import BASE, routed
 from evolora.generation.static_cache import StaticBuffers, step
+from evolora.generation.static_prefill import prefill_static
 from evolora.generation.static_step import StaticWeights
 from evolora.generation.types import Sampling
 
@@ -101,6 +106,8 @@ class GraphDecoder:
         overlap: enqueue the next ``check_every`` steps before the host reads a check's copies, so the
             GPU steps while the host checks (default: on CUDA; uncaptured steps run at once, so on the
             CPU it only delays the check's results by one interval).
+        static_prefill: prefill through the static step's weights (:mod:`evolora.generation.static_prefill`)
+            rather than the eager decoder with routed hooks, the reference (default: on CUDA).
 
     Raises:
         ValueError: an unsupported model type, or ``check_every < 1``.
@@ -114,6 +121,7 @@ class GraphDecoder:
         capture: bool | None = None,
         compile: bool = False,
         overlap: bool | None = None,
+        static_prefill: bool | None = None,
     ) -> None:
         if check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
@@ -125,6 +133,7 @@ class GraphDecoder:
             raise ValueError("CUDA graph capture needs the model on a CUDA device")
         self.compile = compile
         self.overlap = device.type == "cuda" if overlap is None else overlap
+        self.static_prefill = device.type == "cuda" if static_prefill is None else static_prefill
         self.buffers: StaticBuffers | None = None
         self.steps: dict[tuple, Callable[[], None]] = {}
         self.rng = torch.Generator(device=device) if self.capture else None
@@ -330,7 +339,30 @@ class GraphDecoder:
         b.tail.fill_(1 - sampling.top_p)
 
     def _prefill(self, b: StaticBuffers, input_ids, attention, names, size: int) -> torch.Tensor:
-        """Run the eager prefill; copy its K/V into the buffers; set rows, routes, masks. (B, V) logits."""
+        """Prefill the prompts into the buffers' cache (static or eager, :attr:`static_prefill`); set
+        rows, routes, masks. (B, V) logits."""
+        total, width = input_ids.shape
+        route = torch.tensor([self.bank.slots.index(n) if n != BASE else -1 for n in names], device=b.rows.device)
+        if self.static_prefill:
+            logits = prefill_static(self.weights, b.kv, input_ids, attention, route)
+        else:
+            logits = self._eager_prefill(b, input_ids, attention, names)
+        b.valid.zero_()
+        b.valid[:total, :width] = attention.bool()
+        b.position[:total] = attention.sum(-1)
+        b.column.fill_(width)
+        b.rows.fill_(b.slots)
+        b.rows[:total] = torch.arange(total, device=b.rows.device)
+        b.noise_rows.zero_()
+        b.noise_rows[:total] = torch.arange(total, device=b.rows.device)
+        b.done.fill_(True)
+        b.onehot.zero_()
+        adapted = torch.nonzero(route >= 0).flatten()
+        b.onehot[adapted, route[adapted]] = 1.0
+        return logits
+
+    def _eager_prefill(self, b: StaticBuffers, input_ids, attention, names) -> torch.Tensor:
+        """The eager decoder's prefill (routed LoRA hooks), its K/V copied into the buffers. (B, V) logits."""
         total, width = input_ids.shape
         decoder = Decoder(
             self.bank.model,
@@ -344,19 +376,6 @@ class GraphDecoder:
         for i, layer in enumerate(decoder.cache.layers):
             b.keys[i, :total, :, :width] = layer.keys
             b.values[i, :total, :, :width] = layer.values
-        b.valid.zero_()
-        b.valid[:total, :width] = attention.bool()
-        b.position[:total] = attention.sum(-1)
-        b.column.fill_(width)
-        b.rows.fill_(b.slots)
-        b.rows[:total] = torch.arange(total, device=b.rows.device)
-        b.noise_rows.zero_()
-        b.noise_rows[:total] = torch.arange(total, device=b.rows.device)
-        b.done.fill_(True)
-        b.onehot.zero_()
-        route = torch.tensor([self.bank.slots.index(n) if n != BASE else -1 for n in names], device=b.rows.device)
-        adapted = torch.nonzero(route >= 0).flatten()
-        b.onehot[adapted, route[adapted]] = 1.0
         return decoder.logits
 
     def _check(self, b: StaticBuffers, rows: int, pending: tuple, host: HostCheck, pad_id: int) -> int:

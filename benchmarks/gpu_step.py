@@ -28,7 +28,9 @@ Figures per backend and variant:
    one decoder layer, (count of the step − count of the step cut to its first layer) / (layers − 1);
 3. the engine's own call (:class:`evolora.generation.graph.GraphDecoder`, ``--tokens`` new tokens per
    row, every row running to the end): ``prefill ms`` (a call of one new token), ``loop ms/step``
-   ((t(N) − t(N/2)) / (N/2): replays plus the host checks every 8 steps), and the same loop with the
+   ((t(N) − t(N/2)) / (N/2): replays plus the host checks every 8 steps); the prefill runs through the
+   static step's weights (:mod:`evolora.generation.static_prefill`, the CUDA default) unless
+   ``--eager-prefill`` (the eager decoder with routed hooks); the same loop with the
    stop string ``--stop`` checked on every live row's tail at every step, and on the rows the stop
    mask flags (:class:`~evolora.generation.kernels.stop_mask.FlaggedStop`, what the graph engine
    passes), each with the next 8 steps enqueued before the host reads a check (``overlap``, the
@@ -36,6 +38,10 @@ Figures per backend and variant:
    checks decode but end no row, so the loops step the same rows;
 4. the host stop check alone on recorded tokens (``--batch`` rows, 8 steps): every live row decoded
    at every step against only the flagged rows; the ends must be equal.
+
+Before the table, the static prefill against the eager one on the same rows (the ``routed`` rows of
+part 3 with every fifth bare): max |Δ| of the first token's logits and the graph engine's greedy
+tokens over 16 steps, fp32 with TF32 off (asserted equal) and bf16 (printed).
 
 Targets, printed against the fastest backend and asserted on CUDA (exit 1 on a miss, after every
 figure): routed / truly bare replay ≥ 0.8, the flagged stop check ≤ 0.1 ms per step (loop with it
@@ -46,6 +52,7 @@ uncaptured on the torch path (perf_counter, no kernel counts, no targets): only 
     python benchmarks/gpu_step.py                                   # a CUDA GPU: SmolLM2-135M shapes, batch 64
     python benchmarks/gpu_step.py --model qwen2.5-0.5b --batch 256
     python benchmarks/gpu_step.py --no-fused-mlp --no-flash-decode  # the Triton path without the two pieces
+    python benchmarks/gpu_step.py --eager-prefill                   # the prefill through the eager decoder
     python benchmarks/gpu_step.py --device cpu --quick              # seconds, CPU (smoke test)
     python benchmarks/gpu_step.py --stop-check-only --batch 256     # part 4 alone, any machine
 """
@@ -183,12 +190,14 @@ def engine_figures(
     bank, backend: str, bare: bool, names: list[str], tokens: int, device: torch.device, stops: dict, pieces: dict
 ) -> dict:
     """Prefill ms and loop ms/step of :class:`GraphDecoder` on ``names`` with the static step's ``backend``
-    (and its ``pieces``, :func:`fused_pieces`), for each stop check of ``stops`` ({label: stopped or None})."""
+    (and its ``pieces``, :func:`fused_pieces`: ``static_prefill`` goes to the engine, the rest to its
+    weights), for each stop check of ``stops`` ({label: stopped or None})."""
     from evolora.generation.graph import GraphDecoder
     from evolora.generation.static_step import StaticWeights
     from evolora.generation.types import Sampling
 
-    engine = GraphDecoder(bank)
+    pieces = dict(pieces)
+    engine = GraphDecoder(bank, static_prefill=pieces.pop("static_prefill"))
     engine.weights = StaticWeights(bank, kernels=backend, **pieces)
     if bare:
         strip_lora(engine.weights)
@@ -316,6 +325,11 @@ def main() -> None:
     parser.add_argument(
         "--no-flash-decode", action="store_true", help="Triton path: the torch path's attention over the whole window"
     )
+    parser.add_argument(
+        "--eager-prefill",
+        action="store_true",
+        help="prefill through the eager decoder (routed hooks), not the static path",
+    )
     args = parser.parse_args()
     if args.quick:
         args.model, args.batch, args.replays, args.rounds, args.tokens = "tiny", 4, 4, 1, 8
@@ -360,8 +374,48 @@ def backends(device: torch.device) -> list[str]:
 
 
 def fused_pieces(args) -> dict:
-    """The Triton path's optional pieces as :class:`StaticWeights` arguments, from the flags."""
-    return dict(fused_mlp=not args.no_fused_mlp, flash_decode=not args.no_flash_decode)
+    """The optional pieces from the flags: the Triton path's as :class:`StaticWeights` arguments, and
+    ``static_prefill`` (:class:`~evolora.generation.graph.GraphDecoder`'s)."""
+    return dict(
+        fused_mlp=not args.no_fused_mlp, flash_decode=not args.no_flash_decode, static_prefill=not args.eager_prefill
+    )
+
+
+def weight_pieces(pieces: dict) -> dict:
+    """The pieces :class:`StaticWeights` takes (all of :func:`fused_pieces` but ``static_prefill``)."""
+    return {name: value for name, value in pieces.items() if name != "static_prefill"}
+
+
+def prefill_parity(shapes: dict, family: str, device: torch.device, batch: int, failures: list) -> None:
+    """The static prefill against the eager one on one random model, the engine's own backend: max |Δ|
+    of the first token's logits and the graph engine's greedy tokens over 16 steps; fp32 (TF32 off)
+    tokens must be equal, bf16 printed."""
+    from evolora.generation.graph import GraphDecoder
+    from evolora.generation.types import Sampling
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for dtype in (torch.float32, torch.bfloat16):
+        bank = make_bank(random_shaped(str(device), dtype, shapes, family))
+        names = [bank.slots[i % len(bank.slots)] if i % 5 else "__base__" for i in range(batch)]
+        ids, attention = rows(bank.model.config.vocab_size, batch, PROMPT, device)
+        logits, out = {}, {}
+        for static in (True, False):
+            engine = GraphDecoder(bank, static_prefill=static)
+            with torch.no_grad():
+                logits[static] = engine._prefill(engine._buffers_for(batch, WINDOW), ids, attention, names, batch)
+            sampling = Sampling(max_new_tokens=16, greedy=True)
+            out[static] = engine.decode(
+                ids, attention, names, sampling, eos_ids={1}, pad_id=0, generator=None, min_new_tokens=16
+            )
+        gap = (logits[True].float() - logits[False].float()).abs().max().item()
+        same = (out[True] == out[False]).float().mean().item()
+        print(
+            f"  static vs eager prefill, {dtype}, {batch} rows: logits max |Δ| {gap:.2e}, "
+            f"greedy tokens over 16 steps {same:.2%} equal",
+            flush=True,
+        )
+        if dtype == torch.float32 and same < 1.0:
+            failures.append(f"fp32 greedy tokens after the static prefill differ ({same:.2%} equal)")
 
 
 def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, failures: list, pieces: dict) -> None:
@@ -379,7 +433,7 @@ def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, fa
         out = {}
         for backend in ("torch", "triton"):
             engine = GraphDecoder(bank)
-            engine.weights = StaticWeights(bank, kernels=backend, **pieces)
+            engine.weights = StaticWeights(bank, kernels=backend, **weight_pieces(pieces))
             out[backend] = engine.decode(
                 ids,
                 attention,
@@ -403,6 +457,8 @@ def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, 
 
     failures: list[str] = []
     pieces = fused_pieces(args)
+    print(f"  prefill: {'static' if pieces['static_prefill'] else 'eager'}", flush=True)
+    prefill_parity(shapes, family, device, 16, failures)
     if "triton" in backends(device):
         on = [
             name for name, flag in (("fused SiLU·mul", "fused_mlp"), ("flash-decode", "flash_decode")) if pieces[flag]
@@ -415,7 +471,7 @@ def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, 
     figures = {}
     for backend in backends(device):
         for variant, names in (("bare", [BASE] * args.batch), ("base rows", [BASE] * args.batch), ("routed", mixed)):
-            w = StaticWeights(bank, kernels=backend, **pieces)
+            w = StaticWeights(bank, kernels=backend, **weight_pieces(pieces))
             if variant == "bare":
                 strip_lora(w)
             replay = replay_ms(w, variant, args.batch, args.replays, args.rounds, device)

@@ -253,10 +253,11 @@ def test_more_rows_than_the_largest_bucket_run_in_chunks(setup, monkeypatch):
     assert torch.equal(_graph(GraphDecoder(bank), ids, attention, NAMES, 12, eos, pad, **GREEDY), ref)
 
 
-@pytest.mark.parametrize("greedy", [True, False])
-def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny, greedy):
+@pytest.mark.parametrize("greedy, static_prefill", [(True, False), (False, False), (True, True), (False, True)])
+def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny, greedy, static_prefill):
     """The real decoder behind :class:`GraphEngine` (uncaptured), some siblings not adapted (k_proj, gate/up):
-    plain rows, stop strings, segments."""
+    plain rows, stop strings, segments (each segment's call prefills the whole context so far); the eager
+    prefill or the static one."""
     from evolora.generation.engine import EagerEngine, GraphEngine
     from evolora.generation.types import Segment
 
@@ -278,7 +279,7 @@ def test_the_graph_engine_through_the_seam_gives_the_eager_engines_rollouts(tiny
         bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
         for sampling, segments in calls
     ]
-    bank.engine = GraphEngine(bank.model, tokenizer, bank, GraphDecoder)
+    bank.engine = GraphEngine(bank.model, tokenizer, bank, lambda b: GraphDecoder(b, static_prefill=static_prefill))
     graph = [
         bank.rollout(prompts, names, sampling, segments=segments, generator=torch.Generator().manual_seed(5))
         for sampling, segments in calls

@@ -116,11 +116,14 @@ def test_the_triton_stack_adds_the_torch_stacks_delta(interpreted, reordered):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
-def test_the_graph_engine_with_the_triton_kernels_gives_eager_tokens(interpreted, monkeypatch, model_type):
+@pytest.mark.parametrize("model_type, static_prefill", [("llama", False), ("qwen3", False), ("qwen3", True)])
+def test_the_graph_engine_with_the_triton_kernels_gives_eager_tokens(
+    interpreted, monkeypatch, model_type, static_prefill
+):
     """Every sibling group's delta by the routed kernels, the rotary + k/v write, the SiLU·mul and the
     attention (each row between its own bounds: row 1 is left-padded) by their kernels (q/k norms first
-    for qwen3), interpreted in fp32: greedy and sampled tokens equal the eager engine's."""
+    for qwen3), interpreted in fp32: greedy and sampled tokens equal the eager engine's, after the
+    eager prefill or the static one (the routed kernels over every prompt position)."""
     from arch_helpers import tiny_decoder
 
     from evolora.generation.decode import decode
@@ -136,7 +139,7 @@ def test_the_graph_engine_with_the_triton_kernels_gives_eager_tokens(interpreted
     attention = torch.ones_like(ids)
     attention[1, :3] = 0
     names = ["A0", BASE, "A1", "A0"]
-    engine = GraphDecoder(bank, check_every=3)
+    engine = GraphDecoder(bank, check_every=3, static_prefill=static_prefill)
     w = engine.weights
     assert w.kernels == "triton" and w.fused_rotary and not w.flipped and w.fused_mlp and w.flash_decode
     assert all(g.lora is None or g.lora.backend == "triton" for _, _, groups in w.layers for g in groups)

@@ -1,7 +1,7 @@
 """Whole ``evolora evolve`` runs started side by side: the cells of ``contention.py --workload pair``.
 
-Each run is a separate process (``evolora evolve CONFIG --out DIR`` of this checkout, its own process
-session, evaluation off), so the thread policy (``model.num_threads``) acts as it does for a user
+Each run is a separate process (``evolora evolve CONFIG --out DIR`` of this checkout, in a process
+group of its own, evaluation off), so the thread policy (``model.num_threads``) acts as it does for a user
 who starts a second run from another terminal. The runs of one cell start at the same moment, in
 run directories under different parents (no siblings), and their step times are read from their
 ``metrics.jsonl`` (``seconds.total``: the step alone, without the model load or the final write).

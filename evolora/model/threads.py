@@ -1,4 +1,4 @@
-"""``model.num_threads: auto``: as many torch threads as there are free cores, checked between steps.
+"""``model.num_threads: auto``: as many torch threads as there are free cores, checked between phases.
 
 A 2-thread OpenMP op on a core another process wants waits a scheduler quantum whenever its peer
 thread is descheduled: beside a plain 2-process CPU hog on 2 cores, one default arith step took
@@ -15,7 +15,12 @@ directory's lock (``RUN_DIR/.lock``, taken before the model loads), wherever tho
 are: two runs on 2 cores take one thread each, also when both start at the same moment on idle
 cores, where neither yet keeps a thread runnable. :class:`ThreadPolicy` applies the rule before
 the first step and again after every step, and says one line when it takes fewer threads than
-there are cores.
+there are cores. It also glances at the machine at the start of every phase of a step (each play,
+the update, the evolution event with its exam, each held-out evaluation batch:
+:meth:`evolora.run.Run.phase`): one read of the runnable count plus the lock scan, well under a
+millisecond; the full 0.2 s sample follows only when that glance would change the thread count, and
+then at once when the runs beside it or the cores changed, else at most once per ``RECHECK_GAP``
+seconds (a noisy single read costs at most 0.2 s a minute).
 An int ``model.num_threads`` is used as given (no checks); pin one when runs must give the same
 numbers, as thread counts change float sums.
 """
@@ -37,6 +42,9 @@ ThreadSetting = int | Literal["auto"] | None
 SAMPLES = 11
 """Reads of the runnable-thread count per check, ``SAMPLE_GAP`` seconds apart (median taken)."""
 SAMPLE_GAP = 0.02
+RECHECK_GAP = 60.0
+"""Seconds between two full samples that a phase's glance asks for while the cores and the runs
+beside this one stay the same (a change of either is sampled at the next phase)."""
 
 
 def usable_cores() -> int:
@@ -155,9 +163,17 @@ def auto_threads(cores: int, others: float, beside: int = 0) -> int:
     return max(1, min(threads, cores // (1 + beside)))
 
 
+def quick_probe() -> tuple[int, float, int]:
+    """The cheap reading of a phase's check: (cores, other runnable threads from one read, runs
+    beside); :func:`usable_cores`, :func:`other_runnable` with one sample, :func:`runs_beside`."""
+    return usable_cores(), other_runnable(samples=1), runs_beside()
+
+
 class ThreadPolicy:
     """Sets torch's intra-op threads from ``model.num_threads`` before the first step and, under
-    ``auto``, again after every step (use it as a :meth:`evolora.run.Run.train` callback).
+    ``auto``, again after every step (use it as a :meth:`evolora.run.Run.train` callback) and, when
+    a glance says so, at the start of every phase (:meth:`at_phase`, a hook of
+    :attr:`evolora.run.Run.phase_hooks`).
 
     Args:
         setting: ``model.num_threads``: an int (set once), ``"auto"`` (the module's rule) or None
@@ -165,8 +181,14 @@ class ThreadPolicy:
         say: called with one line when ``auto`` takes fewer threads than there are cores (the
             machine is oversubscribed, or runs beside this one share it), and whenever it changes
             the thread count afterwards.
-        probe: ``() -> (cores, other runnable threads, runs beside)``; default the live machine
-            (:func:`usable_cores`, :func:`other_runnable`, :func:`runs_beside`).
+        probe: ``() -> (cores, other runnable threads, runs beside)``, the full sample; default the
+            live machine (:func:`usable_cores`, :func:`other_runnable`, :func:`runs_beside`).
+        glance: the same triple read cheaply at a phase's start (default :func:`quick_probe`).
+        clock: seconds, monotonic (default ``time.monotonic``), for ``RECHECK_GAP``.
+
+    Attributes:
+        threads: the count last set (None: nothing set yet).
+        samples: full samples taken so far (``probe`` calls).
 
     Raises:
         ValueError: an int setting below 1, or a value that is neither an int, ``"auto"`` nor None.
@@ -177,6 +199,8 @@ class ThreadPolicy:
         setting: ThreadSetting,
         say: Callable[[str], None] | None = None,
         probe: Callable[[], tuple[int, float, int]] | None = None,
+        glance: Callable[[], tuple[int, float, int]] = quick_probe,
+        clock: Callable[[], float] = time.monotonic,
     ):
         if not (setting is None or setting == "auto" or (isinstance(setting, int) and not isinstance(setting, bool))):
             raise ValueError(f"model.num_threads must be an int >= 1, auto or null; got {setting!r}")
@@ -185,13 +209,19 @@ class ThreadPolicy:
         self.setting = setting
         self.say = say or (lambda line: None)
         self.probe = probe or (lambda: (usable_cores(), other_runnable(), runs_beside()))
-        self.threads: int | None = None  # the count last set (None: nothing set yet)
+        self.glance = glance
+        self.clock = clock
+        self.threads: int | None = None
+        self.samples = 0
+        self._sampled: tuple[float, int, int] | None = None  # (when, cores, runs beside) of the last full sample
 
     def choose(self) -> int | None:
         """The thread count the setting asks for now (None: leave torch's default)."""
         if self.setting != "auto":
             return self.setting
         cores, others, beside = self.probe()
+        self.samples += 1
+        self._sampled = (self.clock(), cores, beside)
         threads = auto_threads(cores, others, beside)
         busy = others + threads > cores
         if threads != self.threads and (busy or beside or self.threads is not None):
@@ -214,6 +244,23 @@ class ThreadPolicy:
             torch.set_num_threads(threads)
         self.threads = threads
         return threads
+
+    def at_phase(self, phase: str = "") -> int | None:
+        """A phase hook (``phase``: its name, unused): under ``auto``, glance at the machine and
+        :meth:`apply` the full rule only when the glance's count differs from the one set, and
+        then when the cores or the runs beside changed since the last full sample or
+        ``RECHECK_GAP`` seconds have passed; returns the count set (an int setting or None: as is)."""
+        if self.setting != "auto":
+            return self.threads
+        if self._sampled is None or self.threads is None:
+            return self.apply()
+        cores, others, beside = self.glance()
+        if auto_threads(cores, others, beside) == self.threads:
+            return self.threads
+        when, sampled_cores, sampled_beside = self._sampled
+        if (cores, beside) != (sampled_cores, sampled_beside) or self.clock() - when >= RECHECK_GAP:
+            return self.apply()
+        return self.threads
 
     def __call__(self, run, record: dict, games: list) -> None:
         """A step callback: re-check between steps under ``auto``."""

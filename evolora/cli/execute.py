@@ -167,6 +167,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         say=lambda line: console.print(f"[yellow]note:[/] {line}", highlight=False),
     )
     threads.apply()  # auto: the cores free now and the runs beside this one, checked again after every step
+    run.phase_hooks.append(threads.at_phase)  # and glanced at when each phase starts (a play, train, evolve, eval)
     try:
         loggers, summary = open_loggers(config.run.loggers, out, start_step=run.step), None  # jsonl, tensorboard, wandb
     except LoggerError as error:

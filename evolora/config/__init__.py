@@ -74,7 +74,7 @@ class ModelConfig(_Section):
     always stay float32. Pin ``float32`` when runs on different hosts must give the same numbers."""
     num_threads: ThreadCount = "auto"
     """torch intra-op threads: ``auto`` takes the cores other processes leave free, checked again
-    between steps (one thread per run when runs of a study run side by side; :mod:`evolora.model.threads`);
+    between steps and glanced at when each phase of a step starts (one thread per run when runs of a study run side by side; :mod:`evolora.model.threads`);
     an int is used as given (pin one when a run must replay bit for bit: thread counts change float
     sums); None keeps torch's default. Ray workers: 1 unless an int is given."""
     prepack: AutoBool = "auto"

@@ -14,7 +14,7 @@ of the members against the base); the family set is evolora's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from evolora.evaluation.held_out import held_out_accuracy
 
@@ -37,6 +37,7 @@ def family_accuracy(
     *,
     exclude: set[str],
     answers_path: str | Path | None = None,
+    before_batch: Callable[[], None] | None = None,
 ) -> dict:
     """Greedy accuracy of ``members`` (and the base when ``eval_config.base``) on the family set.
 
@@ -45,6 +46,7 @@ def family_accuracy(
         eval_config: the run's :class:`evolora.config.EvalConfig`; ``family`` items are drawn (0: none).
         exclude: normalised texts of the problems proposed in the run (they are never family items).
         answers_path: every greedy answer, as JSON lines (as the main held-out set's).
+        before_batch: called before each decode batch (:func:`evolora.evaluation.held_out.evaluate`).
 
     Returns:
         {} when evaluation is off (``enabled`` false or ``limit`` 0), ``eval_config.family`` is 0 or the
@@ -59,6 +61,14 @@ def family_accuracy(
         return {}
     items, excluded = drawn
     records, n = held_out_accuracy(
-        bank, tokenizer, task, members, eval_config, seed=FAMILY_SEED, items=items, answers_path=answers_path
+        bank,
+        tokenizer,
+        task,
+        members,
+        eval_config,
+        seed=FAMILY_SEED,
+        items=items,
+        answers_path=answers_path,
+        before_batch=before_batch,
     )
     return {"source": task.family_source, "items": n, "excluded": excluded, "held_out": records}

@@ -3,7 +3,8 @@ samples and games of every play, and the step record they make.
 
     step = StepContext.begin(run)           # the step's number and random streams
     step.add(game, played)                  # a play's samples, games, seconds and rollouts
-    with step.timed("train"): ...           # wall seconds of a phase
+    step.phase("selfplay")                  # a phase starts: the run's phase hooks (evolora.run.Run.phase)
+    with step.timed("train"): ...           # a phase's start, and its wall seconds
     record = step.record(sections, extra, curve, timing)   # the metrics.jsonl line
 
 The record is the arm's game's section (counts, rates, rewards, losses, ratings, births, timing:
@@ -16,7 +17,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from evolora.generation.types import RolloutStats
 from evolora.streams import StepStreams, step_streams
@@ -40,6 +41,7 @@ class StepContext:
         rollout: tokens and seconds of every play's rollouts.
         played: (game, :class:`evolora.plays.Played`) of every play so far, in order.
         updates: {member id: its update result} once trained; births: the evolution's, once evolved.
+        on_phase: called with a phase's name at its start (the run's :meth:`evolora.run.Run.phase`).
     """
 
     number: int
@@ -53,6 +55,7 @@ class StepContext:
     played: list[tuple[Game, Played]] = field(default_factory=list)
     updates: dict = field(default_factory=dict)
     births: list = field(default_factory=list)
+    on_phase: Callable[[str], None] = field(default=lambda name: None, repr=False)
 
     @classmethod
     def begin(cls, run) -> StepContext:
@@ -60,11 +63,16 @@ class StepContext:
         number = run.step + 1
         streams = step_streams(run.config.run.seed, number)  # one generator per purpose (evolora.streams)
         run.bank.seed(streams.rollout_seed)
-        return cls(number, streams)
+        return cls(number, streams, on_phase=run.phase)
+
+    def phase(self, name: str) -> None:
+        """A phase of the step starts (between ops): tell :attr:`on_phase`."""
+        self.on_phase(name)
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
-        """Add the wall seconds of the block to ``seconds[phase]``."""
+        """Start ``phase`` (:meth:`phase`), then add the wall seconds of the block to ``seconds[phase]``."""
+        self.phase(phase)
         began = time.perf_counter()
         yield
         self.seconds[phase] = time.perf_counter() - began

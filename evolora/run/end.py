@@ -24,7 +24,8 @@ def evaluate(run, fitness: dict | None = None) -> tuple[dict[str, dict], dict]:
     :func:`evolora.evaluation.held_out_accuracy`; every answer goes to ``final/held_out.jsonl``.
     ``eval.members``: every solver, or the fittest by ``fitness`` (a
     :func:`evolora.fitness.fitness_record` of now; measured when not given). Returns (the results,
-    the same members' :func:`evolora.evaluation.family.family_accuracy` record: {} without one)."""
+    the same members' :func:`evolora.evaluation.family.family_accuracy` record: {} without one). Each
+    decode batch starts the run's ``held_out`` phase (:meth:`evolora.run.Run.phase`)."""
     config = run.config
     solvers = run.population.players(run.arm.game)[1]
     if config.eval.members == "fittest" and config.eval.enabled and len(solvers) > 1:
@@ -32,6 +33,10 @@ def evaluate(run, fitness: dict | None = None) -> tuple[dict[str, dict], dict]:
         best = fittest(record, [m.id for m in solvers])
         solvers = [m for m in solvers if m.id == best]
     members = {m.slot: m.id for m in solvers}
+
+    def batch() -> None:  # each decode batch starts a phase (evolora.run.Run.phase)
+        run.phase("held_out")
+
     results, _ = held_out_accuracy(
         run.bank,
         run.tokenizer,
@@ -40,6 +45,7 @@ def evaluate(run, fitness: dict | None = None) -> tuple[dict[str, dict], dict]:
         config.eval,
         seed=config.run.seed,
         answers_path=run.out_dir / "final" / "held_out.jsonl",
+        before_batch=batch,
     )
     family = family_accuracy(
         run.bank,
@@ -49,6 +55,7 @@ def evaluate(run, fitness: dict | None = None) -> tuple[dict[str, dict], dict]:
         config.eval,
         exclude=set(run.memory.answers),
         answers_path=run.out_dir / "final" / "held_out_family.jsonl",
+        before_batch=batch,
     )
     return results, family
 
@@ -108,7 +115,10 @@ def finish(run, *, evaluate_held_out: bool = True) -> dict:
     """Evaluate, write every member to ``final/<id>/`` as a PEFT adapter and ``final/summary.json``;
     return the summary."""
     config = run.config
-    record = fitness_now(run, measure=True) if evaluate_held_out and config.eval.enabled else None
+    record = None
+    if evaluate_held_out and config.eval.enabled:
+        run.phase("fitness")  # the run's phase hooks (evolora.run.Run.phase)
+        record = fitness_now(run, measure=True)
     held_out, family = evaluate(run, record) if evaluate_held_out else ({}, {})
     final = run.out_dir / "final"
     for member in run.population.members:

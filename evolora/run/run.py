@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 Callback = Callable[["Run", dict, list[GameRecord]], None]
 """Called after every step with the run, the step's metrics record and its games."""
+PhaseHook = Callable[[str], None]
+"""Called with a phase's name at its start, between ops (:meth:`Run.phase`)."""
 
 
 class Run:
@@ -128,6 +130,7 @@ class Run:
         self.bank.snapshot()
         self.signatures: set[str] = set()  # problem signatures seen so far (coverage)
         self.memory = ProblemMemory(config.selfplay.rewards.repetition_window)  # problems across steps
+        self.phase_hooks: list[PhaseHook] = []  # e.g. evolora.model.threads.ThreadPolicy.at_phase
         write_text_atomic(self.out_dir / "config.yaml", dump_config(config))
 
     def _new_optimizer(self, slot: str) -> torch.optim.Optimizer:
@@ -163,6 +166,14 @@ class Run:
             record, games = self.run_step()
             for callback in callbacks:
                 callback(self, record, games)
+
+    def phase(self, name: str) -> None:
+        """Call every hook of :attr:`phase_hooks` with ``name``: at the start of each play of a step
+        (its play's name, e.g. ``selfplay``, ``review``), ``train``, ``evolve`` (the evolution event and
+        its exam), ``fitness`` (the end's measure) and each held-out evaluation batch (``held_out``);
+        never inside an op, so a hook may change torch's threads."""
+        for hook in self.phase_hooks:
+            hook(name)
 
     # -- checkpoints ------------------------------------------------------------------------
     def state(self) -> dict:

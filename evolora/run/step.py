@@ -10,6 +10,7 @@
     births, extra = evolution_event(...)              # every k steps (arm.evolve)
     record = step.record(...)                         # the metrics.jsonl line
 
+Each play, ``train`` and ``evolve`` starts with the run's phase hooks (:meth:`evolora.run.Run.phase`).
 The timing of each phase, the faults and the record are the :class:`evolora.run.context.StepContext`'s.
 Source: PopuLoRA (arXiv 2605.16727) §2 steps 1-7.
 """
@@ -34,6 +35,7 @@ def run_step(run) -> tuple[dict, list]:
     step.roles = {m.id: m.role for m in run.population.members}  # who plays the step
     for game in run.arm.pipeline:
         if all(run.population.role(role) for role in game.roles):  # e.g. no critics: no review
+            step.phase(game.play)  # the run's phase hooks, e.g. model.num_threads: auto's glance
             step.add(game, play_spec(game.play).load()(run, step, game))
     with step.timed("train"):
         step.updates = update(run, step)

@@ -166,3 +166,118 @@ def test_load_base_applies_auto_and_ints():
     assert 1 <= torch.get_num_threads() <= usable_cores()
     with pytest.raises(ValueError, match="num_threads must be >= 1"):
         load_base("tiny-random", num_threads=0)
+
+
+class _Machine:
+    """A faked machine: ``probe`` (the full sample, counted) and ``glance`` read the same
+    (cores, others, beside), ``glance_others`` optionally noisier; ``now`` is the policy's clock."""
+
+    def __init__(self, cores=2, others=0.0, beside=0):
+        self.cores, self.others, self.beside, self.now = cores, others, beside, 0.0
+        self.glance_others = None
+        self.probes = 0
+
+    def probe(self):
+        self.probes += 1
+        return self.cores, self.others, self.beside
+
+    def glance(self):
+        others = self.others if self.glance_others is None else self.glance_others
+        return self.cores, others, self.beside
+
+    def policy(self, say=None):
+        return ThreadPolicy("auto", say=say, probe=self.probe, glance=self.glance, clock=lambda: self.now)
+
+
+def test_a_run_appearing_mid_step_takes_effect_at_the_next_phase_with_one_line():
+    machine, lines = _Machine(), []
+    policy = machine.policy(lines.append)
+    assert policy.apply() == 2 and lines == []
+    assert policy.at_phase("selfplay") == 2 and torch.get_num_threads() == 2
+    machine.beside = 1  # a second run takes its lock during the play
+    assert policy.at_phase("train") == 1 and torch.get_num_threads() == 1
+    for phase in ("evolve", "held_out", "held_out"):
+        assert policy.at_phase(phase) == 1
+    assert len(lines) == 1 and "1 evolora run beside this one" in lines[0] and "torch uses 1 thread" in lines[0]
+    machine.beside = 0  # it ends
+    assert policy.at_phase("selfplay") == 2 and torch.get_num_threads() == 2
+    assert len(lines) == 2 and lines[1].startswith("cores freed")
+    assert machine.probes == 3  # the first check and the two changes; no sample where the glance agreed
+
+
+def test_a_noisy_glance_takes_at_most_one_full_sample_per_recheck_gap():
+    """One read of the runnable count disagrees at every phase (2 others where the median says 0):
+    over 1000 phases 2 s apart, a full sample every RECHECK_GAP seconds only, and the count stays."""
+    from evolora.model.threads import RECHECK_GAP
+
+    machine, lines = _Machine(), []
+    policy = machine.policy(lines.append)
+    policy.apply()
+    machine.glance_others = 2.0
+    for _ in range(1000):
+        machine.now += 2.0
+        assert policy.at_phase("train") == 2
+    assert machine.probes == 1 + int(2000 // RECHECK_GAP) and policy.samples == machine.probes
+    assert torch.get_num_threads() == 2 and lines == []
+
+
+def test_a_busy_machine_seen_by_the_glance_is_confirmed_by_the_sample_within_the_gap():
+    from evolora.model.threads import RECHECK_GAP
+
+    machine = _Machine()
+    policy = machine.policy()
+    policy.apply()
+    machine.others = 2.0  # another process keeps two threads busy: glance and sample agree
+    machine.now += RECHECK_GAP / 2
+    assert policy.at_phase("train") == 2  # within the gap since the last sample: not sampled yet
+    machine.now += RECHECK_GAP / 2
+    assert policy.at_phase("evolve") == 1 and torch.get_num_threads() == 1
+    assert machine.probes == 2
+
+
+@pytest.mark.parametrize("setting", [1, 3, None])
+def test_an_int_or_none_is_never_changed_at_a_phase(setting):
+    def probe():
+        raise AssertionError("probed")
+
+    torch.set_num_threads(2)
+    policy = ThreadPolicy(setting, probe=probe, glance=probe)
+    policy.apply()
+    for phase in ("selfplay", "train", "evolve", "held_out"):
+        policy.at_phase(phase)
+    assert torch.get_num_threads() == (2 if setting is None else setting) and policy.samples == 0
+
+
+def test_a_run_calls_its_phase_hooks_at_each_phase_and_its_threads_change_mid_step(tmp_path):
+    """A tiny run with critics: each step's plays, train and evolve, then the end's fitness and
+    held-out batches, reach the hooks; a second run appearing during the first play has the update
+    run on one thread, in the same step."""
+    import copy
+
+    from run_helpers import TINY_OVERRIDES, judged_toy
+
+    from evolora.config import config_from_dict
+    from evolora.model import load_base
+    from evolora.run import Run
+
+    data = copy.deepcopy(TINY_OVERRIDES)
+    data["population"] = {"roles": {"teacher": 2, "student": 2, "critic": 2}}
+    data["run"]["steps"] = 1
+    model, tokenizer = load_base("tiny-random")
+    run = Run(config_from_dict(data), tmp_path, model=model, tokenizer=tokenizer, task=judged_toy())
+    machine, seen = _Machine(), []
+    policy = machine.policy()
+    torch.set_num_threads(1)
+    policy.apply()
+
+    def watch(phase):
+        seen.append((phase, torch.get_num_threads()))
+        machine.beside = 1  # the second run is up from the first phase on
+
+    run.phase_hooks += [policy.at_phase, watch]
+    run.train()
+    run.finish()
+    phases = [phase for phase, _ in seen]
+    assert phases[:4] == ["selfplay", "review", "train", "evolve"]
+    assert phases[4] == "fitness" and set(phases[5:]) == {"held_out"} and len(phases) > 5
+    assert seen[0] == ("selfplay", 2) and all(threads == 1 for _, threads in seen[1:])

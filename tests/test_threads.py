@@ -281,3 +281,19 @@ def test_a_run_calls_its_phase_hooks_at_each_phase_and_its_threads_change_mid_st
     assert phases[:4] == ["selfplay", "review", "train", "evolve"]
     assert phases[4] == "fitness" and set(phases[5:]) == {"held_out"} and len(phases) > 5
     assert seen[0] == ("selfplay", 2) and all(threads == 1 for _, threads in seen[1:])
+
+
+def test_the_lock_scan_reads_a_holders_files_once_per_lock(monkeypatch):
+    """A phase's glance scans the locks: a holder's open files are read when it first holds a lock
+    (or a new one), not at every scan; a holder gone is forgotten."""
+    from evolora.model import threads
+
+    held, reads = {10: {1}, 11: {2}}, []
+    monkeypatch.setattr(threads, "_RUN_LOCKS", {})
+    monkeypatch.setattr(threads, "_held_flocks", lambda: {pid: set(inodes) for pid, inodes in held.items()})
+    monkeypatch.setattr(threads, "_holds_run_lock", lambda pid, inodes: reads.append(pid) or 2 in inodes)
+    assert [runs_beside() for _ in range(5)] == [1] * 5 and sorted(reads) == [10, 11]
+    held[10] = {1, 2}  # process 10 takes a run's lock too
+    assert runs_beside() == 2 and sorted(reads) == [10, 10, 11]
+    del held[11]
+    assert runs_beside() == 1 and list(threads._RUN_LOCKS) == [(10, frozenset({1, 2}))]

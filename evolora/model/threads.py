@@ -120,7 +120,13 @@ def _held_flocks() -> dict[int, set[int]]:
     return held
 
 
-def _holds_run_lock(pid: int, inodes: set[int]) -> bool:
+_RUN_LOCKS: dict[tuple[int, frozenset[int]], bool] = {}
+"""What :func:`_holds_run_lock` found per (pid, inodes it holds flocks on) at the last scan: a run
+holds its lock from start to end, so only a new holder, or a new lock of one, has its open files
+read (the scan of a phase's glance is then one read of ``/proc/locks``)."""
+
+
+def _holds_run_lock(pid: int, inodes: set[int] | frozenset[int]) -> bool:
     """Whether process ``pid`` has a run directory's ``.lock`` open among ``inodes`` (its
     ``/proc/PID/fd``; False where that cannot be read, e.g. another user's process)."""
     try:
@@ -142,9 +148,14 @@ def runs_beside() -> int:
     (:func:`evolora.run_dir.lock_run_dir`: ``evolora evolve``, ``study``, ``evaluate``), read from
     ``/proc/locks`` and the holders' open files without touching the locks. A run holds its lock
     from its start, before its model loads, so two runs started at the same moment see each other
-    at their first check. Processes of other users are not seen; 0 off Linux."""
+    at their first check. A holder's open files are read once per lock it holds (``_RUN_LOCKS``).
+    Processes of other users are not seen; 0 off Linux."""
     own = os.getpid()
-    return sum(_holds_run_lock(pid, inodes) for pid, inodes in _held_flocks().items() if pid != own)
+    keys = {(pid, frozenset(inodes)) for pid, inodes in _held_flocks().items() if pid != own}
+    known = {key: _RUN_LOCKS[key] if key in _RUN_LOCKS else _holds_run_lock(*key) for key in keys}
+    _RUN_LOCKS.clear()  # only the holders of now are kept
+    _RUN_LOCKS.update(known)
+    return sum(known.values())
 
 
 def auto_threads(cores: int, others: float, beside: int = 0) -> int:

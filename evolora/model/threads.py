@@ -17,8 +17,8 @@ cores, where neither yet keeps a thread runnable. :class:`ThreadPolicy` applies 
 the first step and again after every step, and says one line when it takes fewer threads than
 there are cores. It also glances at the machine at the start of every phase of a step (each play,
 the update, the evolution event with its exam, each held-out evaluation batch:
-:meth:`evolora.run.Run.phase`): one read of the runnable count plus the lock scan, well under a
-millisecond; the full 0.2 s sample follows only when that glance would change the thread count, and
+:meth:`evolora.run.Run.phase`): one read of the runnable count plus the lock scan, under a
+millisecond of CPU; the full 0.2 s sample follows only when that glance would change the count, and
 then at once when the runs beside it or the cores changed, else at most once per ``RECHECK_GAP``
 seconds (a noisy single read costs at most 0.2 s a minute).
 An int ``model.num_threads`` is used as given (no checks); pin one when runs must give the same

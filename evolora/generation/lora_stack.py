@@ -155,13 +155,13 @@ def onehot_slots(onehot: torch.Tensor) -> torch.Tensor:
     return torch.where(onehot.amax(dim=1) > 0, onehot.argmax(dim=1), -1)
 
 
-DENSE_ROWS = 32
+DENSE_ROWS = 16
 """Routed inputs of at most this many rows × tokens (decoding steps) take :class:`GatheredStack`'s dense
 layout: one matmul over all P used adapters' A's and a row mask instead of a gather and batched
-matmuls (P times the LoRA flops). SmolLM2's q/k/v group over 4 adapters, fp32, 1 thread, dense over
-gathered time: 0.56x at 8 rows, 0.67x at 16, 0.85x at 32, 0.99x at 64, 1.18x at 128; 8 rows × 16
-tokens 1.39x (``benchmarks/lora_layout.py``: the layouts interleaved in one process; Intel Xeon with AMX,
-load 7-8, 2026-12-06)."""
+matmuls (P times the LoRA flops). SmolLM2's groups over 4 adapters, fp32, 1 thread, dense over
+gathered time (``benchmarks/lora_layout.py``, the layouts interleaved in one process; Intel Xeon with
+AMX, no other jobs, 2026-12-06): q/k/v 0.53x at 8 rows, 0.74x at 16, 0.87x at 32, 1.06x at 64; gate/up
+0.61x, 0.84x, 1.05x, 1.14x; o 0.58x, 0.79x, 1.10x, 1.02x."""
 
 
 class RowPlan:

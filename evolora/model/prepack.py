@@ -100,8 +100,7 @@ class PackedLinear(torch.nn.Linear):
     """A frozen ``nn.Linear`` whose forward runs the oneDNN-packed copy of its weight.
 
     It holds the original ``weight`` and ``bias`` Parameters (a weight shared with a tied embedding,
-    saved as before) and
-    the packed copy as a plain attribute (not in ``state_dict``). Inputs of another dtype or
+    saved as before) and the packed copy as a plain attribute (not in ``state_dict``). Inputs of another dtype or
     device, a weight or bias that requires grad, or a weight changed or replaced since packing (its
     ``_version``, storage or dtype) take ``F.linear``. Build it with :meth:`from_linear`.
     """
@@ -119,7 +118,7 @@ class PackedLinear(torch.nn.Linear):
         torch.nn.Module.__init__(module)
         module.in_features, module.out_features = linear.in_features, linear.out_features
         module.weight = linear.weight
-        module.bias = linear.bias
+        module.register_parameter("bias", linear.bias)  # the same Parameter, or None
         module.repack()
         return module
 

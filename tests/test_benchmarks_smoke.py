@@ -119,6 +119,24 @@ def test_benchmark_prints_ratio(name):
     assert re.search(pattern, done.stdout), done.stdout[-3000:]
 
 
+def test_prepack_gemm_prints_its_ratios():
+    """SmolLM2's linear shapes (no model loads), one weight per shape."""
+    import torch
+
+    from evolora.model.prepack import prepack_supported
+
+    if not prepack_supported(torch.float32):
+        pytest.skip("this CPU/torch cannot pack float32 weights")
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "prepack_gemm.py"), "--layers", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"ratio packed/F.linear: q/o \d+\.\d+, k/v \d+\.\d+, gate/up \d+\.\d+, down \d+\.\d+", done.stdout)
+
+
 def test_lora_layout_prints_its_ratio():
     """SmolLM2's group shapes (no model loads), one shape."""
     done = subprocess.run(

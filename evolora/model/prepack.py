@@ -4,8 +4,9 @@ At 1 thread and batch 8, the fp32 SmolLM2 LM head (49152 × 576) ran 2.45x faste
 on a shared 2-core Intel Xeon, docs/performance.md) with its weight reordered once into oneDNN's
 blocked layout (``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by ``_linear_pointwise``:
 the ops Inductor's freezing pass uses, here called eagerly. The decoder's own linears gain less
-per call (gate/up 1536 × 576 at batch 8: 653 → 411 µs, down 623 → 382 µs, q/o 108 → 104 µs; the
-192 × 576 k/v 34 → 46 µs, slower, so ``auto`` leaves layers under :data:`AUTO_MIN_LAYER_WEIGHTS`).
+per call (``benchmarks/prepack_gemm.py``, 1 thread, batch 8, against what the eager decode runs:
+gate/up 1536 × 576 624 → 375 µs, down 576 × 1536 552 → 405 µs, q/o 128 → 107 µs; the 192 × 576 k/v
+32 → 45 µs, slower, so ``auto`` leaves layers under :data:`AUTO_MIN_LAYER_WEIGHTS`).
 The outputs differ from ``F.linear`` by float reassociation (1.5e-5 there), so the paths whose
 log-probs must agree (the rollout's decode and the update's
 :func:`evolora.generation.logprobs.token_logprobs`) use one GEMM: :func:`prepack_head` and

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from evolora.generation.lora_stack import slot_onehot
-from evolora.generation.static_step import _linear, _norm, _project
+from evolora.generation.static_step import _linear, _mlp, _norm, _project
 
 if TYPE_CHECKING:
     from evolora.generation.static_step import StaticWeights
@@ -97,14 +97,7 @@ def _forward(
         x = _norm(hidden, layer.input_layernorm)
         context = _attention(w, attn, _project(x, qkv, route), tables, mask, kv[i])
         hidden = _project(context, out, route, into=hidden)
-        x = _norm(hidden, layer.post_attention_layernorm)
-        y = _project(x, gate_up, route)  # (B·T, 2·I): gate, then up
-        if w.fused_mlp:
-            y = w.mlp_kernel(y)
-        else:
-            g, u = y.split(gate_up.sizes, dim=-1)
-            y = layer.mlp.act_fn(g) * u
-        hidden = _project(y, down, route, into=hidden)
+        hidden = _mlp(w, layer, hidden, gate_up, down, route)  # (B·T, d)
     last = hidden.view(rows, width, -1)[:, -1]
     return _linear(_norm(last, w.norm), w.head, None)
 

@@ -360,15 +360,22 @@ def decode_step(
         x = _norm(hidden, layer.input_layernorm)
         q = _rotate(w, _project(x, qkv, route), attn, tables, kv[i], column)  # (R·H_kv, G, D)
         hidden = _project(_attend(w, q, kv[i, :, :, :, :window], seen, mask, alpha), out, route, into=hidden)
-        x = _norm(hidden, layer.post_attention_layernorm)
-        y = _project(x, gate_up, route)  # (R, 2·I): gate, then up
-        if w.fused_mlp:
-            y = w.mlp_kernel(y)
-        else:
-            g, u = y.split(gate_up.sizes, dim=-1)
-            y = layer.mlp.act_fn(g) * u
-        hidden = _project(y, down, route, into=hidden)
+        hidden = _mlp(w, layer, hidden, gate_up, down, route)
     return _linear(_norm(hidden, w.norm), w.head, None)
+
+
+def _mlp(w: StaticWeights, layer, hidden: torch.Tensor, gate_up, down, route) -> torch.Tensor:
+    """A decoder block's MLP half, added into ``hidden`` (M, d) in place: norm, the gate/up projection
+    (M, 2·I: gate, then up), silu(gate)·up (one kernel where ``w.fused_mlp``), the down projection.
+    Shared by the decode step and the static prefill."""
+    x = _norm(hidden, layer.post_attention_layernorm)
+    y = _project(x, gate_up, route)
+    if w.fused_mlp:
+        y = w.mlp_kernel(y)
+    else:
+        g, u = y.split(gate_up.sizes, dim=-1)
+        y = layer.mlp.act_fn(g) * u
+    return _project(y, down, route, into=hidden)
 
 
 def _raw_tables(

@@ -10,6 +10,18 @@ WINDOW, CAPACITY = 256, 512
 """Attended window and cache columns of the attention check."""
 
 
+def _bf16_parity(name: str, fused: torch.Tensor, truth: torch.Tensor, steps: torch.Tensor, failures: list) -> str:
+    """The bf16 parity clause of a check's line: the fused kernel and the torch steps against fp32 of the
+    same inputs; a fused result more than one rounding step away is added to ``failures``."""
+    within = _one_rounding(fused, truth)
+    if not within:
+        failures.append(f"{name} bf16: more than one rounding step from fp32")
+    return (
+        f"; bf16 vs fp32 of the same inputs: fused {(fused - truth).abs().max().item():.2e} "
+        f"(one rounding: {within}), torch {(steps - truth).abs().max().item():.2e}"
+    )
+
+
 def _one_rounding(fused: torch.Tensor, truth: torch.Tensor) -> bool:
     """Every value within one bf16 rounding step of the fp32 result (1e-6 for fp32 summation order)."""
     return bool(((fused - truth).abs() <= torch.finfo(torch.bfloat16).eps * truth.abs() + 1e-6).all())
@@ -40,13 +52,7 @@ def silu_mul_check(module, width: int, rows: int, device, replays: int, failures
         y16 = y.bfloat16()
         truth, fused = silu_mul_torch(y16.float()), module.silu_mul(y16).float()
         steps = silu_mul_torch(y16).float()
-        within = _one_rounding(fused, truth)
-        line += (
-            f"; bf16 vs fp32 of the same inputs: fused {(fused - truth).abs().max().item():.2e} "
-            f"(one rounding: {within}), torch {(steps - truth).abs().max().item():.2e}"
-        )
-        if not within:
-            failures.append("SiLU·mul bf16: more than one rounding step from fp32")
+        line += _bf16_parity("SiLU·mul", fused, truth, steps, failures)
         out = torch.empty(rows, width, dtype=torch.bfloat16, device=device)
         calls = {"torch": lambda: silu_mul_torch(y16), "triton": lambda: module.silu_mul(y16, out=out)}
         line += _speed(calls, replays, failures, "SiLU·mul", 1)
@@ -91,13 +97,7 @@ def attention_check(module, shape: tuple, rows: int, device, replays: int, failu
         truth = decode_attention_torch(q16.float(), k16.float(), v16.float(), valid, 0.125)
         fused = module.decode_attention(q16, k16, v16, valid, bounds, 0.125).float()
         steps = decode_attention_torch(q16, k16, v16, valid, 0.125).float()
-        within = _one_rounding(fused, truth)
-        line += (
-            f"; bf16 vs fp32 of the same inputs: fused {(fused - truth).abs().max().item():.2e} "
-            f"(one rounding: {within}), torch {(steps - truth).abs().max().item():.2e}"
-        )
-        if not within:
-            failures.append("attention bf16: more than one rounding step from fp32")
+        line += _bf16_parity("attention", fused, truth, steps, failures)
         heads, group, dim = shape
         bias = attention_bias(valid, heads, torch.bfloat16)
         flat_q, flat_k, flat_v = q16.reshape(-1, group, dim), k16.flatten(0, 1), v16.flatten(0, 1)

@@ -70,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from gpu_parity import prefill_parity, wired_parity  # noqa: E402
 from gpu_speed import QWEN_05B, SMOLLM2_135M, Clock, make_bank, random_shaped, rows  # noqa: E402
 
 SHAPES = {
@@ -391,70 +392,6 @@ def weight_pieces(pieces: dict) -> dict:
     return {name: value for name, value in pieces.items() if name != "static_prefill"}
 
 
-def prefill_parity(shapes: dict, family: str, device: torch.device, batch: int, failures: list) -> None:
-    """The static prefill against the eager one on one random model, the engine's own backend: max |Δ|
-    of the first token's logits and the graph engine's greedy tokens over 16 steps; fp32 (TF32 off)
-    tokens must be equal, bf16 printed."""
-    from evolora.generation.graph import GraphDecoder
-    from evolora.generation.types import Sampling
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    for dtype in (torch.float32, torch.bfloat16):
-        bank = make_bank(random_shaped(str(device), dtype, shapes, family))
-        names = [bank.slots[i % len(bank.slots)] if i % 5 else "__base__" for i in range(batch)]
-        ids, attention = rows(bank.model.config.vocab_size, batch, PROMPT, device)
-        logits, out = {}, {}
-        for static in (True, False):
-            engine = GraphDecoder(bank, static_prefill=static)
-            with torch.no_grad():
-                logits[static] = engine._prefill(engine._buffers_for(batch, WINDOW), ids, attention, names, batch)
-            sampling = Sampling(max_new_tokens=16, greedy=True)
-            out[static] = engine.decode(
-                ids, attention, names, sampling, eos_ids={1}, pad_id=0, generator=None, min_new_tokens=16
-            )
-        gap = (logits[True].float() - logits[False].float()).abs().max().item()
-        same = (out[True] == out[False]).float().mean().item()
-        print(
-            f"  static vs eager prefill, {dtype}, {batch} rows: logits max |Δ| {gap:.2e}, "
-            f"greedy tokens over 16 steps {same:.2%} equal",
-            flush=True,
-        )
-        if dtype == torch.float32 and same < 1.0:
-            failures.append(f"fp32 greedy tokens after the static prefill differ ({same:.2%} equal)")
-
-
-def wired_parity(shapes: dict, family: str, device: torch.device, batch: int, failures: list, pieces: dict) -> None:
-    """The wired Triton path against the torch path on one random model: fp32 (TF32 off) greedy tokens of
-    the graph engine equal over 16 steps, and one step's logits; bf16 logits and tokens printed."""
-    from evolora.generation.graph import GraphDecoder
-    from evolora.generation.static_step import StaticWeights
-    from evolora.generation.types import Sampling
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    for dtype in (torch.float32, torch.bfloat16):
-        bank = make_bank(random_shaped(str(device), dtype, shapes, family))
-        names = [bank.slots[i % len(bank.slots)] if i % 5 else "__base__" for i in range(batch)]
-        ids, attention = rows(bank.model.config.vocab_size, batch, PROMPT, device)
-        out = {}
-        for backend in ("torch", "triton"):
-            engine = GraphDecoder(bank)
-            engine.weights = StaticWeights(bank, kernels=backend, **weight_pieces(pieces))
-            out[backend] = engine.decode(
-                ids,
-                attention,
-                names,
-                Sampling(max_new_tokens=16, greedy=True),
-                eos_ids={1},
-                pad_id=0,
-                generator=None,
-                min_new_tokens=16,  # no row ends: both calls return 16 tokens per row
-            )
-        same = (out["torch"] == out["triton"]).float().mean().item()
-        print(f"  wired Triton vs torch path, {dtype}, {batch} rows x 16 greedy tokens: {same:.2%} equal", flush=True)
-        if dtype == torch.float32 and same < 1.0:
-            failures.append(f"fp32 greedy tokens of the wired Triton path differ ({same:.2%} equal)")
-
-
 def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, shapes: dict, tokenizer) -> list[str]:
     """Parts 1-3 for each backend and variant, printed as one table; returns the targets missed (CUDA)."""
     from evolora.generation.routed import BASE
@@ -463,13 +400,13 @@ def decode_figures(args, device: torch.device, dtype: torch.dtype, family: str, 
     failures: list[str] = []
     pieces = fused_pieces(args)
     print(f"  prefill: {'static' if pieces['static_prefill'] else 'eager'}", flush=True)
-    prefill_parity(shapes, family, device, 16, failures)
+    prefill_parity(shapes, family, device, 16, failures, (PROMPT, WINDOW))
     if "triton" in backends(device):
         on = [
             name for name, flag in (("fused SiLU·mul", "fused_mlp"), ("flash-decode", "flash_decode")) if pieces[flag]
         ]
         print(f"  Triton path: routed LoRA, rotary + k/v write, {', '.join(on) or 'no other piece'}", flush=True)
-        wired_parity(shapes, family, device, 16, failures, pieces)
+        wired_parity(shapes, family, device, 16, failures, (PROMPT, WINDOW), weight_pieces(pieces))
     bank = make_bank(random_shaped(str(device), dtype, shapes, family))
     stops = loop_stops(tokenizer, args.stop, shapes["vocab_size"])
     mixed = [bank.slots[i % len(bank.slots)] for i in range(args.batch)]

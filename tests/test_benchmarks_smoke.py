@@ -103,20 +103,22 @@ CASES = {
 }
 
 
+def _benchmark(script: str, *args: str, timeout: int = 300) -> str:
+    """The stdout of ``python benchmarks/SCRIPT ARGS``, which must exit 0 (else its output's tails)."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_benchmark_prints_ratio(name):
     if name == "rl_step" and (importlib.util.find_spec("trl") is None or importlib.util.find_spec("datasets") is None):
         pytest.skip("TRL is a dev-only dependency: pip install --no-deps trl; pip install datasets")
     args, pattern = CASES[name]
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / f"{name}.py"), "--model", "tiny-random", "--threads", "1", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert re.search(pattern, done.stdout), done.stdout[-3000:]
+    stdout = _benchmark(f"{name}.py", "--model", "tiny-random", "--threads", "1", *args)
+    assert re.search(pattern, stdout), stdout[-3000:]
 
 
 def test_prepack_gemm_prints_its_ratios():
@@ -127,42 +129,27 @@ def test_prepack_gemm_prints_its_ratios():
 
     if not prepack_supported(torch.float32):
         pytest.skip("this CPU/torch cannot pack float32 weights")
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "prepack_gemm.py"), "--layers", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert re.search(r"ratio packed/F.linear: q/o \d+\.\d+, k/v \d+\.\d+, gate/up \d+\.\d+, down \d+\.\d+", done.stdout)
+    stdout = _benchmark("prepack_gemm.py", "--layers", "1")
+    assert re.search(r"ratio packed/F.linear: q/o \d+\.\d+, k/v \d+\.\d+, gate/up \d+\.\d+, down \d+\.\d+", stdout)
 
 
 def test_lora_layout_prints_its_ratio():
     """SmolLM2's group shapes (no model loads), one shape."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "lora_layout.py"), "--quick"], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert re.search(r"ratio dense/gathered, q/k/v, 8 rows × 1 token: \d+\.\d+", done.stdout), done.stdout
+    stdout = _benchmark("lora_layout.py", "--quick")
+    assert re.search(r"ratio dense/gathered, q/k/v, 8 rows × 1 token: \d+\.\d+", stdout), stdout
 
 
 def test_contention_pair_starts_two_runs_and_prints_each_runs_ratio():
     """Whole ``evolora evolve`` processes: one alone, two side by side at ``auto`` and at 1 thread."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "contention.py"), "--model", "tiny-random", "--workload", "pair"]
-        + ["--threads", "1", "--repeats", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    stdout = _benchmark(
+        "contention.py", "--model", "tiny-random", "--workload", "pair", "--threads", "1", "--repeats", "1"
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for setting in ("auto", "1"):
         assert re.search(
             rf"ratio beside/alone at {setting} \(alone at auto: \d+\.\d+ s\): run 1 \d+\.\d+x, run 2 \d+\.\d+x",
-            done.stdout,
-        ), done.stdout[-3000:]
-    assert done.stdout.count("| pair |") == 4 and done.stdout.count("| alone |") == 1, done.stdout[-3000:]
+            stdout,
+        ), stdout[-3000:]
+    assert stdout.count("| pair |") == 4 and stdout.count("| alone |") == 1, stdout[-3000:]
 
 
 def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
@@ -177,43 +164,18 @@ def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
 
 
 def test_gpu_check_runs_its_checks_cpu_against_cpu():
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCHMARKS / "gpu_check.py"),
-            "--device",
-            "cpu",
-            "--model",
-            "tiny-random",
-            "--parity",
-            "tiny-random",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert re.search(r"parity tiny-random: 6 greedy rows, \d+ tokens equal on cpu and cpu", done.stdout), done.stdout
-    assert "tasks/gsm.yaml step on cpu (tiny-random)" in done.stdout and "gpu_check passed" in done.stdout
+    stdout = _benchmark("gpu_check.py", "--device", "cpu", "--model", "tiny-random", "--parity", "tiny-random")
+    assert re.search(r"parity tiny-random: 6 greedy rows, \d+ tokens equal on cpu and cpu", stdout), stdout
+    assert "tasks/gsm.yaml step on cpu (tiny-random)" in stdout and "gpu_check passed" in stdout
 
 
 def test_gpu_check_speed_part_runs_on_the_cpu_at_tiny_sizes():
     """The graph engine's speed part: parity graph vs eager (tiny Llama and Qwen2), figures printed, no targets."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "gpu_check.py"), "--device", "cpu", "--quick", "--skip-gsm"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    stdout = _benchmark("gpu_check.py", "--device", "cpu", "--quick", "--skip-gsm", timeout=600)
     for label in ("tiny-random", "Qwen2 tiny"):
-        assert f"{label} parity on cpu, fp32: graph and eager tokens equal" in done.stdout, done.stdout
-        assert re.search(rf"{label} batch 4: step -?\d+\.\d+ ms bare, .*HF generate \d+ tok/s", done.stdout), (
-            done.stdout
-        )
-    assert "gpu_check passed (gsm step left out)" in done.stdout
+        assert f"{label} parity on cpu, fp32: graph and eager tokens equal" in stdout, stdout
+        assert re.search(rf"{label} batch 4: step -?\d+\.\d+ ms bare, .*HF generate \d+ tok/s", stdout), stdout
+    assert "gpu_check passed (gsm step left out)" in stdout
 
 
 def test_critic_study_pairs_the_best_critic_with_the_base(tmp_path):

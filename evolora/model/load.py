@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from evolora.model.device import resolve_device
+from evolora.model.onednn_cache import bound_onednn_caches
 from evolora.model.prepack import check_prepack, prepacked
 from evolora.model.resolve import TINY_MODEL_NAME, ModelNotFoundError, _embedded_key, resolve_model
 from evolora.model.threads import ThreadPolicy
@@ -109,6 +110,7 @@ def load_base(
         dtype = auto_dtype(device)
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}.")
+    bound_onednn_caches()  # before the first packed GEMM: a run's many update shapes would grow its memory
     check_prepack(prepack, device, _DTYPES[dtype])  # a setting that cannot hold: refused before anything loads
     ThreadPolicy(num_threads).apply()  # an int (>= 1), auto (the free cores now) or None (torch's default)
     if name == TINY_MODEL_NAME:

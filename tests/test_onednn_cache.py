@@ -42,7 +42,8 @@ def _growth_mb(mode: str) -> float:
 
 
 @pytest.mark.skipif(
-    not sys.platform.startswith("linux") or not prepack_supported(torch.float32), reason="needs oneDNN packing and /proc"
+    not sys.platform.startswith("linux") or not prepack_supported(torch.float32),
+    reason="needs oneDNN packing and /proc",
 )
 def test_bounded_caches_stop_the_growth_of_many_shapes():
     unbounded, bounded = _growth_mb("default"), _growth_mb("bounded")

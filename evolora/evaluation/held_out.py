@@ -105,14 +105,15 @@ def evaluate(
     }
 
 
-EVAL_POSITIONS_PER_ROW = 1024
+EVAL_POSITIONS_PER_ROW = 768
 """Decoder positions (rows × (longest prompt + ``max_new_tokens``)) one evaluation batch may hold,
-per row of the engine's default batch (:data:`evolora.generation.engine.BATCH_SIZE`): 16,384 on a
-CPU, 262,144 on a GPU. The batch's prefill activations and KV cache grow with it. On a CPU, gsm's
-48 rows (prompts of 68-152 tokens + 192 new) then run in one batch instead of batches of about 20
-(at 6,144 positions): side by side, 48 greedy answers of the base (SmolLM2-135M, float32, one
-thread) took 0.86x the CPU time, the same 48 texts, with peak RSS 1.68 GB against 1.25 GB
-(docs/performance.md)."""
+per row of the engine's default batch (:data:`evolora.generation.engine.BATCH_SIZE`): 12,288 on a
+CPU, 196,608 on a GPU. The batch's prefill activations and KV cache grow with it (SmolLM2-135M in
+float32: 46 KB per position, so 12,288 positions hold 0.57 GB), and the KV cache of the end-of-run
+evaluation sets the default gsm job's peak memory. Measured side by side (96 greedy gsm answers of
+the base, batch 48, SmolLM2-135M float32, 2 threads, docs/performance.md): 12,288 positions took
+1.07x the CPU time of 16,384, the same 96 texts, peak RSS 1.60 GB against 1.78 GB; 16,384 took
+0.86x the CPU time of 6,144 (batches of about 20), peak RSS 1.68 GB against 1.25 GB."""
 
 
 def row_chunks(lengths: list[int], batch_size: int, max_new_tokens: int, budget: int) -> list[list[int]]:

@@ -164,6 +164,21 @@ AMX, no other jobs, 2026-12-06): q/k/v 0.53x at 8 rows, 0.74x at 16, 0.87x at 32
 0.61x, 0.84x, 1.05x, 1.14x; o 0.58x, 0.79x, 1.10x, 1.02x."""
 
 
+def adapter_row_mask(slots: torch.Tensor, used: list[int], rank: int) -> torch.Tensor:
+    """1 on the r columns of each row's adapter among the used adapters' concatenated factors.
+
+    Args:
+        slots: (N,) long, each row's bank slot (−1: the bare base, a row of zeros).
+        used: the sorted slots of ``slots`` besides −1 (P of them); rank: r.
+
+    Shapes: returns (N, P·r) float32 on ``slots``' device, column block p for ``used[p]``.
+    """
+    mask = torch.zeros(slots.shape[0], len(used), rank, device=slots.device)
+    for p, slot in enumerate(used):
+        mask[slots == slot, p] = 1.0
+    return mask.view(slots.shape[0], len(used) * rank)
+
+
 class RowPlan:
     """Which rows go to which adapter, shared by every layer of one routed forward.
 
@@ -188,10 +203,7 @@ class RowPlan:
         self.padded = bool((keep == 0).any())
         self.identity = not self.padded and torch.equal(self.gather, torch.arange(self.rows, device=slots.device))
         self.keep = keep.view(self.count, 1, self.width, 1)
-        row_mask = torch.zeros(self.rows, self.count, rank, device=slots.device)
-        for p, m in enumerate(members):
-            row_mask[m, p] = 1.0
-        self.row_mask = row_mask.view(self.rows, self.count * rank)  # the dense layout's: 1 on each row's adapter
+        self.row_mask = adapter_row_mask(slots, used, rank)  # the dense layout's: 1 on each row's adapter
 
 
 class GatheredStack:

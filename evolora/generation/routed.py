@@ -39,7 +39,7 @@ from typing import Iterator
 
 import torch
 
-from evolora.generation.lora_stack import GatheredStack, RowPlan, masked_delta_
+from evolora.generation.lora_stack import GatheredStack, RowPlan, adapter_row_mask, masked_delta_
 from evolora.generation.types import RoutedBank
 from evolora.model.device import model_device
 
@@ -91,18 +91,12 @@ def routed(bank: RoutedBank, names: list[str], *, train: bool = False) -> Iterat
         KeyError: an unknown adapter name.
     """
     route = route_index(bank, names)
-    device = route.device
     used = sorted(set(route.tolist()) - {-1})
     slots = [bank.slots[i] for i in used]
     scale = bank.alpha / bank.rank
     handles = []
     if used and train:
-        position = torch.full((len(bank.slots),), -1, dtype=torch.long, device=device)
-        position[used] = torch.arange(len(used), device=device)
-        rows = torch.where(route >= 0, position[route.clamp(min=0)], torch.zeros_like(route))
-        mask = torch.zeros(len(names), len(used), bank.rank, device=device)
-        mask[torch.arange(len(names), device=device), rows] = scale
-        mask = (mask * (route >= 0).float().view(-1, 1, 1)).reshape(len(names), 1, len(used) * bank.rank)
+        mask = (adapter_row_mask(route, used, bank.rank) * scale).unsqueeze(1)  # (N, 1, P·r)
         for layer in bank.layers.values():
             handles.append(layer.base_layer.register_forward_hook(_masked_hook(layer, slots, mask)))
     elif used:  # (all rows on the bare base: no hooks at all)

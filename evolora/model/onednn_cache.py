@@ -6,8 +6,9 @@ up to 1,024 entries by default. A policy update meets a new row count M in almos
 micro-batch, so a run's memory grows step after step: measured (fp32, 1 thread, Intel Xeon with
 AMX, torch 2.13), 600 distinct M through one packed 1536 × 576 weight grew the RSS by 365 MB, by
 173 MB with the primitive cache alone bounded, and by 43 MB with both bounded at 64 entries
-(``tests/test_onednn_cache.py`` repeats the measurement). A decode meets few shapes (its batch rows,
-cut when rows end), so 64 entries keep every primitive it reuses.
+(``tests/test_onednn_cache.py`` repeats the measurement). A decode meets few shapes at a time (four
+weight shapes at its batch's row count, cut when rows end), so :data:`CACHE_ENTRIES` keeps every
+primitive it reuses.
 
 The two caches read their capacity from the environment when first used, so the bound must be set
 before the first oneDNN call of the process: :func:`evolora.model.load.load_base` sets it before
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import os
 
-CACHE_ENTRIES = 64
-"""Entries of each of the two oneDNN caches (their default is 1,024)."""
+CACHE_ENTRIES = 8
+"""Entries of each of the two oneDNN caches (their default is 1,024). Four default gsm steps (fp32,
+2 threads, Intel Xeon with AMX) peaked at 2,427,460 KiB with 8 entries against 2,596,076 KiB with 64,
+the same records and step times within their noise (docs/performance.md)."""
 
 CAPACITY_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 """oneDNN's primitive cache and ideep's computation cache, as each reads its capacity."""

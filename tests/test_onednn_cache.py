@@ -53,12 +53,14 @@ def test_bounded_caches_stop_the_growth_of_many_shapes():
 
 def test_a_capacity_set_by_the_user_is_kept(monkeypatch):
     monkeypatch.setenv(CAPACITY_VARIABLES[0], "7")
-    monkeypatch.delenv(CAPACITY_VARIABLES[1], raising=False)
+    monkeypatch.setenv(CAPACITY_VARIABLES[1], "")  # recorded, so the value set below is undone after the test
+    monkeypatch.delenv(CAPACITY_VARIABLES[1])
     assert bound_onednn_caches() == {CAPACITY_VARIABLES[0]: "7", CAPACITY_VARIABLES[1]: str(CACHE_ENTRIES)}
 
 
 def test_entries_below_one_are_refused(monkeypatch):
-    monkeypatch.delenv(CAPACITY_VARIABLES[0], raising=False)
+    monkeypatch.setenv(CAPACITY_VARIABLES[0], "")
+    monkeypatch.delenv(CAPACITY_VARIABLES[0])
     with pytest.raises(ValueError, match=">= 1"):
         bound_onednn_caches(0)
     assert CAPACITY_VARIABLES[0] not in os.environ

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -271,6 +272,6 @@ def held_out_curve(run) -> dict[str, float]:
         curve,
         seed=run.config.run.seed,
         limit=curve.curve_limit,
-        before_batch=lambda: run.phase("held_out"),
+        before_batch=partial(run.phase, "held_out"),
     )
     return {member: entry["accuracy"] for member, entry in results.items()}

@@ -10,6 +10,8 @@ Source: PopuLoRA (arXiv 2605.16727) §4 (held-out accuracy of the students again
 
 from __future__ import annotations
 
+from functools import partial
+
 from evolora.evaluation import held_out_accuracy
 from evolora.evaluation.family import family_accuracy
 from evolora.evaluation.members import fittest
@@ -33,10 +35,7 @@ def evaluate(run, fitness: dict | None = None) -> tuple[dict[str, dict], dict]:
         best = fittest(record, [m.id for m in solvers])
         solvers = [m for m in solvers if m.id == best]
     members = {m.slot: m.id for m in solvers}
-
-    def batch() -> None:  # each decode batch starts a phase (evolora.run.Run.phase)
-        run.phase("held_out")
-
+    batch = partial(run.phase, "held_out")  # each decode batch starts a phase (evolora.run.Run.phase)
     results, _ = held_out_accuracy(
         run.bank,
         run.tokenizer,

@@ -147,10 +147,10 @@ def measure(args) -> None:
     spread = {p: [slots[i % p] for i in range(args.batch)] for p in args.adapters}
     most = max(args.adapters)
 
-    def ours(names, routed_rows=True):
+    def ours(names, routed_rows=True, tokens=args.tokens):
         engine = bank.engine if routed_rows else peft
         return lambda: engine.generate(
-            prompts, names, Sampling(max_new_tokens=args.tokens, greedy=True), batch_size=args.batch
+            prompts, names, Sampling(max_new_tokens=tokens, greedy=True), batch_size=args.batch
         )
 
     calls = {
@@ -175,7 +175,8 @@ def measure(args) -> None:
     clock.handle.remove()
     report(args, weights, timings, max(bandwidth), prompts)
     if args.profile:
-        profile(ours(spread[4 if 4 in spread else most]))
+        names = spread[4 if 4 in spread else most]
+        profile(ours(names, tokens=2), ours(names), args.tokens - 2)
 
 
 def report(args, weights, timings, bandwidth, prompts) -> None:
@@ -210,14 +211,32 @@ def report(args, weights, timings, bandwidth, prompts) -> None:
     print(f"ratio {mixed} decode / limit: {args.batch / step[mixed] / limit:.2f}")
 
 
-def profile(call) -> None:
-    """The top operators (self CPU time) of one routed generate call."""
+def profile(short, long, steps: int) -> None:
+    """The operators of one decode step (self CPU time): a routed generate call of 2 new tokens and
+    one of ``--tokens``, each profiled, their difference over the ``steps`` decode steps between them
+    (so the prefill drops out); the wall time per step beside it (what the ops leave is Python)."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-        call()
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14))
+    tables, walls = [], []
+    for call in (short, long):
+        call()  # warm-up
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            began = time.perf_counter()
+            call()
+            walls.append(time.perf_counter() - began)
+        tables.append({e.key: (e.self_cpu_time_total, e.count) for e in prof.key_averages()})
+    short_ops, long_ops = tables
+    delta = {
+        op: (us - short_ops.get(op, (0, 0))[0], count - short_ops.get(op, (0, 0))[1])
+        for op, (us, count) in long_ops.items()
+    }
+    ops_ms = sum(us for us, _ in delta.values()) / steps / 1e3
+    wall_ms = (walls[1] - walls[0]) / steps * 1e3
+    print(f"\none decode step: {wall_ms:.1f} ms wall under the profiler, {ops_ms:.1f} ms in operators")
+    print(f"{'operator':<52}{'ms/step':>9}{'calls/step':>11}{'µs/call':>9}")
+    for op, (us, count) in sorted(delta.items(), key=lambda item: -item[1][0])[:14]:
+        print(f"{op:<52}{us / steps / 1e3:>9.2f}{count / steps:>11.0f}{us / max(count, 1):>9.1f}")
 
 
 def main() -> None:
@@ -237,7 +256,11 @@ def main() -> None:
         help="model.prepack for the measured model (auto: what a run uses; false: F.linear everywhere)",
     )
     parser.add_argument("--no-rss", dest="rss", action="store_false", help="skip the 2-step gsm run")
-    parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of one call")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print the operators of one decode step (torch.profiler, prefill excluded)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny random model, tiny sizes (smoke test)")
     args = parser.parse_args()
     if args.quick:

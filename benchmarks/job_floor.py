@@ -15,7 +15,7 @@ beside the phase seconds of a quiet run of the same job (``--seconds RUN``: its 
 
     python benchmarks/job_floor.py count tasks/gsm.yaml --out /tmp/floor-run --json /tmp/flops.json
     python benchmarks/job_floor.py rate --threads 2
-    python benchmarks/job_floor.py floor /tmp/flops.json --rate 230 --seconds runs/gsm
+    python benchmarks/job_floor.py floor /tmp/flops.json --rate 210 --seconds runs/gsm
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def custom_mapping() -> dict:
 
 
 def count(args) -> None:
-    """Run the job under ``FlopCounterMode``; write {phase: FLOP} and the run's step count as JSON."""
+    """Run the job under ``FlopCounterMode``; write {phase: FLOP} (with the config and overrides) as JSON."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from evolora.cli import app

@@ -229,3 +229,14 @@ def test_critic_study_pairs_the_best_critic_with_the_base(tmp_path):
     assert re.search(r"best-of-n by the best critic - majority-of-n .*: \+12\.5 \[", done.stdout), done.stdout
     assert "| 1 | c0 | 75.0 % | 55.0 % | +20.0 |" in done.stdout
     assert "first 1 steps 0.500 (n 1), last 1 0.700 (n 1); near-constant critic-steps 3 of 6" in done.stdout
+
+
+def test_shared_prefix_attention_agrees_with_full_attention_and_prints_its_ratio():
+    """The merged two-part attention equals attention over each row's whole cache (fp32)."""
+    stdout = _benchmark(
+        "shared_prefix_attention.py", "--threads", "1", "--prompts", "2", "--samples", "2", "--prefix", "8",
+        "--suffix", "4", "--repeats", "1",
+    )  # fmt: skip
+    difference = float(re.search(r"max \|difference\| (\S+)", stdout).group(1))
+    assert difference < 1e-5, stdout
+    assert re.search(r"ratio shared/full attention time: \d+\.\d+", stdout), stdout

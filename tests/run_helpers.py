@@ -7,6 +7,8 @@ another test module (``tests/test_layout.py`` checks it).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 TINY_OVERRIDES = {
     "model": {"name": "tiny-random", "dtype": "float32", "num_threads": 1},  # the same numerics on every host and load
     "lora": {"rank": 4, "alpha": 8, "init_b_std": 0.05},
@@ -129,14 +131,32 @@ def tree_digest(root) -> dict[str, str]:
     }
 
 
-def benchmark_module(name: str):
-    """The script ``benchmarks/<name>.py`` imported as a module (its functions, without running ``main``)."""
-    import importlib.util
-    from pathlib import Path
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
-    spec = importlib.util.spec_from_file_location(
-        name, Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
-    )
+
+def benchmark_module(name: str):
+    """The script ``benchmarks/<name>.py`` imported as a module (its functions, without running ``main``);
+    its imports of sibling helpers (``_timing``, ``_pair``) resolve as when the script runs."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
     return module
+
+
+def run_benchmark(script: str, *args: str, timeout: int = 300) -> str:
+    """The stdout of ``python benchmarks/SCRIPT ARGS``, which must exit 0 (else its output's tails)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout

@@ -9,13 +9,12 @@ import importlib.util
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from run_helpers import BENCHMARKS, run_benchmark
 
 pytestmark = pytest.mark.slow  # over ~5 s each: CI runs them, `-m "not slow"` skips them
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 CASES = {
     "checkpoint_threshold": (
@@ -103,21 +102,12 @@ CASES = {
 }
 
 
-def _benchmark(script: str, *args: str, timeout: int = 300) -> str:
-    """The stdout of ``python benchmarks/SCRIPT ARGS``, which must exit 0 (else its output's tails)."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_benchmark_prints_ratio(name):
     if name == "rl_step" and (importlib.util.find_spec("trl") is None or importlib.util.find_spec("datasets") is None):
         pytest.skip("TRL is a dev-only dependency: pip install --no-deps trl; pip install datasets")
     args, pattern = CASES[name]
-    stdout = _benchmark(f"{name}.py", "--model", "tiny-random", "--threads", "1", *args)
+    stdout = run_benchmark(f"{name}.py", "--model", "tiny-random", "--threads", "1", *args)
     assert re.search(pattern, stdout), stdout[-3000:]
 
 
@@ -129,19 +119,19 @@ def test_prepack_gemm_prints_its_ratios():
 
     if not prepack_supported(torch.float32):
         pytest.skip("this CPU/torch cannot pack float32 weights")
-    stdout = _benchmark("prepack_gemm.py", "--layers", "1")
+    stdout = run_benchmark("prepack_gemm.py", "--layers", "1")
     assert re.search(r"ratio packed/F.linear: q/o \d+\.\d+, k/v \d+\.\d+, gate/up \d+\.\d+, down \d+\.\d+", stdout)
 
 
 def test_lora_layout_prints_its_ratio():
     """SmolLM2's group shapes (no model loads), one shape."""
-    stdout = _benchmark("lora_layout.py", "--quick")
+    stdout = run_benchmark("lora_layout.py", "--quick")
     assert re.search(r"ratio dense/gathered, q/k/v, 8 rows × 1 token: \d+\.\d+", stdout), stdout
 
 
 def test_contention_pair_starts_two_runs_and_prints_each_runs_ratio():
     """Whole ``evolora evolve`` processes: one alone, two side by side at ``auto`` and at 1 thread."""
-    stdout = _benchmark(
+    stdout = run_benchmark(
         "contention.py", "--model", "tiny-random", "--workload", "pair", "--threads", "1", "--repeats", "1"
     )
     for setting in ("auto", "1"):
@@ -164,14 +154,14 @@ def test_gpu_check_without_a_gpu_says_so_and_exits_cleanly():
 
 
 def test_gpu_check_runs_its_checks_cpu_against_cpu():
-    stdout = _benchmark("gpu_check.py", "--device", "cpu", "--model", "tiny-random", "--parity", "tiny-random")
+    stdout = run_benchmark("gpu_check.py", "--device", "cpu", "--model", "tiny-random", "--parity", "tiny-random")
     assert re.search(r"parity tiny-random: 6 greedy rows, \d+ tokens equal on cpu and cpu", stdout), stdout
     assert "tasks/gsm.yaml step on cpu (tiny-random)" in stdout and "gpu_check passed" in stdout
 
 
 def test_gpu_check_speed_part_runs_on_the_cpu_at_tiny_sizes():
     """The graph engine's speed part: parity graph vs eager (tiny Llama and Qwen2), figures printed, no targets."""
-    stdout = _benchmark("gpu_check.py", "--device", "cpu", "--quick", "--skip-gsm", timeout=600)
+    stdout = run_benchmark("gpu_check.py", "--device", "cpu", "--quick", "--skip-gsm", timeout=600)
     for label in ("tiny-random", "Qwen2 tiny"):
         assert f"{label} parity on cpu, fp32: graph and eager tokens equal" in stdout, stdout
         assert re.search(rf"{label} batch 4: step -?\d+\.\d+ ms bare, .*HF generate \d+ tok/s", stdout), stdout
@@ -233,7 +223,7 @@ def test_critic_study_pairs_the_best_critic_with_the_base(tmp_path):
 
 def test_shared_prefix_attention_agrees_with_full_attention_and_prints_its_ratio():
     """The merged two-part attention equals attention over each row's whole cache (fp32)."""
-    stdout = _benchmark(
+    stdout = run_benchmark(
         "shared_prefix_attention.py", "--threads", "1", "--prompts", "2", "--samples", "2", "--prefix", "8",
         "--suffix", "4", "--repeats", "1",
     )  # fmt: skip

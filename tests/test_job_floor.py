@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-def _benchmark(*args: str) -> str:
-    """The stdout of ``python benchmarks/job_floor.py ARGS``, which must exit 0 (else its output's tails)."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "job_floor.py"), *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
-
+from run_helpers import BENCHMARKS, benchmark_module, run_benchmark
 
 TINY_GSM = [
     "--set", "model.name=tiny-random", "--set", "run.steps=1", "--set", "eval.limit=2", "--set", "eval.family=2",
@@ -37,10 +22,10 @@ def test_job_floor_counts_a_tiny_job_by_phase_and_prints_its_floor(tmp_path):
     flops = tmp_path / "flops.json"
     run = tmp_path / "run"
     gsm = str(BENCHMARKS.parent / "tasks" / "gsm.yaml")
-    _benchmark("count", gsm, "--out", str(run), "--json", str(flops), *TINY_GSM)
+    run_benchmark("job_floor.py", "count", gsm, "--out", str(run), "--json", str(flops), *TINY_GSM)
     phases = json.loads(flops.read_text())["flops"]
     assert phases["selfplay"] > 0 and phases["train"] > 0 and phases["held_out"] > 0, phases
-    stdout = _benchmark("floor", str(flops), "--rate", "100", "--seconds", str(run))
+    stdout = run_benchmark("job_floor.py", "floor", str(flops), "--rate", "100", "--seconds", str(run))
     assert re.search(r"ratio floor/run, the steps \(selfplay, train(, evolve)?\): \d+\.\d+", stdout), stdout
 
 
@@ -52,13 +37,7 @@ def test_job_floor_counts_the_packed_linear_and_cpu_attention():
 
     from evolora.model.prepack import pack_weight, packed_linear, prepack_supported
 
-    spec = importlib.util.spec_from_file_location("job_floor", BENCHMARKS / "job_floor.py")
-    sys.path.insert(0, str(BENCHMARKS))  # its `_timing` import
-    try:
-        job_floor = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(job_floor)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    job_floor = benchmark_module("job_floor")
     packs = prepack_supported(torch.float32)  # its one-shot check multiplies too: outside the count
     counter = FlopCounterMode(display=False, custom_mapping=job_floor.custom_mapping())
     query = torch.randn(2, 3, 3, 64, requires_grad=True)

@@ -5,6 +5,11 @@
         --arms population,truncation,rank_selection,fitness_proportional --seeds 0-3
     python benchmarks/study_report.py runs/study-popsize --out evolution \
         --arms size4,size4_noevo --reference size4
+    python benchmarks/study_report.py runs/study-evolution --out evolution \
+        --arms population,no_evolution --seeds 0-7 --reference population
+
+Beside the held-out comparison, the tables say whether selection acted
+(:mod:`evolora.report.selection_tables`): fitness validity, ρ(fitness, birth step) and the events.
 """
 
 from __future__ import annotations

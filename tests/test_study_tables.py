@@ -133,6 +133,7 @@ def test_study_tables_give_compute_fitness_validity_and_item_intervals(tmp_path)
     assert "| single_agent_total | 3 | 140 |" in markdown
     assert "| population | dev accuracy | 3 | 6 | +1.00 | 3 / 0 / 0 |" in markdown
     assert "| population | μ − 3σ | 3 | 6 | -1.00 | 0 / 3 / 0 |" in markdown
+    assert "fitness (selected on)" not in markdown  # a rating fitness repeats the μ − 3σ row
     row = next(line for line in markdown.splitlines() if line.startswith("| population − single_agent_total"))
     assert row.endswith(
         "| +12.5 [+0.0, +37.5] |"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evolora.fitness import pooled_rank_correlation
 from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval, trend_metric
+from evolora.report.selection_tables import birth_table, events_table, fitness_table
 from evolora.report.stats import bootstrap_difference, paired_difference
 
 BOOTSTRAP_SEED = 0
@@ -96,7 +96,9 @@ def study_tables(runs: list[RunData], reference: str = REFERENCE) -> StudyTables
         _paired_table(by_arm, reference),
         _compute_table(by_arm),
         _seed_table(by_arm),
-        _fitness_table(finished),
+        fitness_table(finished),
+        birth_table(finished),
+        events_table(finished),
         _pass_table(finished),
         _cell_table(held_out_groups(finished)),
     ]
@@ -296,35 +298,4 @@ def _compute_table(by_arm: dict[str, dict[int, dict]]) -> list[str]:
             values = [n[key] for n in seeds.values() if n.get(key) is not None]
             cells.append(f"{sum(values) / len(values) / scale:,.0f}" if values else "–")
         lines.append(f"| {arm} | {len(seeds)} | {' | '.join(cells)} |")
-    return lines
-
-
-def _fitness_table(runs: list[RunData]) -> list[str]:
-    """Does a fitness signal predict held-out accuracy? Per arm, Spearman's ρ of run-centred final
-    signal and held-out accuracy over its members and seeds, and the member pairs ordered alike /
-    unlike (:func:`evolora.fitness.pooled_rank_correlation`); empty when no run recorded a fitness."""
-    by_arm: dict[str, dict[str, list]] = {}
-    for run in runs:
-        record = (run.summary or {}).get("fitness")
-        if not record:
-            continue
-        accuracy = held_out_members(run)
-        for signal in ("rating", "validation"):
-            values = {m: e[signal] for m, e in record["members"].items() if m in accuracy and e[signal] is not None}
-            by_arm.setdefault(run.mode, {}).setdefault(signal, []).append((values, accuracy))
-    if not by_arm:
-        return []
-    lines = [
-        "| arm | fitness signal | runs | members | within-run Spearman ρ | pairs alike / unlike / tied |",
-        "|---|---|---|---|---|---|",
-    ]
-    for arm, signals in by_arm.items():
-        for signal, pairs in signals.items():
-            pooled = pooled_rank_correlation(pairs)
-            rho = "–" if pooled["rho"] is None else f"{pooled['rho']:+.2f}"
-            lines.append(
-                f"| {arm} | {'μ − 3σ' if signal == 'rating' else 'dev accuracy'} | {len(pairs)} | "
-                f"{pooled['members']} | {rho} | {pooled['concordant']} / {pooled['discordant']} / "
-                f"{pooled['tied']} |"
-            )
     return lines

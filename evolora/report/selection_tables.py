@@ -1,0 +1,155 @@
+"""Did selection act? A study's tables of its final fitness and its evolution events, per arm.
+
+    fitness_table(runs)   # within-run Spearman ρ of each final fitness signal with held-out accuracy
+    birth_table(runs)     # within-run ρ of the final fitness with the birth step, per role
+    events_table(runs)    # events per run, the share of each role replaced, the students' S, R and h²
+
+They test the targets of an outer loop that acts (``docs/results/evolution.md``): the fitness
+tracks held-out accuracy within a run (ρ ≥ 0.5 pooled over the evolution-on runs), it does not
+rank by age (|ρ(fitness, birth step)| ≤ 0.2), every run has ≥ 9 events each replacing ≥ half of
+each role, and the selection differential on audited held-out accuracy is positive at ≥ 70 % of
+events. Each table is empty (no lines) when no run recorded what it reads.
+
+Source: PopuLoRA (arXiv 2605.16727) §2 step 5 (evolution); the breeder's equation of
+:mod:`evolora.breeding`.
+"""
+
+from __future__ import annotations
+
+from evolora.fitness import pooled_rank_correlation
+from evolora.report.breeding import breeders_rows, breeders_summary
+from evolora.report.data import RunData, held_out_members
+
+SIGNAL_LABELS = {
+    "fitness": "fitness (selected on)",
+    "accuracy": "exam accuracy",
+    "logprob": "exam log-probability",
+    "validation": "dev accuracy",
+    "rating": "μ − 3σ",
+}
+"""The final fitness signals the validity table reads from ``summary.fitness.members``, in order."""
+
+PLAIN_FITNESS = ("rating", "validation")
+"""Fitness names whose ``fitness`` value repeats a signal of its own row (then left out)."""
+
+BREEDING_SIGNALS = {"fitness": "fitness (selected on)", "held_out": "audited held-out accuracy"}
+"""The students' breeder's signals of the events table."""
+
+
+def _members(run: RunData) -> dict[str, dict]:
+    """``summary.fitness.members`` of a finished run ({} when it recorded none)."""
+    return ((run.summary or {}).get("fitness") or {}).get("members") or {}
+
+
+def _rho(pooled: dict) -> str:
+    return "–" if pooled["rho"] is None else f"{pooled['rho']:+.2f}"
+
+
+def _pairs_cell(pooled: dict) -> str:
+    return f"{pooled['concordant']} / {pooled['discordant']} / {pooled['tied']}"
+
+
+def fitness_table(runs: list[RunData]) -> list[str]:
+    """Per arm and signal: Spearman's ρ of run-centred final signal against held-out accuracy over the
+    arm's evaluated members and seeds, and the member pairs ordered alike / unlike / tied
+    (:func:`evolora.fitness.pooled_rank_correlation`). The ``fitness`` row is the signal selection
+    used (an exam's score), left out where it only repeats μ − 3σ or dev accuracy."""
+    by_arm: dict[str, dict[str, list]] = {}
+    for run in runs:
+        members, accuracy = _members(run), held_out_members(run)
+        name = ((run.summary or {}).get("fitness") or {}).get("name")
+        for signal in SIGNAL_LABELS:
+            if signal == "fitness" and name in PLAIN_FITNESS:
+                continue
+            values = {m: e.get(signal) for m, e in members.items() if m in accuracy and e.get(signal) is not None}
+            if values:
+                by_arm.setdefault(run.mode, {}).setdefault(signal, []).append((values, accuracy))
+    if not by_arm:
+        return []
+    lines = [
+        "| arm | fitness signal | runs | members | within-run Spearman ρ | pairs alike / unlike / tied |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm, signals in by_arm.items():
+        for signal in (s for s in SIGNAL_LABELS if s in signals):
+            pooled = pooled_rank_correlation(signals[signal])
+            lines.append(
+                f"| {arm} | {SIGNAL_LABELS[signal]} | {len(signals[signal])} | {pooled['members']} | "
+                f"{_rho(pooled)} | {_pairs_cell(pooled)} |"
+            )
+    return lines
+
+
+def birth_table(runs: list[RunData]) -> list[str]:
+    """Per arm and role: within-run Spearman ρ of the final ``fitness`` against the birth step
+    (founders at step 0), pooled over seeds, and the member pairs ordered alike / unlike / tied.
+    A positive ρ: the members born last rank highest."""
+    by_key: dict[tuple[str, str], list] = {}
+    for run in runs:
+        members = _members(run)
+        born = {i["id"]: i.get("born_step") or 0 for i in (run.summary or {}).get("individuals", [])}
+        for role in dict.fromkeys(e.get("role") for e in members.values()):
+            fitness = {m: e.get("fitness") for m, e in members.items() if e.get("role") == role and m in born}
+            if any(v is not None for v in fitness.values()):
+                by_key.setdefault((run.mode, role), []).append((fitness, {m: born[m] for m in fitness}))
+    if not by_key:
+        return []
+    lines = [
+        "| arm | role | runs | members | within-run ρ(fitness, birth step) | pairs alike / unlike / tied |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (arm, role), pairs in by_key.items():
+        pooled = pooled_rank_correlation(pairs)
+        lines.append(
+            f"| {arm} | {role} | {len(pairs)} | {pooled['members']} | {_rho(pooled)} | {_pairs_cell(pooled)} |"
+        )
+    return lines
+
+
+def event_counts(run: RunData) -> tuple[int, float | None]:
+    """(events with a selection record, the least share of a role replaced at any of them; None
+    without events). Shares are ``len(replaced) / len(members)`` of each role's selection record."""
+    shares = []
+    events = 0
+    for record in run.metrics:
+        selection = (record.get("evolution") or {}).get("selection") or {}
+        if selection:
+            events += 1
+            shares += [len(s["replaced"]) / len(s["members"]) for s in selection.values() if s.get("members")]
+    return events, (min(shares) if shares else None)
+
+
+def events_table(runs: list[RunData]) -> list[str]:
+    """Per arm with events: runs, events per run (fewest–most), the least share of a role replaced at
+    an event, and per students' signal (:data:`BREEDING_SIGNALS`) the events with S > 0, mean S and R
+    × 100 (points of accuracy for an accuracy signal), and the pooled h² = ΣR / ΣS (:func:`evolora.report.breeding.breeders_summary`)."""
+    lines = []
+    arms = dict.fromkeys(run.mode for run in runs)
+    for arm in arms:
+        mine = [run for run in runs if run.mode == arm]
+        counts = [event_counts(run) for run in mine]
+        if not any(events for events, _ in counts):
+            continue
+        table = breeders_summary(breeders_rows(mine))
+        events = [e for e, _ in counts]
+        shares = [s for _, s in counts if s is not None]
+        least = f"{min(shares):.2f}" if shares else "–"
+        for signal, label in BREEDING_SIGNALS.items():
+            row = table.get(signal)
+            if row is None:
+                continue
+            positive = round(row["positive"] * row["events"])
+            r = "–" if row["R"] is None else f"{100 * row['R']:+.2f}"
+            h2 = "–" if row["h2"] is None else f"{row['h2']:+.2f}"
+            lines.append(
+                f"| {arm} | {len(mine)} | {min(events)}–{max(events)} | {least} | {label} | "
+                f"{positive} of {row['events']} ({100 * row['positive']:.0f} %) | {100 * row['S']:+.2f} | {r} | {h2} |"
+            )
+    if not lines:
+        return []
+    header = [
+        "| arm | runs | events per run | least share replaced | students' signal | events with S > 0 | "
+        "mean S × 100 | mean R × 100 | h² = ΣR / ΣS |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    return header + lines

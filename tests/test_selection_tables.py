@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from evolora.report.data import RunData, load_run
-from evolora.report.selection_tables import birth_table, event_counts, events_table, fitness_table
+from evolora.report.selection_tables import (
+    birth_table,
+    event_counts,
+    events_table,
+    fitness_table,
+    per_event_table,
+)
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "study-evolution" / "calibration"
 
@@ -40,9 +46,13 @@ def test_events_table_counts_events_replacement_and_the_breeders_signals():
         "| 2 | 4–4 | 0.50 | fitness (selected on) | 7 of 8 (88 %) | +0.66 | -0.17 | -0.22 |"
     )
     assert "| 4 of 8 (50 %) | +0.05 | -0.40 |" in _row(lines, "audited held-out accuracy")
+    per_event = per_event_table(runs)
+    assert "| population | 5 | 2 | 2 of 2, +0.64, -0.13 | 0 of 2, -0.64, " in per_event[2]
+    assert per_event[-1].endswith("| 20 | 2 | 1 of 2, +0.37, – | 0 of 2, -0.21, – |")  # the last event has no response
 
 
 def test_runs_without_events_or_an_exam_give_no_rows(tmp_path):
     run = RunData(tmp_path, {}, "no_evolution", "arith", 0, [{"step": 1}], [], None)
     assert event_counts(run) == (0, None)
     assert events_table([run]) == [] and birth_table([run]) == [] and fitness_table([run]) == []
+    assert per_event_table([run]) == []

@@ -3,6 +3,7 @@
     fitness_table(runs)   # within-run Spearman ρ of each final fitness signal with held-out accuracy
     birth_table(runs)     # within-run ρ of the final fitness with the birth step, per role
     events_table(runs)    # events per run, the share of each role replaced, the students' S, R and h²
+    per_event_table(runs) # the breeder's table per event step: S > 0 count, mean S and R over the runs
 
 They test the targets of an outer loop that acts (``docs/results/evolution.md``): the fitness
 tracks held-out accuracy within a run (ρ ≥ 0.5 pooled over the evolution-on runs), it does not
@@ -153,3 +154,26 @@ def events_table(runs: list[RunData]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     return header + lines
+
+
+def per_event_table(runs: list[RunData]) -> list[str]:
+    """Per arm and event step: the runs with a students' selection record there, and for each signal
+    of :data:`BREEDING_SIGNALS` the runs with S > 0 and the mean S and R × 100 over the runs (R: those
+    with a next event)."""
+    rows = breeders_rows(runs)
+    if not rows:
+        return []
+    header = "| arm | step | runs | " + " | ".join(
+        f"{label}: S > 0, mean S, mean R" for label in BREEDING_SIGNALS.values()
+    )
+    lines = [header + " |", "|---|---|---|" + "---|" * len(BREEDING_SIGNALS)]
+    for arm, step in dict.fromkeys((row["mode"], row["step"]) for row in rows):
+        mine = [row for row in rows if row["mode"] == arm and row["step"] == step]
+        cells = []
+        for signal in BREEDING_SIGNALS:
+            s = [row["S"][signal] for row in mine if signal in row["S"]]
+            r = [row["R"][signal] for row in mine if signal in row["R"]]
+            mean = lambda v: f"{100 * sum(v) / len(v):+.2f}" if v else "–"  # noqa: E731
+            cells.append(f"{sum(v > 0 for v in s)} of {len(s)}, {mean(s)}, {mean(r)}")
+        lines.append(f"| {arm} | {step} | {len(mine)} | " + " | ".join(cells) + " |")
+    return lines

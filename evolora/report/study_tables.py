@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval, trend_metric
-from evolora.report.selection_tables import birth_table, events_table, fitness_table
+from evolora.report.selection_tables import birth_table, events_table, fitness_table, per_event_table
 from evolora.report.stats import bootstrap_difference, paired_difference
 
 BOOTSTRAP_SEED = 0
@@ -99,6 +99,7 @@ def study_tables(runs: list[RunData], reference: str = REFERENCE) -> StudyTables
         fitness_table(finished),
         birth_table(finished),
         events_table(finished),
+        per_event_table(finished),
         _pass_table(finished),
         _cell_table(held_out_groups(finished)),
     ]

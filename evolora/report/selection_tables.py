@@ -46,6 +46,10 @@ def _rho(pooled: dict) -> str:
     return "–" if pooled["rho"] is None else f"{pooled['rho']:+.2f}"
 
 
+def _mean_x100(values: list[float]) -> str:
+    return f"{100 * sum(values) / len(values):+.2f}" if values else "–"
+
+
 def _pairs_cell(pooled: dict) -> str:
     return f"{pooled['concordant']} / {pooled['discordant']} / {pooled['tied']}"
 
@@ -123,7 +127,8 @@ def event_counts(run: RunData) -> tuple[int, float | None]:
 def events_table(runs: list[RunData]) -> list[str]:
     """Per arm with events: runs, events per run (fewest–most), the least share of a role replaced at
     an event, and per students' signal (:data:`BREEDING_SIGNALS`) the events with S > 0, mean S and R
-    × 100 (points of accuracy for an accuracy signal), and the pooled h² = ΣR / ΣS (:func:`evolora.report.breeding.breeders_summary`)."""
+    × 100 (points of accuracy for an accuracy signal), and the pooled h² = ΣR / ΣS
+    (:func:`evolora.report.breeding.breeders_summary`)."""
     lines = []
     arms = dict.fromkeys(run.mode for run in runs)
     for arm in arms:
@@ -140,7 +145,7 @@ def events_table(runs: list[RunData]) -> list[str]:
             if row is None:
                 continue
             positive = round(row["positive"] * row["events"])
-            r = "–" if row["R"] is None else f"{100 * row['R']:+.2f}"
+            r = "–" if row["R"] is None else _mean_x100([row["R"]])
             h2 = "–" if row["h2"] is None else f"{row['h2']:+.2f}"
             lines.append(
                 f"| {arm} | {len(mine)} | {min(events)}–{max(events)} | {least} | {label} | "
@@ -173,7 +178,6 @@ def per_event_table(runs: list[RunData]) -> list[str]:
         for signal in BREEDING_SIGNALS:
             s = [row["S"][signal] for row in mine if signal in row["S"]]
             r = [row["R"][signal] for row in mine if signal in row["R"]]
-            mean = lambda v: f"{100 * sum(v) / len(v):+.2f}" if v else "–"  # noqa: E731
-            cells.append(f"{sum(v > 0 for v in s)} of {len(s)}, {mean(s)}, {mean(r)}")
+            cells.append(f"{sum(v > 0 for v in s)} of {len(s)}, {_mean_x100(s)}, {_mean_x100(r)}")
         lines.append(f"| {arm} | {step} | {len(mine)} | " + " | ".join(cells) + " |")
     return lines

@@ -1,0 +1,26 @@
+#!/bin/bash
+# The analysis of the outer-loop study of docs/results/evolution.md, run once, when all 16 primary
+# runs (population and no_evolution, seeds 0-7) have finished; written before any record was read.
+# Usage: benchmarks/evolution_analysis.sh STUDY OUT      (from a checkout; OMP_NUM_THREADS=1 for the re-evaluation)
+#   1. the primary endpoint and whether selection acted: population - no_evolution, paired by seed
+#      (study_report.py: t interval, sign-flip p, item x seed bootstrap, fitness validity, rho(fitness,
+#      birth step), the events and the per-event breeder's table);
+#   2. the secondary arm: population - single_agent_total, on the seeds it has finished;
+#   3. post hoc, for comparison: the final adapters of the primary runs re-evaluated on the old
+#      270-item grid (9 cells x 30 items, eval_seed 0), resumable (about 9 minutes a run at one thread
+#      with SmolLM2-135M on a 2-core CPU), then the same comparison on it;
+#   4. evolora report over the primary runs (breeding.png, report.json: per run and per study).
+set -euo pipefail
+study=$1; out=$2
+mkdir -p "$out"
+python benchmarks/study_report.py "$study" --out "$out/primary" \
+  --arms population,no_evolution --seeds 0-7 --reference population > "$out/primary.md"
+python benchmarks/study_report.py "$study" --out "$out/secondary" \
+  --arms population,single_agent_total --seeds 0-7 --reference population > "$out/secondary.md"
+python benchmarks/study_reevaluate.py "$study" --out "$out/grid270-runs" \
+  --set task.params.eval_cells=null --set task.params.eval_per_cell=30 --set task.params.eval_seed=0 \
+  --limit 270 --arms population,no_evolution --seeds 0-7
+python benchmarks/study_report.py "$out/grid270-runs" --out "$out/grid270" \
+  --arms population,no_evolution --seeds 0-7 --reference population > "$out/grid270.md"
+evolora report "$study"/population-s[0-7] "$study"/no_evolution-s[0-7] --out "$out/report" > /dev/null
+echo "tables: $out/primary.md, $out/secondary.md, $out/grid270.md (post hoc); report: $out/report/"

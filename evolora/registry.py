@@ -23,6 +23,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from evolora.spelling import did_you_mean
 from evolora.user_code import describe_exception
 
 T = TypeVar("T")
@@ -164,7 +165,7 @@ class Registry(Generic[T]):
         listing = ", ".join(self.names())
         choices = f"use {', '.join(self.reserved)}, one of {listing}" if self.reserved else f"registered: {listing}"
         own = f" (or 'package.module:{self.form}' for your own)" if self.build is not None else ""
-        raise ValueError(f"unknown {self.kind} {name!r}; {choices}{own}")
+        raise ValueError(f"unknown {self.kind} {name!r}; {did_you_mean(name, self.names())}{choices}{own}")
 
     def names(self, *, loaded: bool = True) -> list[str]:
         """The registered names, sorted; with ``loaded=False`` without the ``package.module:attr``

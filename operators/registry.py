@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from evolora.registry import Registry as Names
 from evolora.registry import load_target, summary, target_of
+from evolora.spelling import did_you_mean
 
 __all__ = ["KINDS", "Param", "OperatorSpec", "Registry", "REGISTRY", "register", "DescribeRow"]
 
@@ -234,7 +235,9 @@ class Registry:
         unknown = sorted(set(params) - set(spec.params))
         if unknown:
             allowed = ", ".join(spec.params) or "(none)"
-            raise ValueError(f"{kind} {name!r}: unknown parameter {unknown[0]!r}; allowed: {allowed}")
+            raise ValueError(
+                f"{kind} {name!r}: unknown parameter {unknown[0]!r}; {did_you_mean(unknown[0], spec.params)}allowed: {allowed}"
+            )
         out = {}
         for pname, param in spec.params.items():
             if pname not in params:

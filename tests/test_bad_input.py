@@ -65,8 +65,14 @@ def assert_refused(result, output: str, seconds: float, *needles: str) -> None:
         ("lora: 5\n", ["lora", "valid dictionary"]),  # a section given as a scalar
         ("run:\n  steps: [1, 2]\n", ["run.steps", "valid integer"]),  # wrong type
         ("run:\n  steps: 3\n\tseed: 1\n", ["not valid YAML"]),  # a tab in the indentation
-        ("runn:\n  steps: 3\n", ["runn: unknown key; a config takes run, model, lora"]),  # unknown section
-        ("model: {name: tiny-random, dtyp: float32}\n", ["model.dtyp: unknown key; model takes name, dtype"]),
+        (
+            "runn:\n  steps: 3\n",
+            ["runn: unknown key; did you mean 'run'? a config takes run, model, lora"],
+        ),  # unknown section
+        (
+            "model: {name: tiny-random, dtyp: float32}\n",
+            ["model.dtyp: unknown key; did you mean 'dtype'? model takes name, dtype"],
+        ),
         ("population:\n  teachers: true\n", ["population.teachers", "got the boolean true"]),  # not 1
         ("lora:\n  alpha: false\n", ["lora.alpha", "got the boolean false"]),  # floats refuse bools too
         ("selfplay:\n  rewards: {correct: .nan}\n", ["selfplay.rewards.correct", "finite number"]),

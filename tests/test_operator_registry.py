@@ -78,11 +78,16 @@ def test_decorator_and_declared_params_must_match_signature():
 def test_unknown_kind_name_and_parameter_messages():
     with pytest.raises(ValueError, match="allowed: selection, replacement, crossover, mutation"):
         REGISTRY.names("mutations")
-    with pytest.raises(ValueError, match="unknown mutation 'lowrank'; registered: .*lowrank_gaussian"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown mutation 'lowrank'; did you mean 'lowrank_gaussian'\? registered: .*lowrank_gaussian",
+    ):
         REGISTRY.get("mutation", "lowrank")
     with pytest.raises(ValueError) as err:
         REGISTRY.validate("mutation", "lowrank_gaussian", {"sigam": 0.1})
-    assert str(err.value) == "mutation 'lowrank_gaussian': unknown parameter 'sigam'; allowed: sigma, noise_rank"
+    assert str(err.value) == (
+        "mutation 'lowrank_gaussian': unknown parameter 'sigam'; did you mean 'sigma'? allowed: sigma, noise_rank"
+    )
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,10 @@ def test_an_object_and_names_build_the_same_task():
 
 @pytest.mark.parametrize("build", [lambda: make_task("code", runz=1), lambda: CodeTask(runz=1)])
 def test_an_unknown_name_is_refused_with_the_accepted_ones(build):
-    with pytest.raises(ValueError, match=r"task 'code' does not accept parameter\(s\) \['runz'\]; accepted: .*'runs'"):
+    with pytest.raises(
+        ValueError,
+        match=r"task 'code' does not accept parameter\(s\) \['runz'\]; did you mean 'runs'\? accepted: .*'runs'",
+    ):
         build()
 
 

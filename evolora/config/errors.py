@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from evolora.config.strict_yaml import clip, short
 from evolora.config.types import _Section
+from evolora.spelling import did_you_mean
 
 
 def _section_keys(root: type, loc: tuple) -> list[str]:
@@ -37,7 +38,8 @@ def format_validation_error(error: ValidationError, root: type) -> str:
         if item["type"] == "extra_forbidden":
             known = _section_keys(root, item["loc"][:-1])
             message = (
-                f"unknown key; {'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
+                f"unknown key; {did_you_mean(item['loc'][-1], known)}"
+                f"{'.'.join(map(str, item['loc'][:-1])) or 'a config'} takes {', '.join(known)}"
                 if known
                 else "unknown key; check the spelling against the documented keys"
             )

@@ -8,6 +8,8 @@ import dataclasses
 import inspect
 from typing import TypeVar
 
+from evolora.spelling import did_you_mean
+
 P = TypeVar("P")
 
 
@@ -36,7 +38,9 @@ def task_params(params_type: type[P], params: P | None, settings: dict, task: st
     accepted = [field.name for field in dataclasses.fields(params_type)]
     unknown = sorted(set(settings) - set(accepted))
     if unknown:
-        raise ValueError(f"task {task!r} does not accept parameter(s) {unknown}; accepted: {accepted}")
+        raise ValueError(
+            f"task {task!r} does not accept parameter(s) {unknown}; {did_you_mean(unknown[0], accepted)}accepted: {accepted}"
+        )
     if params is None:
         return params_type(**settings)
     if not isinstance(params, params_type):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from evolora.registry import Registry
+from evolora.spelling import did_you_mean
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import Task
 from evolora.tasks.code import CodeTask
@@ -57,7 +58,9 @@ def _construct(name: str, params: dict):
     accepted = [n for n, p in signature.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     unknown = sorted(set(params) - set(accepted))
     if unknown and not accepts_any:
-        raise ValueError(f"task {name!r} does not accept parameter(s) {unknown}; accepted: {accepted}")
+        raise ValueError(
+            f"task {name!r} does not accept parameter(s) {unknown}; {did_you_mean(unknown[0], accepted)}accepted: {accepted}"
+        )
     return _call(factory, name, params)
 
 

@@ -3,8 +3,11 @@ folded into the first user turn, and a base model without a template gets a plai
 
 from __future__ import annotations
 
+import doctest
+
 import pytest
 
+from evolora.generation import rollout
 from evolora.generation.rollout import PLAIN_TEMPLATE, chat_prompt, fold_system, render_chat
 from evolora.model.tiny import tiny_tokenizer
 
@@ -44,6 +47,11 @@ def test_a_base_model_without_template_gets_a_plain_one():
 def test_fold_system_without_a_user_turn():
     assert fold_system([{"role": "system", "content": "S"}]) == [{"role": "user", "content": "S"}]
     assert fold_system(MESSAGES[1:]) == MESSAGES[1:]
+
+
+def test_the_docstring_example_of_fold_system_runs():
+    result = doctest.testmod(rollout)
+    assert (result.attempted, result.failed) == (1, 0)
 
 
 def test_a_list_of_end_of_turn_ids_is_kept():

@@ -65,7 +65,7 @@ def render_chat(tokenizer: Tokenizer, messages: list[dict[str, str]]) -> str:
 
 
 def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The system prompt moved into the first user turn (for templates without a system role).
+    r"""The system prompt moved into the first user turn (for templates without a system role).
 
     >>> fold_system([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
     [{'role': 'user', 'content': 'Be brief.\n\nHi'}]

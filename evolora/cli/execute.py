@@ -189,7 +189,7 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
         )
         summary = run.finish(evaluate=evaluate)
     except KeyboardInterrupt:
-        console.print(f"\ninterrupted at step {run.step}; continue with: evolora evolve --resume {out}")
+        console.print("\n" + interrupted_line(out, run.step, config.run.checkpoint_every, evaluate=evaluate))
         raise typer.Exit(130)
     except UserCodeError as error:  # the user's own operator (or other code named in YAML) failed
         _user_code_failure(error, out, verbose=verbose)
@@ -203,6 +203,29 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     print_summary(summary)
     console.print(f"done in {time.perf_counter() - began:.0f} s; results in {out}")
     return summary
+
+
+def interrupted_line(out: Path, step: int, checkpoint_every: int, *, evaluate: bool) -> str:
+    """The line a stopped run prints: the last finished step, the checkpoint a resume starts from
+    (steps after it are replayed), and the command that continues it as it was started.
+
+    Args:
+        out: the run directory.
+        step: the steps finished when the run stopped.
+        checkpoint_every: ``run.checkpoint_every``, named when finished steps will be replayed.
+        evaluate: False when the run was started with ``--no-eval``, which the command then repeats.
+    """
+    from evolora.run_dir import newest_checkpoint_step
+
+    saved = newest_checkpoint_step(out)
+    if saved is None:
+        where = f"; no checkpoint yet (run.checkpoint_every: {checkpoint_every}), a resume starts from step 0"
+    elif saved < step:
+        where = f"; a resume restarts from the checkpoint of step {saved} (run.checkpoint_every: {checkpoint_every})"
+    else:
+        where = ""
+    command = f"evolora evolve --resume {out}" + ("" if evaluate else " --no-eval")
+    return f"interrupted at step {step}{where}; continue with: {command}"
 
 
 def _user_code_failure(error: Exception, out: Path, *, verbose: bool) -> None:

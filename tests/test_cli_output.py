@@ -44,6 +44,12 @@ def test_a_piped_run_prints_the_whole_table_and_the_verdict(tmp_path):
     assert "…" not in done.stderr.splitlines()[0]  # the first line is not cut at 80 columns either
 
 
+@pytest.mark.parametrize("module", ["evolora", "evolora.cli"])
+def test_python_dash_m_runs_the_command_line(module):
+    done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.split()[0]) == (0, "evolora"), done.stderr[-2000:]
+
+
 def test_a_config_error_is_at_most_three_short_lines():
     hostile = {"model": {"name": 3, "dtype": "x" * 500, "extra": {"deep": list(range(1000))}}}
     with pytest.raises(ConfigError) as error:

@@ -1,0 +1,5 @@
+"""``python -m evolora``: the same command line as ``evolora`` (and ``python -m evolora.cli``)."""
+
+from evolora.cli import main
+
+main()

@@ -299,6 +299,8 @@ def test_unfinished_run_alone_still_renders(runs, tmp_path):
     page = write_report([runs["unfinished"]], tmp_path / "alone")
     html = page.read_text()
     assert "Held-out accuracy is missing" in html and "held_out: not drawn" in html
+    assert "held_out: not drawn, no run here has a held-out evaluation" in html  # says why, and the fix
+    assert "evolora evaluate RUN_DIR adds one to a finished run" in html
     assert html.count("data:image/png;base64,") == len(FIGURES) - 2  # neither held-out figure
     assert not (tmp_path / "alone" / "held_out.png").exists()
     assert not (tmp_path / "alone" / "held_out_groups.png").exists()

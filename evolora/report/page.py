@@ -26,6 +26,17 @@ from evolora.report.plots import FIGURES
 
 REPORT_HTML = "report.html"
 REPORT_JSON = "report.json"
+NO_HELD_OUT = (
+    "no run here has a held-out evaluation (started with --no-eval, or unfinished); "
+    "evolora evaluate RUN_DIR adds one to a finished run"
+)
+MISSING = {  # why a figure is not drawn, where the reason is known: the line the page shows instead
+    "held_out": NO_HELD_OUT,
+    "held_out_groups": (
+        "no held-out accuracy per group in these runs (only a task with groups has it, such as arith's grid "
+        "cells, and only a run with a held-out evaluation: evolora evaluate RUN_DIR adds one to a finished run)"
+    ),
+}
 
 
 def format_stat(stat: dict, *, percent: bool = True, digits: int = 1) -> str:
@@ -159,7 +170,8 @@ def _page(runs: list[RunData], summary: dict, figures: list[tuple[str, Path | No
     number = 0
     for name, path, caption in figures:
         if path is None:
-            parts.append(f'<p class="missing">{html.escape(name)}: not drawn, missing data in these runs.</p>')
+            why = MISSING.get(name, "missing data in these runs")
+            parts.append(f'<p class="missing">{html.escape(name)}: not drawn, {html.escape(why)}.</p>')
             continue
         number += 1
         data = base64.b64encode(path.read_bytes()).decode("ascii")

@@ -40,3 +40,11 @@ def test_a_name_close_to_nothing_gets_the_list_alone():
     assert "run.zzzzzz: unknown key; run takes steps" in str(caught.value)
     assert "did you mean" not in str(caught.value)
     assert spelling.did_you_mean("k", ["k", "replace"]) == "did you mean 'k'? "
+
+
+def test_a_misspelled_preset_names_the_preset():
+    with pytest.raises(ConfigError) as caught:
+        load_config("arithh")
+    assert "cannot read config arithh: No such file or directory; did you mean 'arith'? give a path" in str(
+        caught.value
+    )

@@ -30,6 +30,7 @@ from evolora.config.selfplay import MatchmakingConfig, RewardConfig, SelfPlayCon
 from evolora.config.strict_yaml import MAX_CHARS, StrictYAMLError, check_text, load_yaml, short, yaml_error_line
 from evolora.config.types import Algorithm, AutoBool, ConfigError, Device, Float, Int, LRSchedule, ThreadCount, _Section
 from evolora.game import ARMS, Arm
+from evolora.spelling import did_you_mean
 
 __all__ = [
     "Config",
@@ -355,8 +356,8 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, seed: i
         raw = path.read_bytes()
     except OSError as error:
         raise ConfigError(
-            f"cannot read config {path}: {error.strerror}; give a path to a YAML file such as "
-            f"tasks/gsm.yaml or a preset name ({', '.join(preset_names())})"
+            f"cannot read config {path}: {error.strerror}; {did_you_mean(path.stem, preset_names())}give a path to "
+            f"a YAML file such as tasks/gsm.yaml or a preset name ({', '.join(preset_names())})"
         ) from None
     return _validated(_mapping(path, raw), overrides or [], seed)
 

@@ -44,6 +44,12 @@ def test_a_piped_run_prints_the_whole_table_and_the_verdict(tmp_path):
     assert "…" not in done.stderr.splitlines()[0]  # the first line is not cut at 80 columns either
 
 
+def test_the_final_table_prints_no_negative_zero():
+    from evolora.cli.summary import one_decimal
+
+    assert [one_decimal(value) for value in (-0.04, -0.05, -0.0, 0.04, 18.64)] == ["0.0", "-0.1", "0.0", "0.0", "18.6"]
+
+
 @pytest.mark.parametrize("module", ["evolora", "evolora.cli"])
 def test_python_dash_m_runs_the_command_line(module):
     done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120)

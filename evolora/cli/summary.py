@@ -30,8 +30,8 @@ def print_summary(summary: dict) -> None:
         table.add_row(
             row["id"],
             row["role"],
-            f"{row['mu']:.1f} ± {row['sigma']:.1f}",
-            f"{row['conservative']:.1f}",
+            f"{one_decimal(row['mu'])} ± {one_decimal(row['sigma'])}",
+            one_decimal(row["conservative"]),
             f"{row['elo']:.0f}",
             f"{row['wins']}/{row['losses']}/{row['draws']}",
             f"{row['solve_or_valid_rate']:.0%}" if row["solve_or_valid_rate"] is not None else "-",
@@ -61,6 +61,11 @@ def print_summary(summary: dict) -> None:
     for sentence in (verdict["sentence"], verdict.get("family", {}).get("sentence"), verdict.get("in_run")):
         if sentence:
             console.print(sentence, highlight=False)
+
+
+def one_decimal(value: float) -> str:
+    """``value`` to one decimal, never a negative zero: ``-0.04`` prints ``0.0``, ``-0.05`` ``-0.1``."""
+    return f"{round(value, 1) + 0.0:.1f}"
 
 
 def _accuracy(held: dict | None) -> str:

@@ -47,8 +47,9 @@ def test_events_table_counts_events_replacement_and_the_breeders_signals():
     )
     assert "| 4 of 8 (50 %) | +0.05 | -0.40 |" in _row(lines, "audited held-out accuracy")
     per_event = per_event_table(runs)
-    assert "| population | 5 | 2 | 2 of 2, +0.64, -0.13 | 0 of 2, -0.64, " in per_event[2]
-    assert per_event[-1].endswith("| 20 | 2 | 1 of 2, +0.37, – | 0 of 2, -0.21, – |")  # the last event has no response
+    assert per_event[2].startswith("| population | 5 | 2 | 2 of 2, +0.64, -0.13, -0.20 | 0 of 2, -0.64, ")
+    assert per_event[4].endswith("| 2 of 2, +0.49, -0.74, -1.50 |")  # h² = ΣR / ΣS of the event
+    assert per_event[-1].endswith("| 20 | 2 | 1 of 2, +0.37, –, – | 0 of 2, -0.21, –, – |")  # no response yet
 
 
 def test_runs_without_events_or_an_exam_give_no_rows(tmp_path):

@@ -3,7 +3,7 @@
     fitness_table(runs)   # within-run Spearman ρ of each final fitness signal with held-out accuracy
     birth_table(runs)     # within-run ρ of the final fitness with the birth step, per role
     events_table(runs)    # events per run, the share of each role replaced, the students' S, R and h²
-    per_event_table(runs) # the breeder's table per event step: S > 0 count, mean S and R over the runs
+    per_event_table(runs) # the breeder's table per event step: S > 0 count, mean S, R and h² over the runs
 
 They test the targets of an outer loop that acts (``docs/results/evolution.md``): the fitness
 tracks held-out accuracy within a run (ρ ≥ 0.5 pooled over the evolution-on runs), it does not
@@ -163,21 +163,28 @@ def events_table(runs: list[RunData]) -> list[str]:
 
 def per_event_table(runs: list[RunData]) -> list[str]:
     """Per arm and event step: the runs with a students' selection record there, and for each signal
-    of :data:`BREEDING_SIGNALS` the runs with S > 0 and the mean S and R × 100 over the runs (R: those
-    with a next event)."""
+    of :data:`BREEDING_SIGNALS` the runs with S > 0, the mean S and R × 100 over the runs (R: those
+    with a next event) and h² = ΣR / ΣS (:func:`evolora.report.breeding.breeders_summary` of the event)."""
     rows = breeders_rows(runs)
     if not rows:
         return []
     header = "| arm | step | runs | " + " | ".join(
-        f"{label}: S > 0, mean S, mean R" for label in BREEDING_SIGNALS.values()
+        f"{label}: S > 0, mean S, mean R, h²" for label in BREEDING_SIGNALS.values()
     )
     lines = [header + " |", "|---|---|---|" + "---|" * len(BREEDING_SIGNALS)]
     for arm, step in dict.fromkeys((row["mode"], row["step"]) for row in rows):
         mine = [row for row in rows if row["mode"] == arm and row["step"] == step]
-        cells = []
-        for signal in BREEDING_SIGNALS:
-            s = [row["S"][signal] for row in mine if signal in row["S"]]
-            r = [row["R"][signal] for row in mine if signal in row["R"]]
-            cells.append(f"{sum(v > 0 for v in s)} of {len(s)}, {_mean_x100(s)}, {_mean_x100(r)}")
+        table = breeders_summary(mine)
+        cells = [_event_cell(table.get(signal)) for signal in BREEDING_SIGNALS]
         lines.append(f"| {arm} | {step} | {len(mine)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _event_cell(row: dict | None) -> str:
+    """``k of n, S, R, h²`` of one signal's :func:`~evolora.report.breeding.breeders_summary` row."""
+    if row is None:
+        return "–"
+    positive = round(row["positive"] * row["events"])
+    r = "–" if row["R"] is None else _mean_x100([row["R"]])
+    h2 = "–" if row["h2"] is None else f"{row['h2']:+.2f}"
+    return f"{positive} of {row['events']}, {_mean_x100([row['S']])}, {r}, {h2}"

@@ -43,11 +43,16 @@ def _members(run: RunData) -> dict[str, dict]:
 
 
 def _rho(pooled: dict) -> str:
-    return "–" if pooled["rho"] is None else f"{pooled['rho']:+.2f}"
+    return "–" if pooled["rho"] is None else _signed(pooled["rho"])
+
+
+def _signed(value: float) -> str:
+    """``value`` to two decimals with its sign, never a negative zero (``-0.001`` prints ``+0.00``)."""
+    return f"{round(value, 2) + 0.0:+.2f}"
 
 
 def _mean_x100(values: list[float]) -> str:
-    return f"{100 * sum(values) / len(values):+.2f}" if values else "–"
+    return _signed(100 * sum(values) / len(values)) if values else "–"
 
 
 def _pairs_cell(pooled: dict) -> str:
@@ -146,10 +151,10 @@ def events_table(runs: list[RunData]) -> list[str]:
                 continue
             positive = round(row["positive"] * row["events"])
             r = "–" if row["R"] is None else _mean_x100([row["R"]])
-            h2 = "–" if row["h2"] is None else f"{row['h2']:+.2f}"
+            h2 = "–" if row["h2"] is None else _signed(row["h2"])
             lines.append(
                 f"| {arm} | {len(mine)} | {min(events)}–{max(events)} | {least} | {label} | "
-                f"{positive} of {row['events']} ({100 * row['positive']:.0f} %) | {100 * row['S']:+.2f} | {r} | {h2} |"
+                f"{positive} of {row['events']} ({100 * row['positive']:.0f} %) | {_mean_x100([row['S']])} | {r} | {h2} |"
             )
     if not lines:
         return []
@@ -186,5 +191,5 @@ def _event_cell(row: dict | None) -> str:
         return "–"
     positive = round(row["positive"] * row["events"])
     r = "–" if row["R"] is None else _mean_x100([row["R"]])
-    h2 = "–" if row["h2"] is None else f"{row['h2']:+.2f}"
+    h2 = "–" if row["h2"] is None else _signed(row["h2"])
     return f"{positive} of {row['events']}, {_mean_x100([row['S']])}, {r}, {h2}"

@@ -239,3 +239,15 @@ def newest_checkpoint_step(run_dir: str | Path) -> int | None:
     return max(
         (int(p.name[5:]) for p in (Path(run_dir) / "checkpoints").glob("step_*") if p.name[5:].isdigit()), default=None
     )
+
+
+def finished_at(run_dir: str | Path, steps: int) -> int | None:
+    """The step a run in ``RUN_DIR`` finished at, when that is ``steps`` or more: ``final/summary.json``
+    records it and no checkpoint is newer (:func:`final_step`). None otherwise: no summary, one that
+    cannot be read, fewer steps, or a resume that stopped before its new end."""
+    try:
+        summary = json.loads((Path(run_dir) / "final" / "summary.json").read_text())
+        done = final_step(run_dir, summary)
+    except (OSError, ValueError, AttributeError):  # absent, unreadable, not a mapping, or stale (StaleFinal)
+        return None
+    return done if done >= steps else None

@@ -93,6 +93,12 @@ def test_tiny_cli_run_then_resume(tmp_path):
     assert summary["steps"] == 2 and len(summary["individuals"]) == 4
     for row in summary["individuals"]:
         assert (out / "final" / row["id"] / "adapter_model.safetensors").exists()
+    # a resume of the finished run loads nothing and leaves final/ as it is
+    written = (out / "final" / "summary.json").stat().st_mtime_ns
+    result, seconds = invoke("evolve", "--resume", str(out))
+    assert result.exit_code == 0, result.output
+    assert "has finished its 2 steps" in " ".join(result.output.split()) and seconds < 10
+    assert (out / "final" / "summary.json").stat().st_mtime_ns == written
 
 
 def test_operators_listing_names_every_kind():

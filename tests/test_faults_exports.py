@@ -18,7 +18,7 @@ from run_helpers import TOY_ARGS as TOY
 from typer.testing import CliRunner
 
 from evolora.cli import app
-from evolora.run_dir import StaleFinal, final_step
+from evolora.run_dir import StaleFinal, final_step, finished_at
 
 runner = CliRunner()
 
@@ -63,6 +63,16 @@ def test_final_step_is_the_summary_step_unless_a_checkpoint_is_newer(finished_ru
     assert final_step(stale_run, summary, allow_stale=True) == 2
     with pytest.raises(ValueError, match="records no step"):
         final_step(stale_run, {"individuals": []})
+
+
+def test_finished_at_only_for_a_summary_of_enough_steps_that_no_checkpoint_outruns(finished_run, stale_run, tmp_path):
+    assert finished_at(finished_run, 2) == 2 and finished_at(finished_run, 1) == 2
+    assert finished_at(finished_run, 3) is None  # a resume to 3 steps has work to do
+    assert finished_at(stale_run, 2) is None  # a resume for more steps stopped before its new end
+    assert finished_at(tmp_path, 1) is None  # no summary
+    (tmp_path / "final").mkdir()
+    (tmp_path / "final" / "summary.json").write_text("[1, 2")
+    assert finished_at(tmp_path, 1) is None  # a damaged summary: the resume writes it again
 
 
 @pytest.mark.parametrize("command", [["export", "--no-merge"], ["evaluate"], ["evaluate", "--samples", "2"]])

@@ -82,7 +82,7 @@ def _execute(
     (returns None) and one started meanwhile is resumed."""
     _check_device(config)
     from evolora.model import ModelNotFoundError, check_lora_fits, check_model_available
-    from evolora.run_dir import RunDirLocked, lock_run_dir
+    from evolora.run_dir import RunDirLocked, finished_at, lock_run_dir
     from evolora.versions import guard_versions
 
     try:
@@ -106,6 +106,13 @@ def _execute(
     try:
         if not resume and not study:
             _refuse_occupied(out)  # another process wrote a run here before this one got the lock
+        if resume and (done := finished_at(out, config.run.steps)) is not None:
+            console.print(
+                f"{out} has finished its {done} steps (results in {out / 'final'}); evolora evaluate {out} "
+                f"runs its held-out evaluation again, --set run.steps=N (N > {done}) continues it",
+                highlight=False,
+            )
+            return None
         if not resume and (out / "metrics.jsonl").exists():
             if (out / "final" / "summary.json").is_file():
                 console.print(f"{out} was finished by another process; skipped", highlight=False)

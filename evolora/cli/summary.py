@@ -64,8 +64,10 @@ def print_summary(summary: dict) -> None:
 
 
 def one_decimal(value: float) -> str:
-    """``value`` to one decimal, never a negative zero: ``-0.04`` prints ``0.0``, ``-0.05`` ``-0.1``."""
-    return f"{round(value, 1) + 0.0:.1f}"
+    """``value`` to one decimal, never a negative zero (:func:`evolora.report.stats.fixed`)."""
+    from evolora.report.stats import fixed
+
+    return fixed(value, 1)
 
 
 def _accuracy(held: dict | None) -> str:

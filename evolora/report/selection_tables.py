@@ -20,6 +20,7 @@ from __future__ import annotations
 from evolora.fitness import pooled_rank_correlation
 from evolora.report.breeding import breeders_rows, breeders_summary
 from evolora.report.data import RunData, held_out_members
+from evolora.report.stats import fixed
 
 SIGNAL_LABELS = {
     "fitness": "fitness (selected on)",
@@ -47,8 +48,7 @@ def _rho(pooled: dict) -> str:
 
 
 def _signed(value: float) -> str:
-    """``value`` to two decimals with its sign, never a negative zero (``-0.001`` prints ``+0.00``)."""
-    return f"{round(value, 2) + 0.0:+.2f}"
+    return fixed(value, 2, signed=True)
 
 
 def _mean_x100(values: list[float]) -> str:

@@ -102,3 +102,9 @@ def bootstrap_difference(
     stats = np.einsum("bs,sn,bn->b", seed_counts, diffs, item_counts) / (n_seeds * n_items)
     low, high = np.percentile(stats, [2.5, 97.5])
     return {"mean": float(diffs.mean()), "low": float(low), "high": float(high), "seeds": n_seeds, "items": n_items}
+
+
+def fixed(value: float, digits: int = 1, *, signed: bool = False) -> str:
+    """``value`` to ``digits`` decimals (with its sign when ``signed``), never a negative zero:
+    ``fixed(-0.04)`` is ``0.0``, ``fixed(-0.001, 2, signed=True)`` ``+0.00``, ``fixed(-0.05)`` ``-0.1``."""
+    return f"{round(value, digits) + 0.0:{'+' if signed else ''}.{digits}f}"

@@ -49,7 +49,7 @@ def test_events_table_counts_events_replacement_and_the_breeders_signals():
     per_event = per_event_table(runs)
     assert per_event[2].startswith("| population | 5 | 2 | 2 of 2, +0.64, -0.13, -0.20 | 0 of 2, -0.64, ")
     assert per_event[4].endswith("| 2 of 2, +0.49, -0.74, -1.50 |")  # h² = ΣR / ΣS of the event
-    assert "| 2 of 2, +0.87, +0.00, +0.00 |" in per_event[3]  # a response of -0.001 points: no negative zero
+    assert "| 2 of 2, +0.87, +0.00, +0.00 |" in per_event[3]  # a response just below zero prints no negative zero
     assert per_event[-1].endswith("| 20 | 2 | 1 of 2, +0.37, –, – | 0 of 2, -0.21, –, – |")  # no response yet
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
+from _timing import median_seconds  # benchmarks/ (scripts run from there)
 
 HEADS, GROUP, DIM, LAYERS, SCALE = 3, 3, 64, 30, 0.125
 flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
@@ -85,10 +85,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(args.repeats):  # interleaved, so load swings hit both alike
         for name, call in calls.items():
-            call()
-            began = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - began)
+            times[name].append(median_seconds(call, 1))  # one warm-up call, one timed
     full, shared = (statistics.median(times[name]) for name in ("full", "shared"))
     print(
         f"{args.prompts} prompts x {args.samples} rows, prefix {args.prefix}, suffix {args.suffix}, {LAYERS} layers, "

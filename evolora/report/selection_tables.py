@@ -38,9 +38,13 @@ BREEDING_SIGNALS = {"fitness": "fitness (selected on)", "held_out": "audited hel
 """The students' breeder's signals of the events table."""
 
 
+def _fitness(run: RunData) -> dict:
+    """``summary.fitness`` of a finished run ({} when it recorded none): its ``name`` and ``members``."""
+    return (run.summary or {}).get("fitness") or {}
+
+
 def _members(run: RunData) -> dict[str, dict]:
-    """``summary.fitness.members`` of a finished run ({} when it recorded none)."""
-    return ((run.summary or {}).get("fitness") or {}).get("members") or {}
+    return _fitness(run).get("members") or {}
 
 
 def _rho(pooled: dict) -> str:
@@ -51,8 +55,16 @@ def _signed(value: float) -> str:
     return fixed(value, 2, signed=True)
 
 
-def _mean_x100(values: list[float]) -> str:
-    return _signed(100 * sum(values) / len(values)) if values else "–"
+def _x100(value: float | None) -> str:
+    return "–" if value is None else _signed(100 * value)
+
+
+def _breeding_cells(row: dict) -> tuple[str, str, str, str]:
+    """("k of n" events with S > 0, S × 100, R × 100, h²) of one signal's
+    :func:`~evolora.report.breeding.breeders_summary` row ("–" where R or h² is None)."""
+    positive = round(row["positive"] * row["events"])
+    h2 = "–" if row["h2"] is None else _signed(row["h2"])
+    return f"{positive} of {row['events']}", _x100(row["S"]), _x100(row["R"]), h2
 
 
 def _pairs_cell(pooled: dict) -> str:
@@ -67,7 +79,7 @@ def fitness_table(runs: list[RunData]) -> list[str]:
     by_arm: dict[str, dict[str, list]] = {}
     for run in runs:
         members, accuracy = _members(run), held_out_members(run)
-        name = ((run.summary or {}).get("fitness") or {}).get("name")
+        name = _fitness(run).get("name")
         for signal in SIGNAL_LABELS:
             if signal == "fitness" and name in PLAIN_FITNESS:
                 continue
@@ -149,12 +161,10 @@ def events_table(runs: list[RunData]) -> list[str]:
             row = table.get(signal)
             if row is None:
                 continue
-            positive = round(row["positive"] * row["events"])
-            r = "–" if row["R"] is None else _mean_x100([row["R"]])
-            h2 = "–" if row["h2"] is None else _signed(row["h2"])
+            positive, s, r, h2 = _breeding_cells(row)
             lines.append(
                 f"| {arm} | {len(mine)} | {min(events)}–{max(events)} | {least} | {label} | "
-                f"{positive} of {row['events']} ({100 * row['positive']:.0f} %) | {_mean_x100([row['S']])} | {r} | {h2} |"
+                f"{positive} ({100 * row['positive']:.0f} %) | {s} | {r} | {h2} |"
             )
     if not lines:
         return []
@@ -180,16 +190,6 @@ def per_event_table(runs: list[RunData]) -> list[str]:
     for arm, step in dict.fromkeys((row["mode"], row["step"]) for row in rows):
         mine = [row for row in rows if row["mode"] == arm and row["step"] == step]
         table = breeders_summary(mine)
-        cells = [_event_cell(table.get(signal)) for signal in BREEDING_SIGNALS]
+        cells = [", ".join(_breeding_cells(table[signal])) if signal in table else "–" for signal in BREEDING_SIGNALS]
         lines.append(f"| {arm} | {step} | {len(mine)} | " + " | ".join(cells) + " |")
     return lines
-
-
-def _event_cell(row: dict | None) -> str:
-    """``k of n, S, R, h²`` of one signal's :func:`~evolora.report.breeding.breeders_summary` row."""
-    if row is None:
-        return "–"
-    positive = round(row["positive"] * row["events"])
-    r = "–" if row["R"] is None else _mean_x100([row["R"]])
-    h2 = "–" if row["h2"] is None else _signed(row["h2"])
-    return f"{positive} of {row['events']}, {_mean_x100([row['S']])}, {r}, {h2}"

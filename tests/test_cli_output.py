@@ -45,9 +45,9 @@ def test_a_piped_run_prints_the_whole_table_and_the_verdict(tmp_path):
 
 
 def test_the_final_table_prints_no_negative_zero():
-    from evolora.cli.summary import one_decimal
+    from evolora.report.stats import fixed  # the final table's formatter
 
-    assert [one_decimal(value) for value in (-0.04, -0.05, -0.0, 0.04, 18.64)] == ["0.0", "-0.1", "0.0", "0.0", "18.6"]
+    assert [fixed(value) for value in (-0.04, -0.05, -0.0, 0.04, 18.64)] == ["0.0", "-0.1", "0.0", "0.0", "18.6"]
 
 
 @pytest.mark.parametrize("module", ["evolora", "evolora.cli"])

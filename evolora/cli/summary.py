@@ -10,6 +10,8 @@ from evolora.cli.display import result_console
 
 def print_summary(summary: dict) -> None:
     """The final table (held-out accuracy with its 95 % interval and n), the in-run trends and the verdict."""
+    from evolora.report.stats import fixed  # here, not at import: scipy would slow every command's start
+
     verdict = summary.get("verdict") or {"held_out": {}, "trend": {}, "sentence": ""}
     table = Table(title=f"population after {summary['steps']} steps")
     family = verdict.get("family", {}).get("held_out", {})
@@ -30,8 +32,8 @@ def print_summary(summary: dict) -> None:
         table.add_row(
             row["id"],
             row["role"],
-            f"{one_decimal(row['mu'])} ± {one_decimal(row['sigma'])}",
-            one_decimal(row["conservative"]),
+            f"{fixed(row['mu'])} ± {fixed(row['sigma'])}",  # one decimal, never a negative zero
+            fixed(row["conservative"]),
             f"{row['elo']:.0f}",
             f"{row['wins']}/{row['losses']}/{row['draws']}",
             f"{row['solve_or_valid_rate']:.0%}" if row["solve_or_valid_rate"] is not None else "-",
@@ -61,13 +63,6 @@ def print_summary(summary: dict) -> None:
     for sentence in (verdict["sentence"], verdict.get("family", {}).get("sentence"), verdict.get("in_run")):
         if sentence:
             console.print(sentence, highlight=False)
-
-
-def one_decimal(value: float) -> str:
-    """``value`` to one decimal, never a negative zero (:func:`evolora.report.stats.fixed`)."""
-    from evolora.report.stats import fixed
-
-    return fixed(value, 1)
 
 
 def _accuracy(held: dict | None) -> str:

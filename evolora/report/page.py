@@ -26,12 +26,11 @@ from evolora.report.plots import FIGURES
 
 REPORT_HTML = "report.html"
 REPORT_JSON = "report.json"
-NO_HELD_OUT = (
-    "no run here has a held-out evaluation (started with --no-eval, or unfinished); "
-    "evolora evaluate RUN_DIR adds one to a finished run"
-)
 MISSING = {  # why a figure is not drawn, where the reason is known: the line the page shows instead
-    "held_out": NO_HELD_OUT,
+    "held_out": (
+        "no run here has a held-out evaluation (started with --no-eval, or unfinished); "
+        "evolora evaluate RUN_DIR adds one to a finished run"
+    ),
     "held_out_groups": (
         "no held-out accuracy per group in these runs (only a task with groups has it, such as arith's grid "
         "cells, and only a run with a held-out evaluation: evolora evaluate RUN_DIR adds one to a finished run)"

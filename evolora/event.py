@@ -3,13 +3,15 @@
     fitness  = fitness_now(run)                       # rating, dev accuracy, or the common exam
     audit    = held-out accuracy of the solvers        # evolution.audit > 0: never used to select
     response = response_record(last event, fitness)   # the previous children against their role now
-    births   = league.evolve(fitness)                 # bottom γ of each role -> children
+    births   = league.evolve(fitness, cases)          # bottom γ of each role -> children (cases: the exam's)
     record   = {"fitness", "evolution": {"selection", "response"}}   # the breeder's equation, per role
 
 Source: PopuLoRA (arXiv 2605.16727) §2 step 7; the record is :mod:`evolora.breeding`'s.
 """
 
 from __future__ import annotations
+
+import torch
 
 from evolora.breeding import response_record, selection_record
 from evolora.evaluation import evaluate
@@ -45,6 +47,21 @@ def audit(run, members: dict) -> None:
         members[member]["held_out"] = results[slot].accuracy
 
 
+def exam_cases(record: dict, score: str) -> dict[str, torch.Tensor]:
+    """{solver: (N,) float64 per-problem scores} of a fitness record's exam, by ``score``: the 0/1
+    outcomes for ``accuracy``, the worked answers' log-probabilities (nats per token) for ``logprob``
+    (when measured); {} for a fitness without an exam. What lexicase selects on (:mod:`evolora.operators.lexicase`)."""
+    exam = record.get("exam")
+    if not exam:
+        return {}
+    if score == "logprob" and "logprob" in exam:
+        return {m: torch.tensor(row, dtype=torch.float64, device="cpu") for m, row in exam["logprob"].items()}
+    return {
+        m: torch.tensor([float(c) for c in row], dtype=torch.float64, device="cpu")
+        for m, row in exam["outcomes"].items()
+    }
+
+
 def evolution_event(run, step: int, streams) -> tuple[list, dict]:
     """The outer loop at ``step`` when it is an event: (births, {"fitness", "evolution"}); else ([], {}).
 
@@ -65,6 +82,7 @@ def evolution_event(run, step: int, streams) -> tuple[list, dict]:
         selection_generator=streams.selection,
         operators=run.operators,
         fitness={m: entry["fitness"] for m, entry in fitness["members"].items()},
+        cases=exam_cases(fitness, evo.fitness.score),
     )
     run.league.enshrine(run.bank, run.arm.game.solver, step)
     selection = selection_record(fitness["members"], births)

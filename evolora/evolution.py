@@ -4,7 +4,7 @@
         fitness  = μ − 3σ of each member                      # conservative rating
         losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation (replaced_indices)
         for each loser:
-            parents = selection(role or survivors)            # e.g. tournament within the role (selection stream)
+            parents = selection(role or survivors)            # tournament within the role, or lexicase on the exam's cases
             child   = crossover(parents) w.p. crossover_rate, else mutation(parent)   # (variation stream)
             loser's slot ← child; enter(loser, child)         # League.replace: fresh rating, optimizer
 
@@ -60,6 +60,7 @@ def evolve(
     operators: Operators | None = None,
     enter: Callable[[Individual, Individual], None] | None = None,
     selection_generator: torch.Generator | None = None,
+    cases: dict[str, torch.Tensor] | None = None,
 ) -> list[Birth]:
     """Replace the bottom γ of each role of ``population`` by children of the survivors, in place.
 
@@ -78,6 +79,9 @@ def evolve(
         enter: puts a newborn in its loser's place, ``enter(loser, child)``; the default swaps
             them in ``population`` (the loop passes :meth:`evolora.league.League.replace`, which
             also gives the child a fresh rating and optimizer).
+        cases: {individual id: (N,) per-case scores, higher is better} (an exam's outcomes of each
+            solver on the same N problems); a selection operator that takes ``cases`` (lexicase) gets
+            the parent pool's (P, N) table when every member of the pool has one, else None.
 
     Returns:
         The births, in order.
@@ -87,9 +91,10 @@ def evolve(
     bank.prefetch([m.slot for losers, pool, _ in plans if losers for m in pool])  # Ray: one call per worker
     births = []
     for role, (losers, pool, pool_fitness) in zip(population.roles, plans):
+        scores = Scores(pool_fitness, _pool_cases(pool, cases or {}))
         # Make every child from the pre-evolution pool before any slot is overwritten.
         children = [
-            _make_child(bank, pool, pool_fitness, config, operators, generator, selection_generator or generator)
+            _make_child(bank, pool, scores, config, operators, generator, selection_generator or generator)
             for _ in losers
         ]
         for loser, (child, parents, name) in zip(losers, children):
@@ -115,21 +120,43 @@ def _plan(members: list[Individual], fitness: dict[str, float], config: Evolutio
     return losers, pool, torch.tensor([fitness[m.id] for m in pool], dtype=torch.float64, device="cpu")
 
 
+def _pool_cases(pool: list[Individual], cases: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The pool's (P, N) case table in pool order, or None unless every member has N cases."""
+    rows = [cases.get(m.id) for m in pool]
+    if not rows or any(row is None for row in rows) or len({row.numel() for row in rows}) != 1:
+        return None
+    return torch.stack([row.to(torch.float64).cpu() for row in rows])
+
+
+@dataclass(frozen=True)
+class Scores:
+    """What selection reads of a parent pool: ``fitness`` (P,) and ``cases`` (P, N) or None."""
+
+    fitness: torch.Tensor
+    cases: torch.Tensor | None
+
+    def select(self, operators: Operators, num: int, generator: torch.Generator) -> list[int]:
+        """``num`` parent indices from ``evolution.selection``; ``cases`` go to an operator that takes them."""
+        spec, params = operators.selection
+        extra = {"cases": self.cases} if spec.takes_cases else {}
+        return spec.fn(self.fitness, num, generator=generator, **extra, **params).tolist()
+
+
 def _make_child(
     bank: Bank,
     pool: list[Individual],
-    fitness: torch.Tensor,
+    scores: Scores,
     config: EvolutionConfig,
     operators: Operators,
     generator: torch.Generator,
     selector: torch.Generator,
 ):
     """One child: the coin, the crossover and the mutation draw from ``generator``, the parents from ``selector``."""
-    select, select_params = operators.selection
+    fitness = scores.fitness
     draw = torch.rand((), generator=generator, device=generator.device).item()
     use_crossover = len(pool) >= 2 and draw < config.crossover_rate
     if use_crossover:
-        index = select.fn(fitness, 2, generator=selector, **select_params).tolist()
+        index = scores.select(operators, 2, selector)
         if index[0] == index[1]:  # a crossover needs two distinct parents: take the best other one
             others = [i for i in range(len(pool)) if i != index[0]]
             index[1] = max(others, key=lambda i: (fitness[i].item(), -i))
@@ -147,7 +174,7 @@ def _make_child(
             child = mutation.fn(child, generator=generator, **mutation_params)
             name = f"{name}+{mutation.name}"
         return child, parents, name
-    index = select.fn(fitness, 1, generator=selector, **select_params).tolist()
+    index = scores.select(operators, 1, selector)
     parent = pool[index[0]]
     spec, params = operators.mutation
     return spec.fn(bank.get_factors(parent.slot), generator=generator, **params), [parent], spec.name

@@ -98,10 +98,12 @@ class League:
         operators,
         fitness: dict[str, float] | None = None,
         selection_generator: torch.Generator | None = None,
+        cases: dict[str, torch.Tensor] | None = None,
     ) -> list[Birth]:
         """One evolution (:func:`evolora.evolution.evolve`) with ``fitness`` ({id: value}, higher is
-        better; default μ − 3σ); every child enters by :meth:`replace`. ``generator`` is the variation
-        stream, ``selection_generator`` the selection stream (None: ``generator``). Returns the births in order."""
+        better; default μ − 3σ) and ``cases`` ({id: (N,) per-case scores} or None, for lexicase); every
+        child enters by :meth:`replace`. ``generator`` is the variation stream, ``selection_generator``
+        the selection stream (None: ``generator``). Returns the births in order."""
         if fitness is None:
             fitness = {m.id: self.ratings.conservative(m.id) for m in self.population.members}
         self._elders = Ratings.from_state_dict(self.ratings.state_dict())
@@ -116,6 +118,7 @@ class League:
                 operators=operators,
                 enter=lambda old, child: self.replace(old, child, step),
                 selection_generator=selection_generator,
+                cases=cases,
             )
         finally:
             self._elders = None

@@ -14,6 +14,7 @@ References: PopuLoRA, arXiv 2605.16727, §3.
 from .adapter import Adapter, check_adapter, check_parents, clone_adapter, delta_weight, map_modules
 from .crossover import clone, dare, extrapolate, layer_swap, merge_weights, midpoint, slerp, svd_merge, svd_splice, ties
 from .diversity import delta_distance, delta_norm, population_diversity
+from .lexicase import case_epsilon, lexicase
 from .lowrank import (
     best_rank_r,
     dense_refactor,
@@ -53,6 +54,8 @@ __all__ = [
     "Param",
     "Registry",
     "register",
+    "lexicase",
+    "case_epsilon",
     "svd_merge",
     "layer_swap",
     "svd_splice",

@@ -9,7 +9,8 @@ parameter checked when the config loads (before any model loads).
 
 Kinds and the call signature of each (``fn``):
 
-    selection:   fn(fitness: Tensor (P,), num: int, *, generator, **params) -> LongTensor (num,)
+    selection:   fn(fitness: Tensor (P,), num: int, *, generator, [cases: Tensor (P, N) | None,] **params)
+                 -> LongTensor (num,)
     replacement: fn(fitness: Tensor (P,), *, generator, **params) -> (replace_idx, parent_idx)
     crossover:   fn(parents: Sequence[Adapter], fitness: Sequence[float], *, generator, **params) -> Adapter
     mutation:    fn(parent: Adapter, *, generator, **params) -> Adapter
@@ -31,7 +32,10 @@ from evolora.spelling import did_you_mean
 __all__ = ["KINDS", "Param", "OperatorSpec", "Registry", "REGISTRY", "register", "DescribeRow"]
 
 KINDS = ("selection", "replacement", "crossover", "mutation")
-_RESERVED = {"generator", "parents", "parent", "fitness", "num"}
+_RESERVED = {"generator", "parents", "parent", "fitness", "num", "cases"}
+CASES = "cases"
+"""A selection operator's optional keyword for per-case scores (P, N), passed by the outer loop when
+the function takes it (e.g. an exam's member × problem outcomes, :func:`evolora.operators.lexicase`)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,9 @@ class OperatorSpec:
     fn: Callable[..., Any]
     params: Mapping[str, Param] = field(default_factory=dict)
     doc: str = ""
+    takes_cases: bool = False
+    """A selection operator whose function has a ``cases`` keyword: the outer loop passes the role's
+    per-case scores (P, N), or None when the fitness has none (:data:`CASES`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -156,7 +163,10 @@ def _spec(
     for param in params.values():
         if param.default is not None or param.choices is not None:
             param.check(param.default)
-    return OperatorSpec(name=name, kind=kind, fn=fn, params=dict(params), doc=doc or summary(fn))
+    takes_cases = CASES in inspect.signature(fn).parameters
+    return OperatorSpec(
+        name=name, kind=kind, fn=fn, params=dict(params), doc=doc or summary(fn), takes_cases=takes_cases
+    )
 
 
 class Registry:

@@ -19,7 +19,10 @@ from evolora.user_code import UserCode, argument, is_users
 
 ADAPTER = "{module: (A (r, d_in), B (d_out, r))}"
 CONTRACTS = {
-    "selection": "fn(fitness (P,), num, *, generator, **params) returns a 1-D integer tensor of num indices in [0, P)",
+    "selection": (
+        "fn(fitness (P,), num, *, generator, [cases (P, N) or None,] **params) returns a 1-D integer tensor "
+        "of num indices in [0, P)"
+    ),
     "crossover": (
         f"fn(parents, fitness, *, generator, **params) returns one adapter {ADAPTER} with the parents' "
         "modules and shapes, every value finite"

@@ -1,0 +1,130 @@
+"""Lexicase selection: parents chosen case by case, so a specialist on a few problems can breed.
+
+    for each parent:                                   # num independent draws
+        pool  = every member
+        for case in a random order of the N cases:     # e.g. the exam's problems
+            pool = members of pool within ε of the pool's best on this case
+            stop when one is left
+        parent = a uniform draw from pool
+
+A fitness vector averages every case into one number, so two students with the same exam accuracy
+rank equal even when they solve different problems. Lexicase keeps the cases apart: a member that
+alone solves some problem is chosen whenever that problem comes first, and a member beaten on every
+case by another is never chosen. In evolora the cases are an exam's member × problem outcomes
+(``evolution.fitness: exam``, :mod:`evolora.exam`); a role without them (teachers, or another
+fitness) is selected on its fitness as the only case.
+
+Source: lexicase selection and its ε variant from genetic programming, applied by evolora to the
+exam record (docs/concepts/index.md, "The operators").
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .registry import Param, register
+from .selection import _check_num, _device, _fitness
+
+__all__ = ["lexicase", "case_epsilon"]
+
+
+def _cases(fitness: Tensor, cases: Tensor | None) -> Tensor:
+    """The (P, N) float64 CPU case table: ``cases``, or ``fitness`` as the only case."""
+    if cases is None:
+        return fitness[:, None]
+    table = torch.as_tensor(cases, device="cpu").to(torch.float64)
+    if table.ndim != 2 or table.shape[0] != fitness.numel() or table.shape[1] == 0:
+        raise ValueError(
+            f"cases must be (P, N) with P = {fitness.numel()} members and N ≥ 1 cases, got shape {tuple(table.shape)}"
+        )
+    if torch.isnan(table).any():
+        raise ValueError("cases contain NaN; score a missing outcome as a failure (0) before selection")
+    return table
+
+
+def case_epsilon(cases: Tensor) -> Tensor:
+    """Each case's median absolute deviation over the members: the automatic ε of ε-lexicase.
+
+    Shapes:
+        cases: (P, N) → (N,) float64, ≥ 0, in the cases' units.
+
+    The median is the midpoint of the two middle values for even P, so on 0/1 outcomes split two
+    against two ε is 0.5: only the members that solved the case stay (any ε < 1 does that).
+    """
+    table = torch.as_tensor(cases, device="cpu").to(torch.float64)
+    median = table.quantile(0.5, dim=0)
+    return (table - median).abs().quantile(0.5, dim=0)
+
+
+@register(
+    "selection",
+    epsilon=Param(
+        None,
+        low=0.0,
+        doc="tolerance per case, case units; None: each case's median absolute deviation (ε-lexicase)",
+    ),
+)
+def lexicase(
+    fitness: Tensor,
+    num: int,
+    *,
+    generator: torch.Generator,
+    cases: Tensor | None = None,
+    epsilon: float | None = None,
+) -> Tensor:
+    """Lexicase selection over per-case scores (higher is better), ``num`` independent draws.
+
+    Each draw shuffles the N cases and, case by case, keeps the members within ``epsilon`` of the
+    best remaining member on that case, until one member is left or the cases run out; the parent is
+    then a uniform draw among those left. A member that is beaten on every case by some other member
+    is never chosen; one that alone is best on some case is chosen with probability ≥ 1/N per draw.
+
+    Shapes:
+        fitness: (P,); cases: (P, N) or None → (num,) long indices in [0, P).
+
+    Args:
+        fitness: (P,) fitness, higher is better; the only case when ``cases`` is None.
+        num: number of selected parents, ≥ 0.
+        generator: the torch generator of the case orders and the final uniform draws.
+        cases: (P, N) per-case scores, higher is better (an exam's 0/1 outcomes, or per-problem
+            log-probabilities); passed by the outer loop, not a config parameter.
+        epsilon: tolerance per case in the cases' units (0: plain lexicase, only the best stay);
+            None: :func:`case_epsilon`, each case's median absolute deviation over the P members
+            (ε-lexicase for continuous scores; on 0/1 outcomes it keeps only the solvers).
+
+    Raises:
+        ValueError: empty/non-1-D/NaN fitness, cases of another P, without cases or with NaN,
+            num < 0, epsilon < 0.
+
+    References:
+        Lexicase and ε-lexicase selection from genetic programming, as docs/concepts/index.md
+        ("The operators") states them.
+    """
+    f = _fitness(fitness)
+    _check_num(num)
+    table = _cases(f, cases)
+    if epsilon is not None and not epsilon >= 0:
+        raise ValueError(f"epsilon must be ≥ 0 or None, got {epsilon!r}")
+    tolerance = (
+        case_epsilon(table)
+        if epsilon is None
+        else torch.full((table.shape[1],), float(epsilon), dtype=torch.float64, device="cpu")
+    )
+    chosen = [_one_draw(table, tolerance, generator) for _ in range(num)]
+    return torch.tensor(chosen, dtype=torch.long, device="cpu").to(_device(fitness))
+
+
+def _one_draw(table: Tensor, tolerance: Tensor, generator: torch.Generator) -> int:
+    """One lexicase parent of the (P, N) ``table`` with (N,) ``tolerance``: an index in [0, P)."""
+    alive = torch.ones(table.shape[0], dtype=torch.bool, device="cpu")
+    order = torch.randperm(table.shape[1], generator=generator, device=generator.device).tolist()
+    for case in order:
+        column = table[:, case]
+        best = column[alive].max()
+        alive &= column >= best - tolerance[case]
+        if int(alive.sum()) == 1:
+            break
+    left = alive.nonzero().flatten()
+    pick = torch.randint(left.numel(), (1,), generator=generator, device=generator.device).item()
+    return int(left[pick])

@@ -1,0 +1,178 @@
+"""Lexicase selection: its draw frequencies against an exact enumeration of case orders, its
+automatic ε, its errors, and the outer loop handing it the exam's member × problem outcomes."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import pytest
+import torch
+
+from evolora.bank.local import AdapterBank
+from evolora.config import EvolutionConfig, OperatorChoice
+from evolora.event import exam_cases
+from evolora.evolution import evolve
+from evolora.operators import REGISTRY, case_epsilon, lexicase
+from evolora.population import Population
+
+
+def _exact(table: list[list[float]], epsilon: list[float]) -> list[Fraction]:
+    """P(member i is drawn) by enumerating every case order (an independent, slow reference)."""
+    members, cases = len(table), len(table[0])
+    chances = [Fraction(0)] * members
+    orders = list(itertools.permutations(range(cases)))
+    for order in orders:
+        alive = list(range(members))
+        for case in order:
+            best = max(table[i][case] for i in alive)
+            alive = [i for i in alive if table[i][case] >= best - epsilon[case]]
+            if len(alive) == 1:
+                break
+        for i in alive:
+            chances[i] += Fraction(1, len(alive) * len(orders))
+    return chances
+
+
+TABLES = [
+    [[1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1], [1, 1, 1, 0]],  # two specialists, two dominated
+    [[1, 0, 1], [1, 0, 1], [0, 1, 0]],  # an exact tie: the two twins share their share
+    [[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.5, 0.35], [0.5, 0.5, 0.6, 0.1], [0.1, 0.2, 0.3, 0.9]],  # continuous
+]
+
+
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("epsilon", [0.0, None])
+def test_draw_frequencies_match_the_exact_enumeration_of_case_orders(table, epsilon):
+    cases = torch.tensor(table, dtype=torch.float64)
+    tolerance = case_epsilon(cases).tolist() if epsilon is None else [epsilon] * cases.shape[1]
+    exact = [float(p) for p in _exact(table, tolerance)]
+    draws = 20_000
+    picked = lexicase(
+        cases.mean(dim=1), draws, generator=torch.Generator().manual_seed(7), cases=cases, epsilon=epsilon
+    )
+    counts = torch.bincount(picked, minlength=len(table)).tolist()
+    for count, p in zip(counts, exact):
+        spread = 4 * math.sqrt(draws * p * (1 - p)) + 1  # four standard deviations of a binomial count
+        assert abs(count - draws * p) <= spread, (counts, exact)
+    if table is TABLES[0]:
+        assert exact == [0.0, pytest.approx(1 / 3), 0.0, pytest.approx(2 / 3)]  # dominated members never breed
+
+
+def test_a_specialist_breeds_where_a_fitness_vector_ranks_it_last():
+    # Member 2 alone solves the last problem and fails the rest; by accuracy it ranks last.
+    cases = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 1]], dtype=torch.float64)
+    picked = lexicase(cases.mean(dim=1), 4000, generator=torch.Generator().manual_seed(0), cases=cases)
+    share = (picked == 2).double().mean().item()
+    assert share == pytest.approx(0.25, abs=0.03)  # the one case it wins comes first a quarter of the time
+    assert (picked == 1).sum().item() == 0  # member 0 beats member 1 on every case
+
+
+def test_without_cases_the_fitness_is_the_only_case():
+    fitness = torch.tensor([0.1, 0.7, 0.7, 0.2], dtype=torch.float64)
+    plain = lexicase(fitness, 2000, generator=torch.Generator().manual_seed(0), epsilon=0.0)
+    assert set(plain.tolist()) == {1, 2}  # the best, ties at random
+    assert (plain == 1).double().mean().item() == pytest.approx(0.5, abs=0.05)
+    loose = lexicase(fitness, 2000, generator=torch.Generator().manual_seed(0), epsilon=0.6)
+    assert set(loose.tolist()) == {0, 1, 2, 3}  # everyone within 0.6 of the best stays
+
+
+def test_automatic_epsilon_is_each_cases_median_absolute_deviation():
+    cases = torch.tensor([[0, 1.0], [1, 2.0], [1, 3.0], [0, 10.0]], dtype=torch.float64)
+    # case 0: median 0.5, deviations all 0.5; case 1: median 2.5, deviations 1.5, 0.5, 0.5, 7.5 -> 1.0
+    assert case_epsilon(cases).tolist() == [0.5, 1.0]
+
+
+def test_same_generator_same_parents_and_indices_on_the_fitness_device():
+    cases = torch.tensor(TABLES[2], dtype=torch.float64)
+    first = lexicase(cases.mean(dim=1), 50, generator=torch.Generator().manual_seed(5), cases=cases)
+    again = lexicase(cases.mean(dim=1), 50, generator=torch.Generator().manual_seed(5), cases=cases)
+    assert torch.equal(first, again) and first.dtype == torch.long and first.shape == (50,)
+    assert lexicase(cases.mean(dim=1), 0, generator=torch.Generator(), cases=cases).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("cases", "epsilon", "match"),
+    [
+        (torch.zeros(3, 4), None, "P = 4 members"),
+        (torch.zeros(4, 0), None, "N ≥ 1"),
+        (torch.tensor([[0.0], [float("nan")], [1.0], [1.0]]), None, "NaN"),
+        (torch.zeros(4, 2), -0.1, "epsilon"),
+    ],
+)
+def test_bad_cases_are_named(cases, epsilon, match):
+    with pytest.raises(ValueError, match=match):
+        lexicase(torch.zeros(4), 1, generator=torch.Generator(), cases=cases, epsilon=epsilon)
+
+
+def test_cases_are_passed_by_the_loop_not_set_in_the_config():
+    spec = REGISTRY.get("selection", "lexicase")
+    assert spec.takes_cases and not REGISTRY.get("selection", "tournament").takes_cases
+    assert REGISTRY.validate("selection", "lexicase", {}) == {"epsilon": None}
+    with pytest.raises(ValueError, match="unknown parameter 'cases'"):
+        REGISTRY.validate("selection", "lexicase", {"cases": [[1.0]]})
+    with pytest.raises(ValueError, match="out of range"):
+        REGISTRY.validate("selection", "lexicase", {"epsilon": -1.0})
+
+
+def test_exam_cases_follow_the_score_the_fitness_ranks_by():
+    record = {"exam": {"outcomes": {"s0": "0110", "s1": "1000"}, "logprob": {"s0": [-1.0, -0.5, -0.2, -2.0]}}}
+    assert exam_cases(record, "accuracy")["s0"].tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert exam_cases(record, "logprob")["s0"].tolist() == [-1.0, -0.5, -0.2, -2.0]
+    assert exam_cases({"members": {}}, "accuracy") == {}
+
+
+def test_the_loop_selects_student_parents_on_their_cases(tiny):
+    model, _ = tiny
+    population = Population.initial({"teacher": 3, "student": 3})
+    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
+    for m in population.members:
+        bank.init_factors(m.slot, torch.Generator().manual_seed(0), b_std=0.1)
+    # s2 has the lowest accuracy and is replaced; s0 dominates s1 case by case, so s1 never breeds
+    # under lexicase, though a fitness-vector operator would often pick it.
+    fitness = {"t0": 3.0, "t1": 1.0, "t2": 2.0, "s0": 0.75, "s1": 0.5, "s2": 0.25}
+    cases = {
+        "s0": torch.tensor([1.0, 1, 1, 0]),
+        "s1": torch.tensor([1.0, 1, 0, 0]),
+        "s2": torch.tensor([0.0, 0, 0, 1]),
+    }
+    config = EvolutionConfig(gamma=0.3, elitism=1, crossover_rate=0.0, selection=OperatorChoice(name="lexicase"))
+    parents = []
+    for seed in range(40):
+        trial = Population.initial({"teacher": 3, "student": 3})
+        births = evolve(
+            bank, trial, fitness, config, step=1, generator=torch.Generator().manual_seed(seed), cases=cases
+        )
+        parents += [p for b in births if b.role == "student" for p in b.parents]
+    assert set(parents) == {"s0", "s2"}  # the replaced specialist's line goes on through its child
+
+
+def test_a_run_hands_lexicase_each_students_exam_outcomes(tmp_path, single_thread, monkeypatch):
+    from run_helpers import config_with
+
+    import evolora.evolution
+    from evolora.run import Run
+
+    seen = []
+    select = evolora.evolution.Scores.select
+    monkeypatch.setattr(
+        evolora.evolution.Scores, "select", lambda self, *args: seen.append(self.cases) or select(self, *args)
+    )
+    config = config_with(
+        evolution={
+            "every": 1,
+            "gamma": 0.5,
+            "selection": "lexicase",
+            "fitness": {"name": "exam", "problems": 4, "size": 3},
+        },
+        task={"name": "arith", "params": {}},
+        run={"steps": 2},
+    )
+    record, _ = Run(config, tmp_path / "run").run_step()
+    outcomes = record["fitness"]["exam"]["outcomes"]
+    tables = [cases for cases in seen if cases is not None]
+    assert len(tables) == len(seen) - 1 >= 1  # the teachers' draw has no cases, the students' has
+    assert tables[0].tolist() == [[float(c) for c in outcomes[s]] for s in ("s0", "s1")]
+    student = record["evolution"]["selection"]["student"]
+    assert student["replaced"] and all(p in outcomes for p in student["parents"])

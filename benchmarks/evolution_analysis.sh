@@ -9,7 +9,10 @@
 #   3. post hoc, for comparison: the final adapters of the primary runs re-evaluated on the old
 #      270-item grid (9 cells x 30 items, eval_seed 0), resumable (about 9 minutes a run at one thread
 #      with SmolLM2-135M on a 2-core CPU), then the same comparison on it;
-#   4. evolora report over the primary runs (breeding.png, report.json: per run and per study).
+#   4. evolora report over the primary runs (breeding.png, report.json: per run and per study);
+#   5. exploratory, stated before any record was read: every selection operator replayed on the
+#      population runs' recorded events (selection_replay.py: each operator's expected selection
+#      differential on audited held-out and exam accuracy, and the share of events where it is positive).
 set -euo pipefail
 study=$1; out=$2
 mkdir -p "$out"
@@ -23,4 +26,6 @@ python benchmarks/study_reevaluate.py "$study" --out "$out/grid270-runs" \
 python benchmarks/study_report.py "$out/grid270-runs" --out "$out/grid270" \
   --arms population,no_evolution --seeds 0-7 --reference population > "$out/grid270.md"
 evolora report "$study"/population-s[0-7] "$study"/no_evolution-s[0-7] --out "$out/report" > /dev/null
-echo "tables: $out/primary.md, $out/secondary.md, $out/grid270.md (post hoc); report: $out/report/"
+python benchmarks/selection_replay.py "$study"/population-s[0-7] --json "$out/selection-replay.json" \
+  > "$out/selection-replay.md"
+echo "tables: $out/primary.md, $out/secondary.md, $out/grid270.md (post hoc), $out/selection-replay.md (exploratory); report: $out/report/"

@@ -176,3 +176,40 @@ def test_a_run_hands_lexicase_each_students_exam_outcomes(tmp_path, single_threa
     assert tables[0].tolist() == [[float(c) for c in outcomes[s]] for s in ("s0", "s1")]
     student = record["evolution"]["selection"]["student"]
     assert student["replaced"] and all(p in outcomes for p in student["parents"])
+
+
+def _replay_run(tmp_path):
+    """A run directory with one recorded event of three students (the replay's input)."""
+    import json
+
+    import yaml
+
+    run = tmp_path / "run"
+    run.mkdir()
+    evolution = {"fitness": {"score": "accuracy"}, "parent_pool": "role", "gamma": 0.5, "elitism": 1}
+    (run / "config.yaml").write_text(yaml.safe_dump({"evolution": evolution}))
+    members = {
+        "t0": {"role": "teacher", "fitness": 0.1},
+        "s0": {"role": "student", "fitness": 0.75, "accuracy": 0.75, "held_out": 0.2},
+        "s1": {"role": "student", "fitness": 0.5, "accuracy": 0.5, "held_out": 0.1},
+        "s2": {"role": "student", "fitness": 0.25, "accuracy": 0.25, "held_out": 0.6},
+    }
+    exam = {"outcomes": {"s0": "1110", "s1": "1100", "s2": "0001"}}
+    record = {"step": 5, "fitness": {"name": "exam", "members": members, "exam": exam}}
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 4}) + "\n" + json.dumps(record) + "\n")
+    return run
+
+
+def test_the_replay_gives_each_operators_expected_selection_differential(tmp_path):
+    from run_helpers import benchmark_module
+
+    replay = benchmark_module("selection_replay")
+    table = replay.replay([_replay_run(tmp_path)], draws=20_000, seed=0)
+    held_out = [0.2, 0.1, 0.6]
+    mean = sum(held_out) / 3
+    # truncation (top half: s0 and s1 of three) and lexicase (s2 when its case leads, 1/4; else s0)
+    for name, chances in {"truncation": [0.5, 0.5, 0.0], "lexicase": [0.75, 0.0, 0.25], "uniform": [1 / 3] * 3}.items():
+        expected = 100 * (sum(p * h for p, h in zip(chances, held_out)) - mean)
+        assert table[name]["held_out"]["mean"] == pytest.approx(expected, abs=0.6), name
+        assert table[name]["held_out"]["events"] == 1
+    assert table["truncation"]["held_out"]["positive"] == 0 and table["lexicase"]["held_out"]["positive"] == 1

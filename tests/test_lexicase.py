@@ -213,3 +213,15 @@ def test_the_replay_gives_each_operators_expected_selection_differential(tmp_pat
         assert table[name]["held_out"]["mean"] == pytest.approx(expected, abs=0.6), name
         assert table[name]["held_out"]["events"] == 1
     assert table["truncation"]["held_out"]["positive"] == 0 and table["lexicase"]["held_out"]["positive"] == 1
+
+
+def test_the_command_line_notes_lexicase_without_an_exam():
+    from run_helpers import config_with
+
+    from evolora.cli.display import selection_note
+
+    note = selection_note(config_with(evolution={"selection": "lexicase"}))
+    assert "only evolution.fitness: exam records per-problem outcomes; with 'rating'" in note
+    assert selection_note(config_with(evolution={"selection": "lexicase", "fitness": "exam"})) is None
+    assert selection_note(config_with(evolution={"selection": "tournament"})) is None
+    assert selection_note(config_with(evolution={"selection": "lexicase", "enabled": False})) is None

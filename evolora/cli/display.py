@@ -69,6 +69,23 @@ def evolution_words(config: Config) -> str:
     return f"evolving every {config.evolution.every} steps by " + ", ".join(named)
 
 
+def selection_note(config: Config) -> str | None:
+    """A note when ``evolution.selection`` reads per-case scores (lexicase) that the run's fitness does
+    not record (only ``evolution.fitness: exam`` does); else None."""
+    from evolora.operators import REGISTRY
+
+    evo = config.evolution
+    if not (config.arm.evolve and evo.enabled) or evo.fitness.name == "exam":
+        return None
+    if not REGISTRY.get("selection", evo.selection.name).takes_cases:
+        return None
+    return (
+        f"evolution.selection {evo.selection.name} chooses parents problem by problem, but only "
+        f"evolution.fitness: exam records per-problem outcomes; with {evo.fitness.name!r} it selects on "
+        "the fitness alone (--set evolution.fitness=exam)"
+    )
+
+
 def critic_table(critic_eval: dict):
     """The held-out critic evaluation (``summary.json``'s ``critic_eval``) as a rich table: per judge its
     balanced accuracy, verdict parse rate and AUC; per answerer greedy, single-sample, majority-of-n,

@@ -156,7 +156,7 @@ def _check_device(config: Config) -> None:
 def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verbose: bool) -> dict:
     """The body of :func:`_execute`, run while this process holds the run directory's lock."""
     from evolora.callbacks import Checkpointer, ProgressBar
-    from evolora.cli.display import start_line
+    from evolora.cli.display import selection_note, start_line
     from evolora.distributed.recovery import ClusterLost, WorkerLost
     from evolora.loggers import LoggerError, close_loggers, open_loggers
     from evolora.model.threads import ThreadPolicy
@@ -165,6 +165,8 @@ def _run_locked(config: Config, out: Path, *, resume: bool, evaluate: bool, verb
     began = time.perf_counter()
     quiet_libraries(verbose)
     console.print(start_line(config, out, resume=resume), highlight=False)
+    if note := selection_note(config):
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     try:
         run = _open_run(config, out, resume=resume)
     except UserCodeError as error:  # a user's engine (or task) that fails while it is built

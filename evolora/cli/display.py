@@ -212,5 +212,10 @@ def bounded(message: str, *, lines: int = 3, size: int = 500, word: int = 160) -
 
 def result_console() -> Console:
     """The console for results on stdout: the terminal's width, or 200 columns when stdout is a pipe or
-    a file (CI logs, ``| tee``, nohup), so tables are never cropped to 80 columns."""
-    return Console(width=None if sys.stdout.isatty() else max(200, int(os.environ.get("COLUMNS", 0) or 0)))
+    a file (CI logs, ``| tee``, nohup), so tables are never cropped to 80 columns. When stdout's reader
+    goes away (``| head``), the rest is dropped with one note on stderr and the caller goes on
+    (:class:`evolora.cli.pipe.ResultStream`)."""
+    from evolora.cli.pipe import ResultStream
+
+    stream = ResultStream(say=lambda line: console.print(f"[yellow]note:[/] {line}", highlight=False))
+    return Console(file=stream, width=None if sys.stdout.isatty() else max(200, int(os.environ.get("COLUMNS", 0) or 0)))

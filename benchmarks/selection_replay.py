@@ -44,6 +44,8 @@ def events(run_dir: Path) -> list[dict]:
             continue
         cases = exam_cases(record, evolution["fitness"]["score"])
         ids = [m for m, entry in record["members"].items() if entry["role"] == "student" and "held_out" in entry]
+        if not ids:  # no audit at this event
+            continue
         fitness = torch.tensor([record["members"][m]["fitness"] for m in ids], dtype=torch.float64)
         if evolution["parent_pool"] == "survivors":
             lost = set(replaced_indices(fitness, evolution["gamma"], evolution["elitism"]).tolist())
@@ -97,6 +99,12 @@ def main() -> None:
     missing = [str(run) for run in args.runs if not (run / "metrics.jsonl").is_file()]
     if missing:
         parser.error(f"no metrics.jsonl in {', '.join(missing)}")
+    empty = [str(run) for run in args.runs if not events(run)]
+    if empty:
+        parser.error(
+            f"no event with an exam and an audit in {', '.join(empty)}: the replay needs runs with "
+            "evolution.fitness: exam and evolution.audit > 0"
+        )
     table = replay(args.runs, args.draws, args.seed)
     print("| operator | " + " | ".join(f"S on {label}, points (S > 0 events)" for label in SIGNALS.values()) + " |")
     print("|---|" + "---|" * len(SIGNALS))

@@ -8,11 +8,12 @@
         parent = a uniform draw from pool
 
 A fitness vector averages every case into one number, so two students with the same exam accuracy
-rank equal even when they solve different problems. Lexicase keeps the cases apart: a member that
-alone solves some problem is chosen whenever that problem comes first, and a member beaten on every
-case by another is never chosen. In evolora the cases are an exam's member × problem outcomes
-(``evolution.fitness: exam``, :mod:`evolora.exam`); a role without them (teachers, or another
-fitness) is selected on its fitness as the only case.
+rank equal even when they solve different problems. Lexicase keeps the cases apart: on 0/1 outcomes
+a member that alone solves some problem is chosen whenever that problem comes first, and a member
+beaten on every case by another is never chosen. In evolora the cases are an exam's member × problem
+outcomes (``evolution.fitness: exam``, :mod:`evolora.exam`); a role without them (teachers, or
+another fitness) is selected on its fitness as the only case: with the default ε, uniformly among
+the members within that one case's median absolute deviation of the best.
 
 Source: lexicase selection and its ε variant from genetic programming, applied by evolora to the
 exam record (docs/concepts/index.md, "The operators").
@@ -73,12 +74,15 @@ def lexicase(
     cases: Tensor | None = None,
     epsilon: float | None = None,
 ) -> Tensor:
-    """Lexicase selection over per-case scores (higher is better), ``num`` independent draws.
+    """Lexicase selection over per-case scores, e.g. the exam's outcomes (without them, the fitness), ``num`` draws.
 
-    Each draw shuffles the N cases and, case by case, keeps the members within ``epsilon`` of the
-    best remaining member on that case, until one member is left or the cases run out; the parent is
-    then a uniform draw among those left. A member that is beaten on every case by some other member
-    is never chosen; one that alone is best on some case is chosen with probability ≥ 1/N per draw.
+    Each draw shuffles the N cases and, case by case, keeps the members within ε of the best
+    remaining member on that case, until one member is left or the cases run out; the parent is then
+    a uniform draw among those left. With ε = 0 (and on 0/1 outcomes with the default ε), a member
+    beaten on every case by some other member is never chosen, and one alone best on some case is
+    chosen with probability ≥ 1/N per draw. With ε > 0 a member within ε of the best on a case counts
+    as tied there, so on continuous scores neither holds: the price of not letting tiny differences
+    decide.
 
     Shapes:
         fitness: (P,); cases: (P, N) or None → (num,) long indices in [0, P).
@@ -89,13 +93,13 @@ def lexicase(
         generator: the torch generator of the case orders and the final uniform draws.
         cases: (P, N) per-case scores, higher is better (an exam's 0/1 outcomes, or per-problem
             log-probabilities); passed by the outer loop, not a config parameter.
-        epsilon: tolerance per case in the cases' units (0: plain lexicase, only the best stay);
-            None: :func:`case_epsilon`, each case's median absolute deviation over the P members
-            (ε-lexicase for continuous scores; on 0/1 outcomes it keeps only the solvers).
+        epsilon: one tolerance for every case, in the cases' units (0: plain lexicase, only the best
+            stay); None: :func:`case_epsilon`, each case's own median absolute deviation over the P
+            members (ε-lexicase for continuous scores; on 0/1 outcomes it keeps only the solvers).
 
     Raises:
         ValueError: empty/non-1-D/NaN fitness, cases of another P, without cases or with NaN,
-            num < 0, epsilon < 0.
+            num < 0, an epsilon that is not a number ≥ 0.
 
     References:
         Lexicase and ε-lexicase selection from genetic programming, as docs/concepts/index.md
@@ -104,15 +108,16 @@ def lexicase(
     f = _fitness(fitness)
     _check_num(num)
     table = _cases(f, cases)
-    if epsilon is not None and not epsilon >= 0:
-        raise ValueError(f"epsilon must be ≥ 0 or None, got {epsilon!r}")
-    tolerance = (
-        case_epsilon(table)
-        if epsilon is None
-        else torch.full((table.shape[1],), float(epsilon), dtype=torch.float64, device="cpu")
-    )
+    tolerance = case_epsilon(table) if epsilon is None else _tolerance(epsilon, table.shape[1])
     chosen = [_one_draw(table, tolerance, generator) for _ in range(num)]
     return torch.tensor(chosen, dtype=torch.long, device="cpu").to(_device(fitness))
+
+
+def _tolerance(epsilon, cases: int) -> Tensor:
+    """(N,) copies of ``epsilon``, a number ≥ 0 (ValueError otherwise)."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon >= 0:
+        raise ValueError(f"epsilon must be a number ≥ 0 (one tolerance for every case) or None, got {epsilon!r}")
+    return torch.full((cases,), float(epsilon), dtype=torch.float64, device="cpu")
 
 
 def _one_draw(table: Tensor, tolerance: Tensor, generator: torch.Generator) -> int:

@@ -98,7 +98,9 @@ def test_same_generator_same_parents_and_indices_on_the_fitness_device():
         (torch.zeros(3, 4), None, "P = 4 members"),
         (torch.zeros(4, 0), None, "N ≥ 1"),
         (torch.tensor([[0.0], [float("nan")], [1.0], [1.0]]), None, "NaN"),
-        (torch.zeros(4, 2), -0.1, "epsilon"),
+        (torch.zeros(4, 2), -0.1, "epsilon must be a number ≥ 0"),
+        (torch.zeros(4, 2), "0.1", "epsilon must be a number ≥ 0"),
+        (torch.zeros(4, 2), torch.zeros(2), "epsilon must be a number ≥ 0"),
     ],
 )
 def test_bad_cases_are_named(cases, epsilon, match):
@@ -221,7 +223,16 @@ def test_the_command_line_notes_lexicase_without_an_exam():
     from evolora.cli.display import selection_note
 
     note = selection_note(config_with(evolution={"selection": "lexicase"}))
-    assert "only evolution.fitness: exam records per-problem outcomes; with 'rating'" in note
+    assert "which only evolution.fitness: exam records; with 'rating' it gets none" in note
     assert selection_note(config_with(evolution={"selection": "lexicase", "fitness": "exam"})) is None
     assert selection_note(config_with(evolution={"selection": "tournament"})) is None
     assert selection_note(config_with(evolution={"selection": "lexicase", "enabled": False})) is None
+
+
+def test_with_a_tolerance_a_member_beaten_everywhere_by_less_than_it_is_tied():
+    # Member 1 trails member 0 by 0.05 on both cases; each case's deviation from its median is 0.05.
+    cases = torch.tensor([[1.0, 1.0], [0.95, 0.95], [0.0, 0.0]], dtype=torch.float64)
+    loose = lexicase(cases.mean(dim=1), 4000, generator=torch.Generator().manual_seed(0), cases=cases)
+    assert (loose == 1).double().mean().item() == pytest.approx(0.5, abs=0.04) and (loose == 2).sum() == 0
+    plain = lexicase(cases.mean(dim=1), 100, generator=torch.Generator().manual_seed(0), cases=cases, epsilon=0.0)
+    assert set(plain.tolist()) == {0}

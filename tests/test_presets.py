@@ -105,6 +105,22 @@ def test_a_bare_operator_name_means_its_defaults(kind, name):
     assert getattr(config.evolution, kind).name == name and getattr(config.evolution, kind).params == {}
 
 
+def test_a_section_given_by_its_bare_name_takes_later_parts():
+    config = load_config(
+        "arith",
+        [
+            "evolution.selection=lexicase",
+            "evolution.selection.params.epsilon=0.2",
+            "evolution.fitness=exam",
+            "evolution.fitness.problems=32",
+        ],
+    )
+    assert (config.evolution.selection.name, config.evolution.selection.params) == ("lexicase", {"epsilon": 0.2})
+    assert (config.evolution.fitness.name, config.evolution.fitness.problems) == ("exam", 32)
+    with pytest.raises(ConfigError, match="parameter 'epsilon': -1 is out of range"):
+        load_config("arith", ["evolution.selection=lexicase", "evolution.selection.params.epsilon=-1"])
+
+
 def test_a_whole_config_error_names_its_keys_without_echoing_the_config():
     with pytest.raises(ConfigError) as error:
         load_config("arith", ["selfplay.mode=single_agent", "selfplay.matchmaking.hall_of_fame=2"])

@@ -80,9 +80,9 @@ def selection_note(config: Config) -> str | None:
     if not REGISTRY.get("selection", evo.selection.name).takes_cases:
         return None
     return (
-        f"evolution.selection {evo.selection.name} chooses parents problem by problem, but only "
-        f"evolution.fitness: exam records per-problem outcomes; with {evo.fitness.name!r} it selects on "
-        "the fitness alone (--set evolution.fitness=exam)"
+        f"evolution.selection {evo.selection.name} reads per-problem outcomes (cases), which only "
+        f"evolution.fitness: exam records; with {evo.fitness.name!r} it gets none and selects on the "
+        "fitness alone (--set evolution.fitness=exam)"
     )
 
 

@@ -276,7 +276,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def apply_overrides(data: dict, overrides: list[str], renamed: Renamed | None = None) -> dict:
     """Return a copy of ``data`` with each ``a.b=value`` override applied; an old key
-    (:data:`evolora.config.renamed.RENAMED`) sets its new key, and the pair is appended to ``renamed``."""
+    (:data:`evolora.config.renamed.RENAMED`) sets its new key, and the pair is appended to ``renamed``.
+    A section given by its bare name (``evolution.selection=lexicase``) opens as ``{name: lexicase}``
+    when a later override sets one of its parts (``evolution.selection.params.epsilon=0.1``)."""
     data = copy.deepcopy(data)
     for text in overrides:
         path, value = parse_override(text)
@@ -286,6 +288,8 @@ def apply_overrides(data: dict, overrides: list[str], renamed: Renamed | None = 
         node = data
         for part in path[:-1]:
             child = node.setdefault(part, {})
+            if isinstance(child, str):  # a bare name: the section's name
+                child = node[part] = {"name": child}
             if not isinstance(child, dict):
                 raise ConfigError(f"--set {short(text, 80)}: {short(part)} is a value, not a section")
             node = child

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from deap import algorithms, tools
+from deap import algorithms, base, tools
 from peft import PeftModel
 from typer.testing import CliRunner
 
@@ -285,3 +285,23 @@ def test_bank_evaluator_refuses_to_be_pickled_into_another_process(bank):
         pool.close()
         pool.join()
     assert [evaluator(ind) for ind in population] == [(0.0,)] * 4  # in-process use is unchanged
+
+
+class _Cases(base.Fitness):
+    """Three cases, each maximised (what lexicase reads as its cases)."""
+
+    weights = (1.0, 1.0, 1.0)
+
+
+def test_lexicase_in_deap_reads_each_fitness_value_as_a_case(bank):
+    from evolora.integrations.deap import LoRAIndividual
+
+    population, generator = _population(bank, seed=2)
+    toolbox = make_toolbox(evaluate=neg_loss(bank), generator=generator, selection="lexicase")
+    table = [(1.0, 1.0, 0.0), (0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, 0.0, 0.0)]  # 2 and 3 are dominated
+    individuals = [LoRAIndividual(ind.factors, _Cases()) for ind in population[:4]]
+    for ind, values in zip(individuals, table):
+        ind.fitness.values = values
+    chosen = [individuals.index(ind) for ind in toolbox.select(individuals, 600)]
+    assert set(chosen) == {0, 1}  # summed, 1 and 2 tie behind 0; case by case, 1 is a specialist and 2 is dominated
+    assert chosen.count(1) / 600 == pytest.approx(1 / 3, abs=0.07)  # the third case leads a third of the time

@@ -169,10 +169,23 @@ def select(
     params: Mapping[str, Any],
     generator: torch.Generator,
 ) -> list[LoRAIndividual]:
-    """DEAP ``select`` through an evolora selection operator on :func:`score` (the same objects, k times)."""
+    """DEAP ``select`` through an evolora selection operator on :func:`score` (the same objects, k times).
+
+    An operator that takes per-case scores (``lexicase``) gets each individual's weighted fitness
+    values as its cases, a (P, N) table (an invalid individual: −inf on every case), as DEAP's own
+    ``selLexicase`` reads ``fitness.values``: give the fitness class one weight per case.
+    """
     fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64, device="cpu")
-    index = operator.fn(fitness, k, generator=generator, **params)
+    extra = {"cases": _cases(individuals)} if operator.takes_cases else {}
+    index = operator.fn(fitness, k, generator=generator, **extra, **params)
     return [individuals[i] for i in index.tolist()]
+
+
+def _cases(individuals: Sequence[LoRAIndividual]) -> torch.Tensor:
+    """(P, N) weighted fitness values of ``individuals`` (N weights of their fitness class; −inf rows when invalid)."""
+    width = max(len(ind.fitness.weights) for ind in individuals)
+    rows = [list(ind.fitness.wvalues) if ind.fitness.valid else [-math.inf] * width for ind in individuals]
+    return torch.tensor(rows, dtype=torch.float64, device="cpu")
 
 
 def make_toolbox(

@@ -92,10 +92,10 @@ def evolve(
     births = []
     for role, (losers, pool, pool_fitness) in zip(population.roles, plans):
         scores = Scores(pool_fitness, _pool_cases(pool, cases or {}))
+        own = operators.for_role(role)  # evolution.roles.<role>, else the section's operators
         # Make every child from the pre-evolution pool before any slot is overwritten.
         children = [
-            _make_child(bank, pool, scores, config, operators, generator, selection_generator or generator)
-            for _ in losers
+            _make_child(bank, pool, scores, config, own, generator, selection_generator or generator) for _ in losers
         ]
         for loser, (child, parents, name) in zip(losers, children):
             bank.set_factors(loser.slot, child)

@@ -236,3 +236,54 @@ def test_with_a_tolerance_a_member_beaten_everywhere_by_less_than_it_is_tied():
     assert (loose == 1).double().mean().item() == pytest.approx(0.5, abs=0.04) and (loose == 2).sum() == 0
     plain = lexicase(cases.mean(dim=1), 100, generator=torch.Generator().manual_seed(0), cases=cases, epsilon=0.0)
     assert set(plain.tolist()) == {0}
+
+
+def test_a_role_can_have_its_own_selection():
+    from run_helpers import config_with
+
+    from evolora.cli.display import evolution_words
+    from evolora.config import ConfigError
+    from evolora.config.operator_choice import resolve_operators
+
+    config = config_with(evolution={"roles": {"student": {"selection": "lexicase"}}, "fitness": "exam"})
+    operators = resolve_operators(config.evolution)
+    assert operators.for_role("student").selection[0].name == "lexicase"
+    assert operators.for_role("teacher").selection[0].name == "tournament"
+    assert operators.for_role("student").mutation == operators.mutation  # a kind left out is the section's
+    assert evolution_words(config).endswith("student selection lexicase")
+    with pytest.raises(ConfigError, match="evolution.roles.judge: no such role in the population; its roles: teacher"):
+        config_with(evolution={"roles": {"judge": {"selection": "lexicase"}}})
+    with pytest.raises(ConfigError, match=r"evolution.roles.student.selection: .*'lexicas'.*did you mean 'lexicase'"):
+        config_with(evolution={"roles": {"student": {"selection": "lexicas"}}})
+
+
+def test_the_loop_breeds_each_role_by_its_own_selection(tiny, monkeypatch):
+    from evolora.config.operator_choice import resolve_operators
+
+    model, _ = tiny
+    population = Population.initial({"teacher": 3, "student": 3})
+    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
+    config = EvolutionConfig(
+        gamma=0.3, crossover_rate=0.0, roles={"student": {"selection": {"name": "lexicase", "params": {"epsilon": 0}}}}
+    )
+    used = {}
+    original = evolve.__globals__["_make_child"]
+
+    def spy(bank, pool, scores, config, operators, *rest):
+        used[pool[0].role] = operators.selection[0].name
+        return original(bank, pool, scores, config, operators, *rest)
+
+    monkeypatch.setitem(evolve.__globals__, "_make_child", spy)
+    fitness = {"t0": 3.0, "t1": 1.0, "t2": 2.0, "s0": 0.75, "s1": 0.5, "s2": 0.25}
+    cases = {"s0": torch.tensor([1.0, 1, 0]), "s1": torch.tensor([1.0, 0, 0]), "s2": torch.tensor([0.0, 0, 1])}
+    evolve(
+        bank,
+        population,
+        fitness,
+        config,
+        step=1,
+        generator=torch.Generator().manual_seed(0),
+        operators=resolve_operators(config),
+        cases=cases,
+    )
+    assert used == {"teacher": "tournament", "student": "lexicase"}

@@ -55,18 +55,25 @@ def start_line(config: Config, out, *, resume: bool) -> str:
 
 def evolution_words(config: Config) -> str:
     """The outer loop in words: how often it runs and its selection, crossover and mutation with
-    their parameters as resolved (defaults filled in, None left out), or ``"no evolution"``."""
-    from evolora.operators import REGISTRY
+    their parameters as resolved (defaults filled in, None left out), then each role's own
+    (``evolution.roles``), or ``"no evolution"``."""
+    from evolora.config.operator_choice import LOOP_KINDS
 
     if not (config.arm.evolve and config.evolution.enabled):
         return "no evolution"
-    named = []
-    for kind in ("selection", "crossover", "mutation"):
-        choice = getattr(config.evolution, kind)
-        params = REGISTRY.validate(kind, choice.name, choice.params)
-        shown = ", ".join(f"{key}={value}" for key, value in params.items() if value is not None)
-        named.append(f"{kind} {choice.name}" + (f"({shown})" if shown else ""))
+    named = [_operator_words(kind, getattr(config.evolution, kind)) for kind in LOOP_KINDS]
+    for role, own in config.evolution.roles.items():
+        named += [f"{role} {_operator_words(kind, getattr(own, kind))}" for kind in LOOP_KINDS if getattr(own, kind)]
     return f"evolving every {config.evolution.every} steps by " + ", ".join(named)
+
+
+def _operator_words(kind: str, choice) -> str:
+    """``selection tournament(k=3, replace=True)``: an operator choice with its resolved parameters."""
+    from evolora.operators import REGISTRY
+
+    params = REGISTRY.validate(kind, choice.name, choice.params)
+    shown = ", ".join(f"{key}={value}" for key, value in params.items() if value is not None)
+    return f"{kind} {choice.name}" + (f"({shown})" if shown else "")
 
 
 def selection_note(config: Config) -> str | None:
@@ -77,10 +84,12 @@ def selection_note(config: Config) -> str | None:
     evo = config.evolution
     if not (config.arm.evolve and evo.enabled) or evo.fitness.name == "exam":
         return None
-    if not REGISTRY.get("selection", evo.selection.name).takes_cases:
+    choices = [evo.selection, *(own.selection for own in evo.roles.values() if own.selection)]
+    reading = next((c.name for c in choices if REGISTRY.get("selection", c.name).takes_cases), None)
+    if reading is None:
         return None
     return (
-        f"evolution.selection {evo.selection.name} reads per-problem outcomes (cases), which only "
+        f"evolution.selection {reading} reads per-problem outcomes (cases), which only "
         f"evolution.fitness: exam records; with {evo.fitness.name!r} it gets none and selects on the "
         "fitness alone (--set evolution.fitness=exam)"
     )

@@ -33,6 +33,17 @@ class OperatorChoice(_Section):
         return {"name": value} if isinstance(value, str) else value
 
 
+class RoleOperators(_Section):
+    """One role's own operators under ``evolution.roles.<role>``; a kind left out is the section's."""
+
+    selection: OperatorChoice | None = None
+    """The role's parent selection (None: ``evolution.selection``)."""
+    crossover: OperatorChoice | None = None
+    """The role's crossover (None: ``evolution.crossover``)."""
+    mutation: OperatorChoice | None = None
+    """The role's mutation (None: ``evolution.mutation``)."""
+
+
 class EvolutionConfig(_Section):
     enabled: bool = True
     """False: the outer loop never runs (no selection, crossover or mutation); the members learn by RL
@@ -59,6 +70,10 @@ class EvolutionConfig(_Section):
     selection: OperatorChoice = OperatorChoice(name="tournament")
     crossover: OperatorChoice = OperatorChoice(name="svd_merge")
     mutation: OperatorChoice = OperatorChoice(name="lowrank_gaussian")
+    roles: dict[str, RoleOperators] = Field(default_factory=dict)
+    """Operators of one role of its own, e.g. ``{student: {selection: lexicase}}`` (students choose
+    parents problem by problem on the exam, teachers keep ``evolution.selection``); every role not
+    named, and every kind a role leaves out, uses the three above."""
     fitness: FitnessConfig = FitnessConfig()
     """What members are ranked by: rating (μ − 3σ), validation (dev accuracy), blend, or exam (a common
     exam of recent self-play problems) (:mod:`evolora.config.fitness`)."""

@@ -35,31 +35,52 @@ CONTRACTS = {
 """What a user's operator of each kind takes and returns (the registry's call signatures)."""
 
 
+LOOP_KINDS = ("selection", "crossover", "mutation")
+"""The operator kinds of the outer loop, in the order the config names them."""
+
+
 @dataclass(frozen=True)
 class Operators:
-    """The three operators of a run with their validated parameters."""
+    """The three operators of a run with their validated parameters, and those of a role of its own."""
 
     selection: tuple[OperatorSpec, dict]
     crossover: tuple[OperatorSpec, dict]
     mutation: tuple[OperatorSpec, dict]
+    roles: Mapping[str, Operators] = dataclasses.field(default_factory=dict)
+
+    def for_role(self, role: str) -> Operators:
+        """The operators that breed ``role`` (``evolution.roles.<role>``, else the section's)."""
+        return self.roles.get(role, self)
 
 
 def resolve_operators(config) -> Operators:
-    """Look up and validate ``config.selection/crossover/mutation`` (an :class:`EvolutionConfig`).
+    """Look up and validate ``config.selection/crossover/mutation`` and ``config.roles`` (an
+    :class:`EvolutionConfig`).
 
     Raises:
-        ValueError: "evolution.<kind>: ..." for an unknown operator or parameter, or a value out
-            of range (the message lists what is allowed).
+        ValueError: "evolution.<kind>: ..." (or "evolution.roles.<role>.<kind>: ...") for an unknown
+            operator or parameter, or a value out of range (the message lists what is allowed).
     """
-    resolved = {}
-    for kind in ("selection", "crossover", "mutation"):
-        choice = getattr(config, kind)
-        try:
-            params = REGISTRY.validate(kind, choice.name, choice.params)
-        except (ValueError, TypeError, ImportError) as error:
-            raise ValueError(f"evolution.{kind}: {error}") from None
-        resolved[kind] = (guard_operator(REGISTRY.get(kind, choice.name), kind), params)
-    return Operators(**resolved)
+    base = {kind: _resolve(kind, getattr(config, kind), f"evolution.{kind}") for kind in LOOP_KINDS}
+    roles = {}
+    for role, own in config.roles.items():
+        kinds = {
+            kind: _resolve(kind, getattr(own, kind), f"evolution.roles.{role}.{kind}")
+            if getattr(own, kind) is not None
+            else base[kind]
+            for kind in LOOP_KINDS
+        }
+        roles[role] = Operators(**kinds)
+    return Operators(**base, roles=roles)
+
+
+def _resolve(kind: str, choice, key: str) -> tuple[OperatorSpec, dict]:
+    """(guarded spec, checked params) of the operator ``choice`` of ``kind``, named ``key`` in errors."""
+    try:
+        params = REGISTRY.validate(kind, choice.name, choice.params)
+    except (ValueError, TypeError, ImportError) as error:
+        raise ValueError(f"{key}: {error}") from None
+    return guard_operator(REGISTRY.get(kind, choice.name), kind), params
 
 
 def guard_operator(spec: OperatorSpec, kind: str) -> OperatorSpec:

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 
 from evolora.config.types import Int, _Section
 from evolora.game import POPULATION_ROLES, REQUIRED_ROLES
+from evolora.spelling import did_you_mean
 
 _NAMED = {role: f"{role}s" for role in POPULATION_ROLES}  # teacher -> teachers (the named form's keys)
 _ROLE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -123,10 +124,17 @@ def check_evolvable(population: PopulationConfig, evolution) -> None:
         population: the role sizes; evolution: the :class:`evolora.config.EvolutionConfig`.
 
     Raises:
-        ValueError: ``evolution.elitism`` protects every member of a role while ``gamma > 0``,
+        ValueError: ``evolution.roles`` names a role the population does not have,
+            ``evolution.elitism`` protects every member of a role while ``gamma > 0``,
             or a crossover is possible but a role's parent pool holds fewer than 2 members.
     """
     evo = evolution
+    unknown = sorted(set(evo.roles) - set(population.roles))
+    if unknown:
+        raise ValueError(
+            f"evolution.roles.{unknown[0]}: no such role in the population; "
+            f"{did_you_mean(unknown[0], population.roles)}its roles: {', '.join(population.roles)}"
+        )
     for role, size in population.roles.items():
         if evo.elitism >= size and evo.gamma > 0:  # a silent no-op evolution is a config bug
             raise ValueError(

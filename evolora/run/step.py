@@ -101,6 +101,8 @@ def repair_faults(run, where: str, generator: torch.Generator) -> list[dict]:
             run.league.reset_optimizer(member)
             events.append({"id": member.id, "where": where, "action": "rollback"})
         else:
-            cull = run.league.cull(member, run.bank, run.operators.mutation, step=run.step + 1, generator=generator)
+            cull = run.league.cull(
+                member, run.bank, run.operators.for_role(member.role).mutation, step=run.step + 1, generator=generator
+            )
             events.append({"id": member.id, "where": where, "action": "cull", **cull})
     return events

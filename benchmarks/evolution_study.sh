@@ -2,7 +2,7 @@
 # The outer-loop study of docs/results/evolution.md, one seed per call; OMP_NUM_THREADS=1, from a checkout.
 # Usage: benchmarks/evolution_study.sh SEED OUT [ARMS] [STEPS]
 #   ARMS default population,no_evolution (evolution on, off); the secondary arm is single_agent_total;
-#   lexicase is the population arm with lexicase parents (docs/results/lexicase.md).
+#   lexicase is the population arm with students' parents by lexicase (docs/results/lexicase.md).
 #   Calibration (seeds outside the study, 25 steps, every event audited on the held-out set):
 #   benchmarks/evolution_study.sh 100 runs/exam-calibration population 25
 # Settings: 4 + 4 on arith, 8 problems x 8 answers per step, evolution every 5 steps (9 events in 50
@@ -23,4 +23,4 @@ evolora study tasks/arith.yaml --arms "$arms" --seeds "$seed" --out "$out" \
   --set "evolution.fitness={\"name\": \"exam\", \"problems\": 64, \"size\": 64, \"score\": \"$score\"}" \
   --set 'task.params.eval_cells=["d1o1", "d1o2", "d1o3", "d2o1"]' --set task.params.eval_per_cell=68 \
   --set task.params.eval_seed=1 --set eval.limit=272 \
-  --set 'study.arms={"lexicase": {"evolution.selection": {"name": "lexicase"}}}'
+  --set 'study.arms={"lexicase": {"evolution.roles": {"student": {"selection": {"name": "lexicase"}}}}}'

@@ -287,3 +287,29 @@ def test_the_loop_breeds_each_role_by_its_own_selection(tiny, monkeypatch):
         cases=cases,
     )
     assert used == {"teacher": "tournament", "student": "lexicase"}
+
+
+def test_a_resumed_run_chooses_the_same_lexicase_parents(tmp_path, single_thread):
+    from run_helpers import config_with
+
+    from evolora.run import Run
+
+    config = config_with(
+        evolution={
+            "every": 1,
+            "gamma": 0.5,
+            "roles": {"student": {"selection": "lexicase"}},
+            "fitness": {"name": "exam", "problems": 4, "size": 3},
+        },
+        task={"name": "arith", "params": {}},
+        run={"steps": 3, "checkpoint_every": 1},
+    )
+    whole = Run(config, tmp_path / "whole")
+    expected = [whole.run_step()[0] for _ in range(2)][1]
+    part = Run(config, tmp_path / "part")
+    part.run_step()
+    part.save_checkpoint()
+    resumed = Run(config, tmp_path / "part")
+    assert resumed.load_checkpoint()
+    record, _ = resumed.run_step()
+    assert record["evolution"] == expected["evolution"] and record["fitness"] == expected["fitness"]

@@ -121,9 +121,12 @@ def _plan(members: list[Individual], fitness: dict[str, float], config: Evolutio
 
 
 def _pool_cases(pool: list[Individual], cases: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """The pool's (P, N) case table in pool order, or None unless every member has N cases."""
+    """The pool's (P, N) case table in pool order, or None unless every member has the same N ≥ 1
+    cases (an exam without problems has none)."""
     rows = [cases.get(m.id) for m in pool]
-    if not rows or any(row is None for row in rows) or len({row.numel() for row in rows}) != 1:
+    if not rows or any(row is None for row in rows) or {row.numel() for row in rows} != {rows[0].numel()}:
+        return None
+    if rows[0].numel() == 0:
         return None
     return torch.stack([row.to(torch.float64).cpu() for row in rows])
 

@@ -313,3 +313,15 @@ def test_a_resumed_run_chooses_the_same_lexicase_parents(tmp_path, single_thread
     assert resumed.load_checkpoint()
     record, _ = resumed.run_step()
     assert record["evolution"] == expected["evolution"] and record["fitness"] == expected["fitness"]
+
+
+def test_an_exam_without_problems_leaves_lexicase_the_fitness(tiny):
+    model, _ = tiny
+    population = Population.initial({"teacher": 2, "student": 3})
+    bank = AdapterBank(model, [m.slot for m in population.members], rank=2, alpha=4, target_modules=("q_proj",))
+    plain = OperatorChoice(name="lexicase", params={"epsilon": 0.0})
+    config = EvolutionConfig(gamma=0.3, crossover_rate=0.0, selection=plain)
+    fitness = {"t0": 1.0, "t1": 0.0, "s0": 0.5, "s1": 0.9, "s2": 0.1}
+    empty = {s: torch.zeros(0, dtype=torch.float64) for s in ("s0", "s1", "s2")}
+    births = evolve(bank, population, fitness, config, step=1, generator=torch.Generator().manual_seed(0), cases=empty)
+    assert [b.parents for b in births if b.role == "student"] == [("s1",)]  # the only case: the fitness

@@ -12,6 +12,7 @@ from run_helpers import config_with
 
 from evolora.advantages import compute_advantages
 from evolora.config import ConfigError, config_from_dict
+from evolora.config.operator_choice import LOOP_KINDS
 from evolora.learner import Sample
 from evolora.operators import OperatorSpec
 from evolora.run import Run
@@ -72,7 +73,7 @@ def test_no_evolution_never_calls_an_operator(tmp_path, single_thread, monkeypat
     config = config_with(evolution={"every": 1, "enabled": False}, run={"steps": 3})
     run = Run(config, tmp_path / "run")
     ops = run.operators
-    run.operators = type(ops)(**{k: (_raising(spec), params) for k, (spec, params) in vars(ops).items()})
+    run.operators = type(ops)(**{k: (_raising(getattr(ops, k)[0]), getattr(ops, k)[1]) for k in LOOP_KINDS})
     members = [m.id for m in run.population.members]
     births = [run.run_step()[0]["births"] for _ in range(3)]
     assert births == [[], [], []] and [m.id for m in run.population.members] == members

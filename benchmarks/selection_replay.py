@@ -1,12 +1,13 @@
 """Replay every selection operator on the recorded events of exam-fitness runs: whose parents would
 have been better on held-out problems?
 
-    python benchmarks/selection_replay.py RUN_DIR [RUN_DIR ...] [--draws 5000] [--json OUT]
+    python benchmarks/selection_replay.py RUN_DIR [RUN_DIR ...] [--draws 20000] [--json OUT]
 
 At each event a run records every student's exam fitness, its outcome on each exam problem and,
 with ``evolution.audit``, its held-out accuracy (never used to select). For each selection operator
-at its default parameters (and uniform drawing as the reference), the replay estimates the chance
-that each student is drawn as a parent from ``--draws`` draws of the selection stream and prints the
+at its default parameters (and uniform drawing as the reference), the replay takes the chance that
+each student is drawn as a parent (exact, :func:`evolora.operators.selection_chances`; estimated
+from ``--draws`` draws where no exact form holds, e.g. lexicase on log-probabilities) and prints the
 expected selection differential S = Σ p_i x_i − mean(x) of the students on audited held-out accuracy
 and on exam accuracy, in points, with the share of events where it is positive (the study's target:
 ≥ 70 % on held-out). The population at each event is the recorded one, shaped by the operator the
@@ -23,7 +24,7 @@ import torch
 import yaml
 
 from evolora.event import exam_cases
-from evolora.operators import REGISTRY
+from evolora.operators import REGISTRY, selection_chances
 from evolora.operators.selection import replaced_indices
 
 OPERATORS = ("tournament", "truncation", "rank", "fitness_proportional", "lexicase")
@@ -57,14 +58,22 @@ def events(run_dir: Path) -> list[dict]:
 
 
 def chances(name: str, event: dict, draws: int, seed: int) -> torch.Tensor:
-    """(P,) estimated chance that each student of ``event`` is drawn as a parent by operator ``name``."""
+    """(P,) chance that each student of ``event`` is drawn as a parent by operator ``name``: exact where
+    a closed form holds, else estimated from ``draws`` draws of a generator seeded ``seed``."""
     size = event["fitness"].numel()
     if name == "uniform":
         return torch.full((size,), 1.0 / size, dtype=torch.float64)
+    params = REGISTRY.validate("selection", name)
+    try:
+        exact = selection_chances(name, event["fitness"], params, event["cases"])
+    except ValueError:  # e.g. lexicase with a tolerance on continuous scores
+        exact = None
+    if exact is not None:
+        return exact
     spec = REGISTRY.get("selection", name)
     extra = {"cases": event["cases"]} if spec.takes_cases else {}
     generator = torch.Generator().manual_seed(seed)
-    picked = spec.fn(event["fitness"], draws, generator=generator, **extra, **REGISTRY.validate("selection", name))
+    picked = spec.fn(event["fitness"], draws, generator=generator, **extra, **params)
     return torch.bincount(picked, minlength=size).double() / draws
 
 
@@ -92,7 +101,9 @@ def replay(run_dirs: list[Path], draws: int, seed: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+", help="run directories of exam-fitness runs with an audit")
-    parser.add_argument("--draws", type=int, default=5000, help="parent draws per operator and event")
+    parser.add_argument(
+        "--draws", type=int, default=20_000, help="parent draws per operator and event where no exact form holds"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the selection stream")
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
     args = parser.parse_args()

@@ -12,9 +12,10 @@ References: PopuLoRA, arXiv 2605.16727, §3.
 """
 
 from .adapter import Adapter, check_adapter, check_parents, clone_adapter, delta_weight, map_modules
+from .chances import selection_chances
 from .crossover import clone, dare, extrapolate, layer_swap, merge_weights, midpoint, slerp, svd_merge, svd_splice, ties
 from .diversity import delta_distance, delta_norm, population_diversity
-from .lexicase import case_epsilon, lexicase
+from .lexicase import case_epsilon, lexicase, lexicase_chances
 from .lowrank import (
     best_rank_r,
     dense_refactor,
@@ -56,6 +57,8 @@ __all__ = [
     "register",
     "lexicase",
     "case_epsilon",
+    "lexicase_chances",
+    "selection_chances",
     "svd_merge",
     "layer_swap",
     "svd_splice",

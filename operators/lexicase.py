@@ -27,7 +27,7 @@ from torch import Tensor
 from .registry import Param, register
 from .selection import _check_num, _device, _fitness
 
-__all__ = ["lexicase", "case_epsilon"]
+__all__ = ["lexicase", "case_epsilon", "lexicase_chances"]
 
 
 def _cases(fitness: Tensor, cases: Tensor | None) -> Tensor:
@@ -111,6 +111,52 @@ def lexicase(
     tolerance = case_epsilon(table) if epsilon is None else _tolerance(epsilon, table.shape[1])
     chosen = [_one_draw(table, tolerance, generator) for _ in range(num)]
     return torch.tensor(chosen, dtype=torch.long, device="cpu").to(_device(fitness))
+
+
+def lexicase_chances(fitness: Tensor, cases: Tensor | None = None, epsilon: float | None = None) -> Tensor:
+    """The exact chance that one :func:`lexicase` draw picks each member.
+
+    Exact where a case once used never splits the survivors again: with ε = 0, or on 0/1 outcomes
+    with any ε < 1 (the default's). Then the next case that splits the survivors is uniform over
+    all cases that split them, so P(i | A) = Σ_c [c splits A] / n_A · P(i | A ∩ best_c(A)), and a
+    set no case splits is drawn from uniformly (memoised over the survivor sets reached).
+
+    Shapes:
+        fitness: (P,); cases: (P, N) or None (the fitness as the only case) → (P,) float64, sums to 1.
+
+    Raises:
+        ValueError: as :func:`lexicase`, or a tolerance under which no exact form holds here.
+    """
+    table = _cases(_fitness(fitness), cases)
+    tolerance = case_epsilon(table) if epsilon is None else _tolerance(epsilon, table.shape[1])
+    binary = bool(((table == 0) | (table == 1)).all())
+    if not (bool((tolerance == 0).all()) or (binary and bool((tolerance < 1).all()))):
+        raise ValueError("exact lexicase chances need ε = 0, or 0/1 outcomes with ε < 1")
+    columns = [(table[:, c].tolist(), float(tolerance[c])) for c in range(table.shape[1])]
+    memo: dict[frozenset, dict[int, float]] = {}
+
+    def chances(alive: frozenset) -> dict[int, float]:
+        if alive not in memo:
+            kept = []
+            for values, tol in columns:
+                best = max(values[i] for i in alive)
+                survivors = frozenset(i for i in alive if values[i] >= best - tol)
+                if survivors != alive:
+                    kept.append(survivors)
+            if not kept or len(alive) == 1:
+                memo[alive] = {i: 1.0 / len(alive) for i in alive}
+            else:
+                total: dict[int, float] = {}
+                for survivors in kept:
+                    for i, p in chances(survivors).items():
+                        total[i] = total.get(i, 0.0) + p / len(kept)
+                memo[alive] = total
+        return memo[alive]
+
+    result = torch.zeros(table.shape[0], dtype=torch.float64, device="cpu")
+    for i, p in chances(frozenset(range(table.shape[0]))).items():
+        result[i] = p
+    return result
 
 
 def _tolerance(epsilon, cases: int) -> Tensor:

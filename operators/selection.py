@@ -162,12 +162,7 @@ def fitness_proportional(fitness: Tensor, num: int, *, generator: torch.Generato
     _check_num(num)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if torch.isposinf(f).any():  # +inf dominates: uniform over them
-        probs = torch.isposinf(f).to(f.dtype)
-    elif torch.isneginf(f).all():
-        probs = torch.ones_like(f)
-    else:
-        probs = torch.softmax(f / temperature, dim=0)
+    probs = softmax_chances(f, temperature)
     if num == 0:
         return torch.empty(0, dtype=torch.long, device=_device(fitness))
     picks = torch.multinomial(probs.to(generator.device), num, replacement=True, generator=generator)
@@ -201,12 +196,29 @@ def rank(fitness: Tensor, num: int, *, generator: torch.Generator, pressure: flo
     size = f.numel()
     if size == 1 or num == 0:
         return torch.zeros(num, dtype=torch.long, device=_device(fitness))
+    probs = rank_chances(f, pressure)
+    picks = torch.multinomial(probs.to(generator.device), num, replacement=True, generator=generator)
+    return picks.cpu().to(_device(fitness))
+
+
+def softmax_chances(f: Tensor, temperature: float) -> Tensor:
+    """(P,) chance of each member per :func:`fitness_proportional` draw, for a checked (P,) float64 ``f``:
+    softmax(f / T); +inf members share it all, all −inf is uniform."""
+    if torch.isposinf(f).any():  # +inf dominates: uniform over them
+        return torch.isposinf(f).to(f.dtype) / torch.isposinf(f).sum()
+    if torch.isneginf(f).all():
+        return torch.full_like(f, 1.0 / f.numel())
+    return torch.softmax(f / temperature, dim=0)
+
+
+def rank_chances(f: Tensor, pressure: float) -> Tensor:
+    """(P,) chance of each member per :func:`rank` draw, for a checked (P,) float64 ``f`` with P ≥ 2:
+    linear ranking with tied members at their mean rank (sums to 1)."""
+    size = f.numel()
     better = (f[None, :] > f[:, None]).sum(dim=1).to(f.dtype)  # how many strictly better
     equal = (f[None, :] == f[:, None]).sum(dim=1).to(f.dtype)
     mean_rank = better + (equal - 1) / 2
-    probs = (2 - pressure) / size + 2 * (pressure - 1) * (size - 1 - mean_rank) / (size * (size - 1))
-    picks = torch.multinomial(probs.clamp_min(0).to(generator.device), num, replacement=True, generator=generator)
-    return picks.cpu().to(_device(fitness))
+    return ((2 - pressure) / size + 2 * (pressure - 1) * (size - 1 - mean_rank) / (size * (size - 1))).clamp_min(0)
 
 
 def num_replaced(size: int, gamma: float, elitism: int) -> int:

@@ -325,3 +325,23 @@ def test_an_exam_without_problems_leaves_lexicase_the_fitness(tiny):
     empty = {s: torch.zeros(0, dtype=torch.float64) for s in ("s0", "s1", "s2")}
     births = evolve(bank, population, fitness, config, step=1, generator=torch.Generator().manual_seed(0), cases=empty)
     assert [b.parents for b in births if b.role == "student"] == [("s1",)]  # the only case: the fitness
+
+
+@pytest.mark.parametrize("table", TABLES[:2])
+@pytest.mark.parametrize("epsilon", [0.0, None])
+def test_exact_chances_equal_the_enumeration_of_case_orders(table, epsilon):
+    from evolora.operators import lexicase_chances
+
+    cases = torch.tensor(table, dtype=torch.float64)
+    tolerance = case_epsilon(cases).tolist() if epsilon is None else [epsilon] * cases.shape[1]
+    exact = [float(p) for p in _exact(table, tolerance)]
+    assert lexicase_chances(cases.mean(dim=1), cases, epsilon).tolist() == pytest.approx(exact)
+
+
+def test_exact_chances_refuse_a_tolerance_on_continuous_scores():
+    from evolora.operators import lexicase_chances
+
+    cases = torch.tensor(TABLES[2], dtype=torch.float64)
+    assert lexicase_chances(cases.mean(dim=1), cases, 0.0).sum().item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="exact lexicase chances need"):
+        lexicase_chances(cases.mean(dim=1), cases, None)

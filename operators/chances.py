@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from .lexicase import lexicase_chances
+from .registry import REGISTRY
 from .selection import _fitness, rank_chances, rank_order, softmax_chances
 
 __all__ = ["selection_chances", "EXACT"]
@@ -30,9 +31,9 @@ def _by_position(f: Tensor, weights: Tensor) -> Tensor:
 
 
 def _tournament(f: Tensor, params: Mapping, cases: Tensor | None) -> Tensor:
-    size, k = f.numel(), int(params.get("k", 3))
+    size, k = f.numel(), int(params["k"])
     position = torch.arange(size, dtype=torch.float64)
-    if params.get("replace", True):  # the best of k uniform draws: P(best ≥ j-th) differences
+    if params["replace"]:  # the best of k uniform draws: P(best ≥ j-th) differences
         weights = ((size - position) / size) ** k - ((size - position - 1) / size) ** k
     else:  # m distinct contestants: the j-th best wins when it is drawn and no better one is
         m = min(k, size)
@@ -41,22 +42,22 @@ def _tournament(f: Tensor, params: Mapping, cases: Tensor | None) -> Tensor:
 
 
 def _truncation(f: Tensor, params: Mapping, cases: Tensor | None) -> Tensor:
-    top = max(1, math.ceil(float(params.get("fraction", 0.5)) * f.numel()))
+    top = max(1, math.ceil(float(params["fraction"]) * f.numel()))
     weights = torch.zeros_like(f)
     weights[:top] = 1.0 / top
     return _by_position(f, weights)
 
 
 def _rank(f: Tensor, params: Mapping, cases: Tensor | None) -> Tensor:
-    return rank_chances(f, float(params.get("pressure", 1.5))) if f.numel() > 1 else torch.ones_like(f)
+    return rank_chances(f, float(params["pressure"])) if f.numel() > 1 else torch.ones_like(f)
 
 
 def _fitness_proportional(f: Tensor, params: Mapping, cases: Tensor | None) -> Tensor:
-    return softmax_chances(f, float(params.get("temperature", 1.0)))
+    return softmax_chances(f, float(params["temperature"]))
 
 
 def _lexicase(f: Tensor, params: Mapping, cases: Tensor | None) -> Tensor:
-    return lexicase_chances(f, cases, params.get("epsilon"))
+    return lexicase_chances(f, cases, params["epsilon"])
 
 
 EXACT = {
@@ -84,9 +85,10 @@ def selection_chances(
         The chances, or None for an operator without a closed form here (a user's own).
 
     Raises:
-        ValueError: bad fitness or cases, or ``lexicase`` with a tolerance under which its chances
-            have no exact form here (continuous scores with ε > 0).
+        ValueError: bad fitness, cases or parameters, or ``lexicase`` with a tolerance under which
+            its chances have no exact form here (continuous scores with ε > 0).
     """
     if name not in EXACT:
         return None
-    return EXACT[name](_fitness(fitness), dict(params or {}), cases)
+    checked = REGISTRY.validate("selection", name, params)  # the registered defaults fill what is omitted
+    return EXACT[name](_fitness(fitness), checked, cases)

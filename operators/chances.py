@@ -32,12 +32,12 @@ def _by_position(f: Tensor, weights: Tensor) -> Tensor:
 
 def _tournament(f: Tensor, params: Mapping, cases: Tensor | None) -> Tensor:
     size, k = f.numel(), int(params["k"])
-    position = torch.arange(size, dtype=torch.float64)
+    position = torch.arange(size, dtype=torch.float64, device="cpu")
     if params["replace"]:  # the best of k uniform draws: P(best ≥ j-th) differences
         weights = ((size - position) / size) ** k - ((size - position - 1) / size) ** k
     else:  # m distinct contestants: the j-th best wins when it is drawn and no better one is
         m = min(k, size)
-        weights = torch.tensor([math.comb(size - 1 - j, m - 1) / math.comb(size, m) for j in range(size)])
+        weights = torch.tensor([math.comb(size - 1 - j, m - 1) / math.comb(size, m) for j in range(size)], device="cpu")
     return _by_position(f, weights.to(torch.float64))
 
 

@@ -13,6 +13,16 @@ from evolora.spelling import did_you_mean
 P = TypeVar("P")
 
 
+def check_known(task: str, settings, accepted: list[str]) -> None:
+    """Refuse a setting of task ``task`` whose name is not in ``accepted`` (ValueError naming its close
+    match and the accepted names)."""
+    unknown = sorted(set(settings) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"task {task!r} does not accept parameter(s) {unknown}; {did_you_mean(unknown[0], accepted)}accepted: {accepted}"
+        )
+
+
 def task_params(params_type: type[P], params: P | None, settings: dict, task: str) -> P:
     """The frozen settings of a task: ``params`` (None: the defaults of ``params_type``) with
     ``settings`` replacing fields by name.
@@ -35,12 +45,7 @@ def task_params(params_type: type[P], params: P | None, settings: dict, task: st
     >>> task_params(Params, None, {"size": 2}, "toy"), task_params(Params, Params(3), {}, "toy")
     (Params(size=2), Params(size=3))
     """
-    accepted = [field.name for field in dataclasses.fields(params_type)]
-    unknown = sorted(set(settings) - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"task {task!r} does not accept parameter(s) {unknown}; {did_you_mean(unknown[0], accepted)}accepted: {accepted}"
-        )
+    check_known(task, settings, [field.name for field in dataclasses.fields(params_type)])
     if params is None:
         return params_type(**settings)
     if not isinstance(params, params_type):

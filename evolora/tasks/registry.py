@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from evolora.registry import Registry
-from evolora.spelling import did_you_mean
 from evolora.tasks.arith import ArithTask
 from evolora.tasks.base import Task
 from evolora.tasks.code import CodeTask
 from evolora.tasks.gsm import GSMTask
-from evolora.tasks.params import params_signature
+from evolora.tasks.params import check_known, params_signature
 from evolora.tasks.toy import ToyTask
 from evolora.tasks.user_task import build_task, load_factory
 
@@ -56,11 +55,8 @@ def _construct(name: str, params: dict):
         return _call(factory, name, params)
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
     accepted = [n for n, p in signature.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unknown = sorted(set(params) - set(accepted))
-    if unknown and not accepts_any:
-        raise ValueError(
-            f"task {name!r} does not accept parameter(s) {unknown}; {did_you_mean(unknown[0], accepted)}accepted: {accepted}"
-        )
+    if not accepts_any:
+        check_known(name, params, accepted)
     return _call(factory, name, params)
 
 

@@ -21,11 +21,11 @@ import json
 from pathlib import Path
 
 import torch
-import yaml
 
 from evolora.event import exam_cases
 from evolora.operators import REGISTRY, selection_chances
 from evolora.operators.selection import replaced_indices
+from evolora.report.data import load_run
 
 OPERATORS = ("tournament", "truncation", "rank", "fitness_proportional", "lexicase")
 """The registered selections replayed, each at its defaults (``uniform`` is added as the reference)."""
@@ -37,11 +37,11 @@ SIGNALS = {"held_out": "audited held-out accuracy", "accuracy": "exam accuracy"}
 def events(run_dir: Path) -> list[dict]:
     """The students of each event with exam outcomes and held-out audit: [{"ids", "fitness", "cases",
     "values": {signal: (P,)}}], in the run's parent pool (``evolution.parent_pool``)."""
-    evolution = yaml.safe_load((run_dir / "config.yaml").read_text())["evolution"]
+    run = load_run(run_dir)
+    evolution = run.config["evolution"]
     found = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line).get("fitness")
-        if not record or "exam" not in record:
+    for record in (step["fitness"] for step in run.metrics if step.get("fitness")):
+        if "exam" not in record:
             continue
         cases = exam_cases(record, evolution["fitness"]["score"])
         ids = [m for m, entry in record["members"].items() if entry["role"] == "student" and "held_out" in entry]
@@ -50,8 +50,8 @@ def events(run_dir: Path) -> list[dict]:
         fitness = torch.tensor([record["members"][m]["fitness"] for m in ids], dtype=torch.float64)
         if evolution["parent_pool"] == "survivors":
             lost = set(replaced_indices(fitness, evolution["gamma"], evolution["elitism"]).tolist())
-            ids = [m for i, m in enumerate(ids) if i not in lost]
-            fitness = torch.tensor([record["members"][m]["fitness"] for m in ids], dtype=torch.float64)
+            keep = [i for i in range(len(ids)) if i not in lost]
+            ids, fitness = [ids[i] for i in keep], fitness[keep]
         values = {s: torch.tensor([record["members"][m][s] for m in ids], dtype=torch.float64) for s in SIGNALS}
         found.append({"ids": ids, "fitness": fitness, "cases": torch.stack([cases[m] for m in ids]), "values": values})
     return found
@@ -70,10 +70,9 @@ def chances(name: str, event: dict, draws: int, seed: int) -> torch.Tensor:
         exact = None
     if exact is not None:
         return exact
-    spec = REGISTRY.get("selection", name)
-    extra = {"cases": event["cases"]} if spec.takes_cases else {}
     generator = torch.Generator().manual_seed(seed)
-    picked = spec.fn(event["fitness"], draws, generator=generator, **extra, **params)
+    spec = REGISTRY.get("selection", name)
+    picked = spec.select(event["fitness"], draws, generator=generator, cases=event["cases"], **params)
     return torch.bincount(picked, minlength=size).double() / draws
 
 

@@ -124,9 +124,10 @@ def _pool_cases(pool: list[Individual], cases: dict[str, torch.Tensor]) -> torch
     """The pool's (P, N) case table in pool order, or None unless every member has the same N ≥ 1
     cases (an exam without problems has none)."""
     rows = [cases.get(m.id) for m in pool]
-    if not rows or any(row is None for row in rows) or {row.numel() for row in rows} != {rows[0].numel()}:
+    if not rows or any(row is None for row in rows):
         return None
-    if rows[0].numel() == 0:
+    sizes = {row.numel() for row in rows}
+    if len(sizes) != 1 or 0 in sizes:  # members examined on different problems, or no problem at all
         return None
     return torch.stack([row.to(torch.float64).cpu() for row in rows])
 
@@ -141,8 +142,7 @@ class Scores:
     def select(self, operators: Operators, num: int, generator: torch.Generator) -> list[int]:
         """``num`` parent indices from ``evolution.selection``; ``cases`` go to an operator that takes them."""
         spec, params = operators.selection
-        extra = {"cases": self.cases} if spec.takes_cases else {}
-        return spec.fn(self.fitness, num, generator=generator, **extra, **params).tolist()
+        return spec.select(self.fitness, num, generator=generator, cases=self.cases, **params).tolist()
 
 
 def _make_child(

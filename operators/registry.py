@@ -32,10 +32,10 @@ from evolora.spelling import did_you_mean
 __all__ = ["KINDS", "Param", "OperatorSpec", "Registry", "REGISTRY", "register", "DescribeRow"]
 
 KINDS = ("selection", "replacement", "crossover", "mutation")
-_RESERVED = {"generator", "parents", "parent", "fitness", "num", "cases"}
 CASES = "cases"
 """A selection operator's optional keyword for per-case scores (P, N), passed by the outer loop when
 the function takes it (e.g. an exam's member × problem outcomes, :func:`evolora.operators.lexicase`)."""
+_RESERVED = {"generator", "parents", "parent", "fitness", "num", CASES}
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,11 @@ class OperatorSpec:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    def select(self, fitness: Any, num: int, *, generator: Any, cases: Any = None, **params: Any) -> Any:
+        """Call a selection operator: ``cases`` (P, N) go to it only when it takes them (:data:`CASES`)."""
+        extra = {CASES: cases} if self.takes_cases else {}
+        return self.fn(fitness, num, generator=generator, **extra, **params)
 
 
 class DescribeRow(NamedTuple):

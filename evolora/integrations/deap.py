@@ -176,8 +176,8 @@ def select(
     ``selLexicase`` reads ``fitness.values``: give the fitness class one weight per case.
     """
     fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64, device="cpu")
-    extra = {"cases": _cases(individuals)} if operator.takes_cases else {}
-    index = operator.fn(fitness, k, generator=generator, **extra, **params)
+    cases = _cases(individuals) if operator.takes_cases else None
+    index = operator.select(fitness, k, generator=generator, cases=cases, **params)
     return [individuals[i] for i in index.tolist()]
 
 

@@ -12,6 +12,9 @@ expected selection differential S = Σ p_i x_i − mean(x) of the students on au
 and on exam accuracy, in points, with the share of events where it is positive (the study's target:
 ≥ 70 % on held-out). The population at each event is the recorded one, shaped by the operator the
 run used: the replay measures each operator's choice at that event, not a run it would have made.
+A second table gives how far the realised S strays from that expectation: its exact standard
+deviation at each event's recorded number of students' parent draws, for independent draws and for
+stochastic universal sampling (``evolution.sampling``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 import torch
 
 from evolora.event import exam_cases
-from evolora.operators import REGISTRY, selection_chances
+from evolora.operators import REGISTRY, independent_spread, selection_chances, universal_spread
 from evolora.operators.selection import replaced_indices
 from evolora.report.data import load_run
 
@@ -33,14 +36,19 @@ OPERATORS = ("tournament", "truncation", "rank", "fitness_proportional", "lexica
 SIGNALS = {"held_out": "audited held-out accuracy", "accuracy": "exam accuracy"}
 """Signals whose expected S is reported: the member record's key -> its label."""
 
+SPREADS = {"independent": independent_spread, "universal": universal_spread}
+"""``evolution.sampling`` -> the exact SD of the realised S of its parent draws (:mod:`evolora.operators.sampling`)."""
+
 
 def events(run_dir: Path) -> list[dict]:
     """The students of each event with exam outcomes and held-out audit: [{"ids", "fitness", "cases",
-    "values": {signal: (P,)}}], in the run's parent pool (``evolution.parent_pool``)."""
+    "values": {signal: (P,)}, "draws": the students' parents recorded at the event}], in the run's
+    parent pool (``evolution.parent_pool``)."""
     run = load_run(run_dir)
     evolution = run.config["evolution"]
     found = []
-    for record in (step["fitness"] for step in run.metrics if step.get("fitness")):
+    for step in (step for step in run.metrics if step.get("fitness")):
+        record = step["fitness"]
         if "exam" not in record:
             continue
         cases = exam_cases(record, evolution["fitness"]["score"])
@@ -53,7 +61,16 @@ def events(run_dir: Path) -> list[dict]:
             keep = [i for i in range(len(ids)) if i not in lost]
             ids, fitness = [ids[i] for i in keep], fitness[keep]
         values = {s: torch.tensor([record["members"][m][s] for m in ids], dtype=torch.float64) for s in SIGNALS}
-        found.append({"ids": ids, "fitness": fitness, "cases": torch.stack([cases[m] for m in ids]), "values": values})
+        draws = sum(len(b["parents"]) for b in step.get("births", []) if b["role"] == "student")
+        found.append(
+            {
+                "ids": ids,
+                "fitness": fitness,
+                "cases": torch.stack([cases[m] for m in ids]),
+                "values": values,
+                "draws": draws,
+            }
+        )
     return found
 
 
@@ -77,15 +94,21 @@ def chances(name: str, event: dict, draws: int, seed: int) -> torch.Tensor:
 
 
 def replay(run_dirs: list[Path], draws: int, seed: int) -> dict:
-    """{operator: {signal: {"mean": S in points, "positive": events with S > 0, "events": n}}}."""
+    """{operator: {signal: {"mean": S in points, "positive": events with S > 0, "events": n},
+    "spread": {sampling: mean SD of the realised S on held-out, points}}}: the spread at each event's
+    recorded number of parent draws, of independent draws and of universal sampling (exact)."""
     all_events = [event for run_dir in run_dirs for event in events(run_dir)]
     table = {}
     for name in ("uniform", *OPERATORS):
         rows = {signal: [] for signal in SIGNALS}
+        spreads = {sampling: [] for sampling in SPREADS}
         for event in all_events:
             p = chances(name, event, draws, seed)
             for signal, values in event["values"].items():
                 rows[signal].append(100 * float((p * values).sum() - values.mean()))
+            if event["draws"]:
+                for sampling, spread in SPREADS.items():
+                    spreads[sampling].append(100 * spread(p, event["values"]["held_out"], event["draws"]))
         table[name] = {
             signal: {
                 "mean": sum(s) / len(s) if s else None,
@@ -94,6 +117,7 @@ def replay(run_dirs: list[Path], draws: int, seed: int) -> dict:
             }
             for signal, s in rows.items()
         }
+        table[name]["spread"] = {sampling: sum(s) / len(s) if s else None for sampling, s in spreads.items()}
     return table
 
 
@@ -119,7 +143,14 @@ def main() -> None:
     print("| operator | " + " | ".join(f"S on {label}, points (S > 0 events)" for label in SIGNALS.values()) + " |")
     print("|---|" + "---|" * len(SIGNALS))
     for name, row in table.items():
-        cells = [f"{r['mean']:+.2f} ({r['positive']} of {r['events']})" for r in row.values()]
+        cells = [
+            f"{row[signal]['mean']:+.2f} ({row[signal]['positive']} of {row[signal]['events']})" for signal in SIGNALS
+        ]
+        print(f"| `{name}` | " + " | ".join(cells) + " |")
+    print("\n| operator | " + " | ".join(f"SD of realised S on held-out, {s} draws, points" for s in SPREADS) + " |")
+    print("|---|" + "---|" * len(SPREADS))
+    for name, row in table.items():
+        cells = ["n/a" if v is None else f"{v:.2f}" for v in row["spread"].values()]
         print(f"| `{name}` | " + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps({"draws": args.draws, "seed": args.seed, "table": table}, indent=1) + "\n")

@@ -4,7 +4,8 @@
         fitness  = μ − 3σ of each member                      # conservative rating
         losers   = bottom ⌈γ·P⌉ (never the top `elitism`)     # PBT truncation (replaced_indices)
         for each loser:
-            parents = selection(role or survivors)            # tournament within the role, or lexicase on the exam's cases
+            parents = selection(role or survivors)            # tournament within the role, or lexicase on the exam's cases;
+                                                              # one draw each, or dealt by universal sampling (evolution.sampling)
             child   = crossover(parents) w.p. crossover_rate, else mutation(parent)   # (variation stream)
             loser's slot ← child; enter(loser, child)         # League.replace: fresh rating, optimizer
 
@@ -23,6 +24,7 @@ import torch
 from evolora.bank import Bank
 from evolora.config import EvolutionConfig
 from evolora.config.operator_choice import Operators, resolve_operators
+from evolora.operators import selection_chances, universal
 from evolora.operators.selection import replaced_indices
 from evolora.population import Individual, Population
 
@@ -94,9 +96,11 @@ def evolve(
         scores = Scores(pool_fitness, _pool_cases(pool, cases or {}))
         own = operators.for_role(role)  # evolution.roles.<role>, else the section's operators
         # Make every child from the pre-evolution pool before any slot is overwritten.
-        children = [
-            _make_child(bank, pool, scores, config, own, generator, selection_generator or generator) for _ in losers
-        ]
+        selector = selection_generator or generator
+        if config.sampling == "universal":
+            children = _make_children_universally(bank, pool, scores, config, own, generator, selector, len(losers))
+        else:
+            children = [_make_child(bank, pool, scores, config, own, generator, selector) for _ in losers]
         for loser, (child, parents, name) in zip(losers, children):
             bank.set_factors(loser.slot, child)
             newborn = population.new_individual(
@@ -144,6 +148,19 @@ class Scores:
         spec, params = operators.selection
         return spec.select(self.fitness, num, generator=generator, cases=self.cases, **params).tolist()
 
+    def deal(self, operators: Operators, num: int, generator: torch.Generator) -> list[int]:
+        """``num`` parent indices by stochastic universal sampling over ``evolution.selection``'s exact
+        chances (:func:`evolora.operators.universal`), in random order.
+
+        Raises:
+            ValueError: a selection without exact chances (refused when the config loads).
+        """
+        spec, params = operators.selection
+        chances = selection_chances(spec.name, self.fitness, params, self.cases)
+        if chances is None:
+            raise ValueError(f"evolution.sampling: universal: selection {spec.name!r} has no exact chances")
+        return universal(chances, num, generator=generator).tolist()
+
 
 def _make_child(
     bank: Bank,
@@ -155,11 +172,52 @@ def _make_child(
     selector: torch.Generator,
 ):
     """One child: the coin, the crossover and the mutation draw from ``generator``, the parents from ``selector``."""
-    fitness = scores.fitness
+    use_crossover = _coin(pool, config, generator)
+    index = scores.select(operators, 2 if use_crossover else 1, selector)
+    return _breed(bank, pool, scores, index, config, operators, generator)
+
+
+def _make_children_universally(
+    bank: Bank,
+    pool: list[Individual],
+    scores: Scores,
+    config: EvolutionConfig,
+    operators: Operators,
+    generator: torch.Generator,
+    selector: torch.Generator,
+    count: int,
+) -> list:
+    """``count`` children whose parents are dealt by stochastic universal sampling
+    (``evolution.sampling: universal``): every coin first (from ``generator``), then all the parents
+    the coins call for in one draw from ``selector``, then each child's crossover or mutation."""
+    sizes = [2 if _coin(pool, config, generator) else 1 for _ in range(count)]
+    picks = scores.deal(operators, sum(sizes), selector)
+    starts = [sum(sizes[:i]) for i in range(count)]
+    return [
+        _breed(bank, pool, scores, picks[start : start + size], config, operators, generator)
+        for start, size in zip(starts, sizes)
+    ]
+
+
+def _coin(pool: list[Individual], config: EvolutionConfig, generator: torch.Generator) -> bool:
+    """Whether the next child comes from crossover: one uniform draw against ``crossover_rate``."""
     draw = torch.rand((), generator=generator, device=generator.device).item()
-    use_crossover = len(pool) >= 2 and draw < config.crossover_rate
-    if use_crossover:
-        index = scores.select(operators, 2, selector)
+    return len(pool) >= 2 and draw < config.crossover_rate
+
+
+def _breed(
+    bank: Bank,
+    pool: list[Individual],
+    scores: Scores,
+    index: list[int],
+    config: EvolutionConfig,
+    operators: Operators,
+    generator: torch.Generator,
+):
+    """(child, parents, operator name) from the parents at ``index`` of ``pool``: two make a crossover
+    child (a repeated parent is replaced by the best other member), one a mutated copy."""
+    fitness = scores.fitness
+    if len(index) == 2:
         if index[0] == index[1]:  # a crossover needs two distinct parents: take the best other one
             others = [i for i in range(len(pool)) if i != index[0]]
             index[1] = max(others, key=lambda i: (fitness[i].item(), -i))
@@ -177,7 +235,6 @@ def _make_child(
             child = mutation.fn(child, generator=generator, **mutation_params)
             name = f"{name}+{mutation.name}"
         return child, parents, name
-    index = scores.select(operators, 1, selector)
     parent = pool[index[0]]
     spec, params = operators.mutation
     return spec.fn(bank.get_factors(parent.slot), generator=generator, **params), [parent], spec.name

@@ -28,6 +28,7 @@ from .lowrank import (
 )
 from .mutation import component_mask, gaussian, layer_gaussian, lowrank_gaussian, spectral
 from .registry import KINDS, REGISTRY, DescribeRow, OperatorSpec, Param, Registry, register
+from .sampling import independent_spread, universal, universal_spread
 from .selection import fitness_proportional, pbt_truncation, rank, rank_order, tournament, truncation
 
 __all__ = [
@@ -56,6 +57,9 @@ __all__ = [
     "Registry",
     "register",
     "lexicase",
+    "universal",
+    "independent_spread",
+    "universal_spread",
     "case_epsilon",
     "lexicase_chances",
     "selection_chances",

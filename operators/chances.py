@@ -86,7 +86,7 @@ def selection_chances(
 
     Raises:
         ValueError: bad fitness, cases or parameters, or ``lexicase`` with a tolerance under which
-            its chances have no exact form here (continuous scores with ε > 0).
+            its chances have no exact form here (several continuous cases with ε > 0).
     """
     if name not in EXACT:
         return None

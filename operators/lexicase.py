@@ -116,10 +116,11 @@ def lexicase(
 def lexicase_chances(fitness: Tensor, cases: Tensor | None = None, epsilon: float | None = None) -> Tensor:
     """The exact chance that one :func:`lexicase` draw picks each member.
 
-    Exact where a case once used never splits the survivors again: with ε = 0, or on 0/1 outcomes
-    with any ε < 1 (the default's). Then the next case that splits the survivors is uniform over
-    all cases that split them, so P(i | A) = Σ_c [c splits A] / n_A · P(i | A ∩ best_c(A)), and a
-    set no case splits is drawn from uniformly (memoised over the survivor sets reached).
+    Exact where a case once used never splits the survivors again: with ε = 0, on 0/1 outcomes
+    with any ε < 1 (the default's), or with one case (no cases: the fitness). Then the next case
+    that splits the survivors is uniform over all cases that split them, so
+    P(i | A) = Σ_c [c splits A] / n_A · P(i | A ∩ best_c(A)), and a set no case splits is drawn
+    from uniformly (memoised over the survivor sets reached).
 
     Shapes:
         fitness: (P,); cases: (P, N) or None (the fitness as the only case) → (P,) float64, sums to 1.
@@ -130,8 +131,9 @@ def lexicase_chances(fitness: Tensor, cases: Tensor | None = None, epsilon: floa
     table = _cases(_fitness(fitness), cases)
     tolerance = case_epsilon(table) if epsilon is None else _tolerance(epsilon, table.shape[1])
     binary = bool(((table == 0) | (table == 1)).all())
-    if not (bool((tolerance == 0).all()) or (binary and bool((tolerance < 1).all()))):
-        raise ValueError("exact lexicase chances need ε = 0, or 0/1 outcomes with ε < 1")
+    single = table.shape[1] == 1  # one case splits once: its best among its survivors is the same
+    if not (single or bool((tolerance == 0).all()) or (binary and bool((tolerance < 1).all()))):
+        raise ValueError("exact lexicase chances need one case, ε = 0, or 0/1 outcomes with ε < 1")
     columns = [(table[:, c].tolist(), float(tolerance[c])) for c in range(table.shape[1])]
     memo: dict[frozenset, dict[int, float]] = {}
 

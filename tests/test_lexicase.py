@@ -197,7 +197,8 @@ def _replay_run(tmp_path):
         "s2": {"role": "student", "fitness": 0.25, "accuracy": 0.25, "held_out": 0.6},
     }
     exam = {"outcomes": {"s0": "1110", "s1": "1100", "s2": "0001"}}
-    record = {"step": 5, "fitness": {"name": "exam", "members": members, "exam": exam}}
+    births = [{"role": "student", "parents": ["s0", "s1"]}, {"role": "teacher", "parents": ["t0"]}]
+    record = {"step": 5, "fitness": {"name": "exam", "members": members, "exam": exam}, "births": births}
     (run / "metrics.jsonl").write_text(json.dumps({"step": 4}) + "\n" + json.dumps(record) + "\n")
     return run
 
@@ -215,6 +216,10 @@ def test_the_replay_gives_each_operators_expected_selection_differential(tmp_pat
         assert table[name]["held_out"]["mean"] == pytest.approx(expected, abs=1e-9), name  # exact chances
         assert table[name]["held_out"]["events"] == 1
     assert table["truncation"]["held_out"]["positive"] == 0 and table["lexicase"]["held_out"]["positive"] == 1
+    # the spread of the realised S at the event's 2 students' parents: truncation's top two dealt one
+    # each by universal sampling (no spread); drawn independently, SD = √(Var_p(x) / 2) = √(0.0225 / 2)
+    assert table["truncation"]["spread"]["universal"] == pytest.approx(0.0, abs=1e-9)
+    assert table["truncation"]["spread"]["independent"] == pytest.approx(100 * (0.0225 / 2) ** 0.5, abs=1e-9)
 
 
 def test_the_command_line_notes_lexicase_without_an_exam():

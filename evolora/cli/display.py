@@ -56,7 +56,7 @@ def start_line(config: Config, out, *, resume: bool) -> str:
 def evolution_words(config: Config) -> str:
     """The outer loop in words: how often it runs and its selection, crossover and mutation with
     their parameters as resolved (defaults filled in, None left out), then each role's own
-    (``evolution.roles``), or ``"no evolution"``."""
+    (``evolution.roles``) and a parent sampling other than the default, or ``"no evolution"``."""
     from evolora.config.operator_choice import LOOP_KINDS
 
     if not (config.arm.evolve and config.evolution.enabled):
@@ -64,6 +64,8 @@ def evolution_words(config: Config) -> str:
     named = [_operator_words(kind, getattr(config.evolution, kind)) for kind in LOOP_KINDS]
     for role, own in config.evolution.roles.items():
         named += [f"{role} {_operator_words(kind, getattr(own, kind))}" for kind in LOOP_KINDS if getattr(own, kind)]
+    if config.evolution.sampling != "independent":
+        named.append(f"parents by {config.evolution.sampling} sampling")
     return f"evolving every {config.evolution.every} steps by " + ", ".join(named)
 
 

@@ -61,6 +61,14 @@ class EvolutionConfig(_Section):
     """Probability a child comes from crossover (else from mutation)."""
     parent_pool: Literal["role", "survivors"] = "role"
     """Parents are selected from the whole role (before replacement) or from the survivors only."""
+    sampling: Literal["independent", "universal"] = "independent"
+    """How an event draws a role's m parents: ``independent``, each one draw of the selection;
+    ``universal``, stochastic universal sampling over each member's exact chance
+    (:func:`evolora.operators.universal`), so a member of chance p is a parent ⌊m·p⌋ or ⌈m·p⌉ times
+    and the realised selection differential strays less from its expectation. ``universal``
+    needs a selection whose chances are known exactly (tournament, truncation, rank,
+    fitness_proportional, lexicase; lexicase with ε > 0 on ``logprob`` exams is not) and draws a
+    role's crossover coins before its parents."""
     mutate_after_crossover: bool = False
     """Also mutate crossover children."""
     at_last_step: bool = False

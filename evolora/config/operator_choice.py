@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from evolora.operators import REGISTRY, OperatorSpec
+from evolora.operators.chances import EXACT
 from evolora.user_code import UserCode, argument, is_users
 
 ADAPTER = "{module: (A (r, d_in), B (d_out, r))}"
@@ -71,7 +72,29 @@ def resolve_operators(config) -> Operators:
             for kind in LOOP_KINDS
         }
         roles[role] = Operators(**kinds)
-    return Operators(**base, roles=roles)
+    operators = Operators(**base, roles=roles)
+    if config.sampling == "universal":
+        _check_universal(config, operators)
+    return operators
+
+
+def _check_universal(config, operators: Operators) -> None:
+    """Raise ValueError unless every role's selection has exact chances for universal sampling."""
+    chosen = {"evolution.selection": operators.selection}
+    chosen.update({f"evolution.roles.{role}.selection": own.selection for role, own in operators.roles.items()})
+    for key, (spec, params) in chosen.items():
+        if spec.name not in EXACT:
+            raise ValueError(
+                f"{key}: evolution.sampling: universal draws parents from each member's exact chance, known for "
+                f"{', '.join(EXACT)}; {spec.name!r} has none here (use evolution.sampling: independent)"
+            )
+        continuous = config.fitness.name == "exam" and config.fitness.score == "logprob"
+        if spec.name == "lexicase" and continuous and params["epsilon"] != 0:
+            raise ValueError(
+                f"{key}: evolution.sampling: universal needs lexicase's exact chances, which log-probability exam "
+                "cases with ε > 0 lack (set its params.epsilon: 0, evolution.fitness.score: accuracy, or "
+                "evolution.sampling: independent)"
+            )
 
 
 def _resolve(kind: str, choice, key: str) -> tuple[OperatorSpec, dict]:

@@ -305,3 +305,20 @@ def test_lexicase_in_deap_reads_each_fitness_value_as_a_case(bank):
     chosen = [individuals.index(ind) for ind in toolbox.select(individuals, 600)]
     assert set(chosen) == {0, 1}  # summed, 1 and 2 tie behind 0; case by case, 1 is a specialist and 2 is dominated
     assert chosen.count(1) / 600 == pytest.approx(1 / 3, abs=0.07)  # the third case leads a third of the time
+
+
+def test_universal_sampling_deals_each_individual_its_share(bank):
+    population, generator = _population(bank, size=4, seed=2)
+    for value, ind in enumerate(population):
+        ind.fitness.values = (float(value),)
+    toolbox = make_toolbox(
+        evaluate=neg_loss(bank), generator=generator, selection=("rank", {"pressure": 2.0}), sampling="universal"
+    )
+    # linear ranking at s = 2 over 4: chances 3/6, 2/6, 1/6, 0 from the best; 6 draws deal exactly 3, 2, 1, 0
+    for _ in range(10):
+        chosen = [id(ind) for ind in toolbox.select(population, 6)]
+        assert [chosen.count(id(ind)) for ind in population] == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="needs an evolora selection by name"):
+        make_toolbox(evaluate=neg_loss(bank), generator=generator, sampling="universal")
+    with pytest.raises(ValueError, match="'independent' or 'universal'"):
+        make_toolbox(evaluate=neg_loss(bank), generator=generator, selection="rank", sampling="stratified")

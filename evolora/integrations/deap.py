@@ -29,14 +29,15 @@ import copy
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from deap import base, tools
 
 from evolora.bank import LocalBank
 from evolora.integrations.adapters import random_adapter, save_to_bank, write_to_bank
-from evolora.operators import REGISTRY, Adapter, OperatorSpec
+from evolora.operators import REGISTRY, Adapter, OperatorSpec, selection_chances, universal
+from evolora.operators.chances import EXACT
 
 __all__ = [
     "FitnessMax",
@@ -168,16 +169,28 @@ def select(
     operator: OperatorSpec,
     params: Mapping[str, Any],
     generator: torch.Generator,
+    sampling: str = "independent",
 ) -> list[LoRAIndividual]:
     """DEAP ``select`` through an evolora selection operator on :func:`score` (the same objects, k times).
 
     An operator that takes per-case scores (``lexicase``) gets each individual's weighted fitness
     values as its cases, a (P, N) table (an invalid individual: −inf on every case), as DEAP's own
     ``selLexicase`` reads ``fitness.values``: give the fitness class one weight per case.
+    ``sampling="universal"`` deals the k by stochastic universal sampling over the operator's exact
+    chances (:func:`evolora.operators.universal`): each individual ⌊k·p⌋ or ⌈k·p⌉ times.
+
+    Raises:
+        ValueError: ``universal`` sampling with an operator whose chances have no exact form.
     """
     fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64, device="cpu")
     cases = _cases(individuals) if operator.takes_cases else None
-    index = operator.select(fitness, k, generator=generator, cases=cases, **params)
+    if sampling == "universal":
+        chances = selection_chances(operator.name, fitness, params, cases)
+        if chances is None:
+            raise ValueError(f"sampling='universal' needs exact chances; selection {operator.name!r} has none")
+        index = universal(chances, k, generator=generator)
+    else:
+        index = operator.select(fitness, k, generator=generator, cases=cases, **params)
     return [individuals[i] for i in index.tolist()]
 
 
@@ -195,6 +208,7 @@ def make_toolbox(
     crossover: OperatorChoice = "svd_merge",
     mutation: OperatorChoice = "lowrank_gaussian",
     selection: OperatorChoice | Callable[..., list] | None = None,
+    sampling: Literal["independent", "universal"] = "independent",
     toolbox: base.Toolbox | None = None,
 ) -> base.Toolbox:
     """Fill a ``deap.base.Toolbox`` with ``evaluate``, ``mate``, ``mutate``, ``select`` and ``clone``.
@@ -212,12 +226,18 @@ def make_toolbox(
             against the operator's declared ranges now.
         selection: ``None`` → DEAP's ``tools.selTournament(tournsize=3)``; a DEAP-style callable
             ``f(individuals, k)``; or an evolora selection name / ``(name, params)``.
+        sampling: with an evolora selection, ``"independent"`` (k draws of the operator) or
+            ``"universal"`` (stochastic universal sampling over its exact chances, as
+            ``evolution.sampling``); a built-in selection other than ``lexicase`` on continuous
+            multi-value fitness has them.
         toolbox: fill this toolbox instead of a new one.
 
     Raises:
         ValueError: unknown operator or parameter, or a value out of range (the message lists what
-            is allowed).
+            is allowed); ``universal`` sampling without an evolora selection that has exact chances.
     """
+    if sampling not in ("independent", "universal"):
+        raise ValueError(f"sampling must be 'independent' or 'universal', got {sampling!r}")
     toolbox = base.Toolbox() if toolbox is None else toolbox
     cross_spec, cross_params = _resolve("crossover", crossover)
     mut_spec, mut_params = _resolve("mutation", mutation)
@@ -225,13 +245,17 @@ def make_toolbox(
     toolbox.register("mate", mate, operator=cross_spec, params=cross_params, generator=generator)
     toolbox.register("mutate", mutate, operator=mut_spec, params=mut_params, generator=generator)
     toolbox.register("clone", clone_individual)
+    if sampling == "universal" and (selection is None or callable(selection)):
+        raise ValueError("sampling='universal' needs an evolora selection by name, e.g. selection='tournament'")
     if selection is None:
         toolbox.register("select", tools.selTournament, tournsize=3)
     elif callable(selection):
         toolbox.register("select", selection)
     else:
         sel_spec, sel_params = _resolve("selection", selection)
-        toolbox.register("select", select, operator=sel_spec, params=sel_params, generator=generator)
+        if sampling == "universal" and sel_spec.name not in EXACT:
+            raise ValueError(f"sampling='universal' needs exact chances; selection {sel_spec.name!r} has none")
+        toolbox.register("select", select, operator=sel_spec, params=sel_params, generator=generator, sampling=sampling)
     return toolbox
 
 

@@ -14,7 +14,8 @@ and on exam accuracy, in points, with the share of events where it is positive (
 run used: the replay measures each operator's choice at that event, not a run it would have made.
 A second table gives how far the realised S strays from that expectation: its exact standard
 deviation at each event's recorded number of students' parent draws, for independent draws and for
-stochastic universal sampling (``evolution.sampling``).
+stochastic universal sampling (``evolution.sampling``), of the parents as drawn (the loop replaces
+a crossover's repeated parent by the best other member; the spread leaves that out).
 """
 
 from __future__ import annotations

@@ -190,5 +190,13 @@ def test_config_refuses_universal_sampling_without_exact_chances(tmp_path, monke
     words = evolution_words(accuracy)
     assert words.startswith("evolving every 1 steps by selection lexicase, crossover svd_merge")
     assert words.endswith(", parents by universal sampling")
+    loose = {"name": "lexicase", "params": {"epsilon": 1.0}}  # ε ≥ 1 ties every 0/1 outcome: no exact form
+    with pytest.raises(ConfigError, match=r"evolution.selection: .*here ε = 1.0, score accuracy"):
+        config_with(evolution={"sampling": "universal", "fitness": "exam", "selection": loose})
+    # teachers sit no exam: their lexicase has the fitness as its one case, which is exact
+    teachers = {"teacher": {"selection": "lexicase"}}
+    assert config_with(evolution={"sampling": "universal", "fitness": logprob, "roles": teachers})
+    students = {"student": {"selection": "tournament"}}
+    assert config_with(evolution={"sampling": "universal", "fitness": logprob, "selection": loose, "roles": students})
     with pytest.raises(ConfigError, match="evolution.sampling"):
         config_with(evolution={"sampling": "stratified"})

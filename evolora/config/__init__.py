@@ -324,10 +324,12 @@ def _from_dict(data: dict, renamed: Renamed) -> Config:
 
 
 def _check_operators(config: Config) -> None:
-    from evolora.config.operator_choice import resolve_operators  # torch only: no model code is imported here
+    from evolora.config.operator_choice import check_sampling, resolve_operators  # torch only: no model code
 
     try:
-        resolve_operators(config.evolution)
+        operators = resolve_operators(config.evolution)
+        if config.arm.evolve and config.evolution.enabled:
+            check_sampling(config.evolution, operators, config.role_sizes, config.arm.game.solver)
     except ValueError as error:
         raise ConfigError(f"invalid config:\n  {error}") from None
 

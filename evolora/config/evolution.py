@@ -67,8 +67,10 @@ class EvolutionConfig(_Section):
     (:func:`evolora.operators.universal`), so a member of chance p is a parent ⌊m·p⌋ or ⌈m·p⌉ times
     and the realised selection differential strays less from its expectation. ``universal``
     needs a selection whose chances are known exactly (tournament, truncation, rank,
-    fitness_proportional, lexicase; lexicase with ε > 0 on ``logprob`` exams is not) and draws a
-    role's crossover coins before its parents."""
+    fitness_proportional, lexicase; not lexicase on the students' ``logprob`` exam cases with
+    ε > 0, or on their 0/1 outcomes with ε ≥ 1) and draws a role's crossover coins before its
+    parents. With lexicase, computing the exact chances takes about 2 s per event at 16 students on
+    100 problems and grows quickly beyond (a recursion over the sets of members left)."""
     mutate_after_crossover: bool = False
     """Also mutate crossover children."""
     at_last_step: bool = False

@@ -9,7 +9,7 @@ contract (:data:`CONTRACTS`), becomes a :class:`evolora.user_code.UserCodeError`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -72,29 +72,45 @@ def resolve_operators(config) -> Operators:
             for kind in LOOP_KINDS
         }
         roles[role] = Operators(**kinds)
-    operators = Operators(**base, roles=roles)
-    if config.sampling == "universal":
-        _check_universal(config, operators)
-    return operators
+    return Operators(**base, roles=roles)
 
 
-def _check_universal(config, operators: Operators) -> None:
-    """Raise ValueError unless every role's selection has exact chances for universal sampling."""
-    chosen = {"evolution.selection": operators.selection}
-    chosen.update({f"evolution.roles.{role}.selection": own.selection for role, own in operators.roles.items()})
-    for key, (spec, params) in chosen.items():
+def check_sampling(config, operators: Operators, roles: Iterable[str], solver: str) -> None:
+    """Refuse ``evolution.sampling: universal`` where a role's selection has no exact chances.
+
+    Universal sampling deals parents over each member's exact chance
+    (:func:`evolora.operators.selection_chances`): every built-in selection has them, except
+    lexicase on an exam's several cases (those of ``solver``, the role that sits the exam) when
+    they are log-probabilities with ε > 0, or 0/1 outcomes with ε ≥ 1. Roles without cases select
+    on their fitness as one case, which is exact.
+
+    Args:
+        config: the :class:`EvolutionConfig`; operators: its :func:`resolve_operators`;
+        roles: the population's roles; solver: the role whose members sit the exam.
+
+    Raises:
+        ValueError: "evolution[.roles.<role>].selection: ..." naming the selection and what to change.
+    """
+    if config.sampling != "universal":
+        return
+    for role in roles:
+        spec, params = operators.for_role(role).selection
+        own = role in config.roles and config.roles[role].selection is not None
+        key = f"evolution.roles.{role}.selection" if own else "evolution.selection"
         if spec.name not in EXACT:
             raise ValueError(
-                f"{key}: evolution.sampling: universal draws parents from each member's exact chance, known for "
+                f"{key}: evolution.sampling: universal deals parents over each member's exact chance, known for "
                 f"{', '.join(EXACT)}; {spec.name!r} has none here (use evolution.sampling: independent)"
             )
-        continuous = config.fitness.name == "exam" and config.fitness.score == "logprob"
-        if spec.name == "lexicase" and continuous and params["epsilon"] != 0:
-            raise ValueError(
-                f"{key}: evolution.sampling: universal needs lexicase's exact chances, which log-probability exam "
-                "cases with ε > 0 lack (set its params.epsilon: 0, evolution.fitness.score: accuracy, or "
-                "evolution.sampling: independent)"
-            )
+        if spec.name == "lexicase" and role == solver and config.fitness.name == "exam":
+            epsilon = params["epsilon"]
+            exact = epsilon == 0 or (config.fitness.score == "accuracy" and (epsilon is None or epsilon < 1))
+            if not exact:
+                raise ValueError(
+                    f"{key}: evolution.sampling: universal needs lexicase's exact chances on the {role}s' exam "
+                    f"cases, known with ε = 0 or on accuracy outcomes with ε < 1 (here ε = {epsilon}, score "
+                    f"{config.fitness.score}); set params.epsilon: 0, or evolution.sampling: independent"
+                )
 
 
 def _resolve(kind: str, choice, key: str) -> tuple[OperatorSpec, dict]:

@@ -96,11 +96,8 @@ def evolve(
         scores = Scores(pool_fitness, _pool_cases(pool, cases or {}))
         own = operators.for_role(role)  # evolution.roles.<role>, else the section's operators
         # Make every child from the pre-evolution pool before any slot is overwritten.
-        selector = selection_generator or generator
-        if config.sampling == "universal":
-            children = _make_children_universally(bank, pool, scores, config, own, generator, selector, len(losers))
-        else:
-            children = [_make_child(bank, pool, scores, config, own, generator, selector) for _ in losers]
+        litter = _Litter(bank, pool, scores, config, own, generator, selection_generator or generator)
+        children = litter.children(len(losers))
         for loser, (child, parents, name) in zip(losers, children):
             bank.set_factors(loser.slot, child)
             newborn = population.new_individual(
@@ -162,79 +159,61 @@ class Scores:
         return universal(chances, num, generator=generator).tolist()
 
 
-def _make_child(
-    bank: Bank,
-    pool: list[Individual],
-    scores: Scores,
-    config: EvolutionConfig,
-    operators: Operators,
-    generator: torch.Generator,
-    selector: torch.Generator,
-):
-    """One child: the coin, the crossover and the mutation draw from ``generator``, the parents from ``selector``."""
-    use_crossover = _coin(pool, config, generator)
-    index = scores.select(operators, 2 if use_crossover else 1, selector)
-    return _breed(bank, pool, scores, index, config, operators, generator)
+@dataclass(frozen=True)
+class _Litter:
+    """What one role's children at an event are made from: the pre-event ``pool``, its ``scores`` and
+    the role's ``operators``; coins, crossovers and mutations draw from ``generator``, parents from
+    ``selector``."""
 
+    bank: Bank
+    pool: list[Individual]
+    scores: Scores
+    config: EvolutionConfig
+    operators: Operators
+    generator: torch.Generator
+    selector: torch.Generator
 
-def _make_children_universally(
-    bank: Bank,
-    pool: list[Individual],
-    scores: Scores,
-    config: EvolutionConfig,
-    operators: Operators,
-    generator: torch.Generator,
-    selector: torch.Generator,
-    count: int,
-) -> list:
-    """``count`` children whose parents are dealt by stochastic universal sampling
-    (``evolution.sampling: universal``): every coin first (from ``generator``), then all the parents
-    the coins call for in one draw from ``selector``, then each child's crossover or mutation."""
-    sizes = [2 if _coin(pool, config, generator) else 1 for _ in range(count)]
-    picks = scores.deal(operators, sum(sizes), selector)
-    starts = [sum(sizes[:i]) for i in range(count)]
-    return [
-        _breed(bank, pool, scores, picks[start : start + size], config, operators, generator)
-        for start, size in zip(starts, sizes)
-    ]
+    def children(self, count: int) -> list:
+        """``count`` (child, parents, operator name). Independent sampling: each child's coin, then its
+        parents, then its crossover or mutation. Universal: every coin first, then all the parents the
+        coins call for in one deal (:meth:`Scores.deal`), then each child's crossover or mutation."""
+        if self.config.sampling != "universal":
+            return [
+                self._breed(self.scores.select(self.operators, self._parents(), self.selector)) for _ in range(count)
+            ]
+        sizes = [self._parents() for _ in range(count)]
+        picks = self.scores.deal(self.operators, sum(sizes), self.selector)
+        starts = [sum(sizes[:i]) for i in range(count)]
+        return [self._breed(picks[start : start + size]) for start, size in zip(starts, sizes)]
 
+    def _parents(self) -> int:
+        """How many parents the next child has: 2 (crossover) when one uniform draw of ``generator`` is
+        under ``crossover_rate`` and the pool holds two, else 1 (mutation)."""
+        draw = torch.rand((), generator=self.generator, device=self.generator.device).item()
+        return 2 if len(self.pool) >= 2 and draw < self.config.crossover_rate else 1
 
-def _coin(pool: list[Individual], config: EvolutionConfig, generator: torch.Generator) -> bool:
-    """Whether the next child comes from crossover: one uniform draw against ``crossover_rate``."""
-    draw = torch.rand((), generator=generator, device=generator.device).item()
-    return len(pool) >= 2 and draw < config.crossover_rate
-
-
-def _breed(
-    bank: Bank,
-    pool: list[Individual],
-    scores: Scores,
-    index: list[int],
-    config: EvolutionConfig,
-    operators: Operators,
-    generator: torch.Generator,
-):
-    """(child, parents, operator name) from the parents at ``index`` of ``pool``: two make a crossover
-    child (a repeated parent is replaced by the best other member), one a mutated copy."""
-    fitness = scores.fitness
-    if len(index) == 2:
-        if index[0] == index[1]:  # a crossover needs two distinct parents: take the best other one
-            others = [i for i in range(len(pool)) if i != index[0]]
-            index[1] = max(others, key=lambda i: (fitness[i].item(), -i))
-        parents = [pool[i] for i in index]
-        spec, params = operators.crossover
-        child = spec.fn(
-            [bank.get_factors(p.slot) for p in parents],
-            [fitness[i].item() for i in index],
-            generator=generator,
-            **params,
-        )
-        name = spec.name
-        if config.mutate_after_crossover:
-            mutation, mutation_params = operators.mutation
-            child = mutation.fn(child, generator=generator, **mutation_params)
-            name = f"{name}+{mutation.name}"
-        return child, parents, name
-    parent = pool[index[0]]
-    spec, params = operators.mutation
-    return spec.fn(bank.get_factors(parent.slot), generator=generator, **params), [parent], spec.name
+    def _breed(self, index: list[int]):
+        """(child, parents, operator name) from the parents at ``index`` of the pool: two make a
+        crossover child (a repeated parent is replaced by the best other member), one a mutated copy."""
+        fitness, generator = self.scores.fitness, self.generator
+        if len(index) == 2:
+            if index[0] == index[1]:  # a crossover needs two distinct parents: take the best other one
+                others = [i for i in range(len(self.pool)) if i != index[0]]
+                index[1] = max(others, key=lambda i: (fitness[i].item(), -i))
+            parents = [self.pool[i] for i in index]
+            spec, params = self.operators.crossover
+            child = spec.fn(
+                [self.bank.get_factors(p.slot) for p in parents],
+                [fitness[i].item() for i in index],
+                generator=generator,
+                **params,
+            )
+            name = spec.name
+            if self.config.mutate_after_crossover:
+                mutation, mutation_params = self.operators.mutation
+                child = mutation.fn(child, generator=generator, **mutation_params)
+                name = f"{name}+{mutation.name}"
+            return child, parents, name
+        parent = self.pool[index[0]]
+        spec, params = self.operators.mutation
+        return spec.fn(self.bank.get_factors(parent.slot), generator=generator, **params), [parent], spec.name

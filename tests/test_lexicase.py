@@ -272,13 +272,14 @@ def test_the_loop_breeds_each_role_by_its_own_selection(tiny, monkeypatch):
         gamma=0.3, crossover_rate=0.0, roles={"student": {"selection": {"name": "lexicase", "params": {"epsilon": 0}}}}
     )
     used = {}
-    original = evolve.__globals__["_make_child"]
+    litter = evolve.__globals__["_Litter"]
+    original = litter.children
 
-    def spy(bank, pool, scores, config, operators, *rest):
-        used[pool[0].role] = operators.selection[0].name
-        return original(bank, pool, scores, config, operators, *rest)
+    def spy(self, count):
+        used[self.pool[0].role] = self.operators.selection[0].name
+        return original(self, count)
 
-    monkeypatch.setitem(evolve.__globals__, "_make_child", spy)
+    monkeypatch.setattr(litter, "children", spy)
     fitness = {"t0": 3.0, "t1": 1.0, "t2": 2.0, "s0": 0.75, "s1": 0.5, "s2": 0.25}
     cases = {"s0": torch.tensor([1.0, 1, 0]), "s1": torch.tensor([1.0, 0, 0]), "s2": torch.tensor([0.0, 0, 1])}
     evolve(

@@ -68,7 +68,8 @@ def test_a_run_reports_the_family_beside_the_held_out_set(tmp_path, single_threa
     answers = [json.loads(a) for a in (tmp_path / "run" / "final" / "held_out_family.jsonl").read_text().splitlines()]
     assert first.question not in {a["question"] for a in answers} and len(answers) == 3 * len(family["held_out"])
     verdict = run_verdict(summary, [])
-    assert verdict["family"]["sentence"].startswith("On the teachers' problem family")
+    assert verdict["family"]["sentence"].startswith(f"On {family['source']}: ")
+    assert verdict["sentence"].startswith(f"On {summary['held_out_source']}: ")  # each set labelled
     assert verdict["family"]["held_out"]["base"]["n"] == 3
     run.close()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -346,3 +347,14 @@ def test_cli_report_and_compare(runs, tmp_path):
         result = cli.invoke(app, args)
         assert result.exit_code == 2, args
     assert "nowhere" in cli.invoke(app, ["report", str(tmp_path / "nowhere")]).output
+
+
+def test_report_draws_the_breeders_equation_of_recorded_runs(tmp_path):
+    calibration = Path(__file__).parents[1] / "docs/results/data/study-evolution/calibration"
+    page = write_report([calibration / "population-s100", calibration / "population-s101"], tmp_path)
+    assert (page.parent / "breeding.png").read_bytes()[:8] == PNG_MAGIC
+    breeding = json.loads((page.parent / "report.json").read_text())["breeding"]
+    # the calibration's 8 events (4 per run): realised S on audited held-out accuracy > 0 at 4 of them
+    assert breeding["held_out"]["events"] == 8 and breeding["held_out"]["positive"] == pytest.approx(0.5)
+    assert breeding["accuracy"]["events"] == 8 and breeding["accuracy"]["S"] > 0
+    assert '<figure id="breeding"><img alt="breeding" src="data:image/png;base64,' in page.read_text()

@@ -96,13 +96,14 @@ def run_verdict(summary: dict, records: list[dict]) -> dict:
         "in_run": solve_rate_sentence(records),
     }
     family = summary.get("held_out_family")
-    if family:
+    if family:  # two sets: each sentence says what its set measures
+        verdict["sentence"] = f"On {summary.get('held_out_source') or 'the held-out set'}: {sentence}"
         intervals, sentence = _compare_base(family["held_out"], summary.get("held_out_members"), key="eval.family")
         verdict["family"] = {
             "held_out": intervals,
             "source": family["source"],
             "excluded": family["excluded"],
-            "sentence": f"On the teachers' problem family (numbers no teacher proposed): {sentence}",
+            "sentence": f"On {family['source']}: {sentence}",
         }
     return verdict
 

@@ -24,7 +24,7 @@ import torch
 from evolora.bank import Bank
 from evolora.config import EvolutionConfig
 from evolora.config.operator_choice import Operators, resolve_operators
-from evolora.operators import selection_chances, universal
+from evolora.operators import require_exact, selection_chances, universal
 from evolora.operators.selection import replaced_indices
 from evolora.population import Individual, Population
 
@@ -153,10 +153,10 @@ class Scores:
             ValueError: a selection without exact chances (refused when the config loads).
         """
         spec, params = operators.selection
-        chances = selection_chances(spec.name, self.fitness, params, self.cases)
-        if chances is None:
-            raise ValueError(f"evolution.sampling: universal: selection {spec.name!r} has no exact chances")
-        return universal(chances, num, generator=generator).tolist()
+        require_exact(spec.name)
+        return universal(
+            selection_chances(spec.name, self.fitness, params, self.cases), num, generator=generator
+        ).tolist()
 
 
 @dataclass(frozen=True)

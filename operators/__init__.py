@@ -12,7 +12,7 @@ References: PopuLoRA, arXiv 2605.16727, §3.
 """
 
 from .adapter import Adapter, check_adapter, check_parents, clone_adapter, delta_weight, map_modules
-from .chances import selection_chances
+from .chances import require_exact, selection_chances
 from .crossover import clone, dare, extrapolate, layer_swap, merge_weights, midpoint, slerp, svd_merge, svd_splice, ties
 from .diversity import delta_distance, delta_norm, population_diversity
 from .lexicase import case_epsilon, lexicase, lexicase_chances
@@ -63,6 +63,7 @@ __all__ = [
     "case_epsilon",
     "lexicase_chances",
     "selection_chances",
+    "require_exact",
     "svd_merge",
     "layer_swap",
     "svd_splice",

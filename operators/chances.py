@@ -20,7 +20,7 @@ from .lexicase import lexicase_chances
 from .registry import REGISTRY
 from .selection import _fitness, rank_chances, rank_order, softmax_chances
 
-__all__ = ["selection_chances", "EXACT"]
+__all__ = ["selection_chances", "require_exact", "EXACT"]
 
 
 def _by_position(f: Tensor, weights: Tensor) -> Tensor:
@@ -92,3 +92,17 @@ def selection_chances(
         return None
     checked = REGISTRY.validate("selection", name, params)  # the registered defaults fill what is omitted
     return EXACT[name](_fitness(fitness), checked, cases)
+
+
+def require_exact(name: str) -> None:
+    """Refuse a selection whose chances have no closed form here, for what needs them (universal
+    sampling, :func:`evolora.operators.universal`).
+
+    Raises:
+        ValueError: ``name`` is not in :data:`EXACT`; the message lists those that are.
+    """
+    if name not in EXACT:
+        raise ValueError(
+            f"selection {name!r} has no exact chances here, and universal sampling deals parents by them "
+            f"(known for {', '.join(EXACT)})"
+        )

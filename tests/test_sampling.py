@@ -173,7 +173,8 @@ def test_config_refuses_universal_sampling_without_exact_chances(tmp_path, monke
     (tmp_path / "mymod.py").write_text("def pick(fitness, num, *, generator):\n    return fitness.argsort()[:num]\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(
-        ConfigError, match=r"evolution.selection: evolution.sampling: universal .*'mymod:pick' has none"
+        ConfigError,
+        match=r"evolution.selection: selection 'mymod:pick' has no exact chances here, and universal sampling",
     ):
         config_with(evolution={"sampling": "universal", "selection": "mymod:pick"})
     logprob = {"name": "exam", "score": "logprob"}

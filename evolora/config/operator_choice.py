@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from evolora.operators import REGISTRY, OperatorSpec
-from evolora.operators.chances import EXACT
+from evolora.operators import REGISTRY, OperatorSpec, require_exact
 from evolora.user_code import UserCode, argument, is_users
 
 ADAPTER = "{module: (A (r, d_in), B (d_out, r))}"
@@ -97,11 +96,10 @@ def check_sampling(config, operators: Operators, roles: Iterable[str], solver: s
         spec, params = operators.for_role(role).selection
         own = role in config.roles and config.roles[role].selection is not None
         key = f"evolution.roles.{role}.selection" if own else "evolution.selection"
-        if spec.name not in EXACT:
-            raise ValueError(
-                f"{key}: evolution.sampling: universal deals parents over each member's exact chance, known for "
-                f"{', '.join(EXACT)}; {spec.name!r} has none here (use evolution.sampling: independent)"
-            )
+        try:
+            require_exact(spec.name)
+        except ValueError as error:
+            raise ValueError(f"{key}: {error}; or use evolution.sampling: independent") from None
         if spec.name == "lexicase" and role == solver and config.fitness.name == "exam":
             epsilon = params["epsilon"]
             exact = epsilon == 0 or (config.fitness.score == "accuracy" and (epsilon is None or epsilon < 1))

@@ -36,8 +36,7 @@ from deap import base, tools
 
 from evolora.bank import LocalBank
 from evolora.integrations.adapters import random_adapter, save_to_bank, write_to_bank
-from evolora.operators import REGISTRY, Adapter, OperatorSpec, selection_chances, universal
-from evolora.operators.chances import EXACT
+from evolora.operators import REGISTRY, Adapter, OperatorSpec, require_exact, selection_chances, universal
 
 __all__ = [
     "FitnessMax",
@@ -185,10 +184,8 @@ def select(
     fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64, device="cpu")
     cases = _cases(individuals) if operator.takes_cases else None
     if sampling == "universal":
-        chances = selection_chances(operator.name, fitness, params, cases)
-        if chances is None:
-            raise ValueError(f"sampling='universal' needs exact chances; selection {operator.name!r} has none")
-        index = universal(chances, k, generator=generator)
+        require_exact(operator.name)
+        index = universal(selection_chances(operator.name, fitness, params, cases), k, generator=generator)
     else:
         index = operator.select(fitness, k, generator=generator, cases=cases, **params)
     return [individuals[i] for i in index.tolist()]
@@ -253,8 +250,8 @@ def make_toolbox(
         toolbox.register("select", selection)
     else:
         sel_spec, sel_params = _resolve("selection", selection)
-        if sampling == "universal" and sel_spec.name not in EXACT:
-            raise ValueError(f"sampling='universal' needs exact chances; selection {sel_spec.name!r} has none")
+        if sampling == "universal":
+            require_exact(sel_spec.name)
         toolbox.register("select", select, operator=sel_spec, params=sel_params, generator=generator, sampling=sampling)
     return toolbox
 

@@ -4,8 +4,9 @@
 # Usage: benchmarks/evolution_analysis.sh STUDY OUT      (from a checkout; OMP_NUM_THREADS=1 for the re-evaluation)
 #   1. the primary endpoint and whether selection acted: population - no_evolution, paired by seed
 #      (study_report.py: t interval, sign-flip p, item x seed bootstrap, fitness validity, rho(fitness,
-#      birth step), the events and the per-event breeder's table);
-#   2. the secondary arm: population - single_agent_total, on the seeds it has finished;
+#      birth step), the events and the per-event breeder's table; OUT/primary/stats.json unrounded);
+#   2. the secondary arm: population - single_agent_total, only once its 8 runs have finished (run
+#      the script again then; before, it says how many are in and writes no secondary table);
 #   3. post hoc, for comparison: the final adapters of the primary runs re-evaluated on the old
 #      270-item grid (9 cells x 30 items, eval_seed 0), resumable (about 9 minutes a run at one thread
 #      with SmolLM2-135M on a 2-core CPU), then the same comparison on it;
@@ -18,8 +19,14 @@ study=$1; out=$2
 mkdir -p "$out"
 python benchmarks/study_report.py "$study" --out "$out/primary" \
   --arms population,no_evolution --seeds 0-7 --reference population > "$out/primary.md"
-python benchmarks/study_report.py "$study" --out "$out/secondary" \
-  --arms population,single_agent_total --seeds 0-7 --reference population > "$out/secondary.md"
+secondary=$(ls "$study"/single_agent_total-s[0-7]/final/summary.json 2>/dev/null | wc -l)
+if [ "$secondary" -eq 8 ]; then
+  python benchmarks/study_report.py "$study" --out "$out/secondary" \
+    --arms population,single_agent_total --seeds 0-7 --reference population > "$out/secondary.md"
+else
+  echo "secondary: $secondary of 8 single_agent_total runs finished; not analysed until all 8 are in"
+  rm -f "$out/secondary.md"
+fi
 python benchmarks/study_reevaluate.py "$study" --out "$out/grid270-runs" \
   --set task.params.eval_cells=null --set task.params.eval_per_cell=30 --set task.params.eval_seed=0 \
   --limit 270 --arms population,no_evolution --seeds 0-7
@@ -28,4 +35,4 @@ python benchmarks/study_report.py "$out/grid270-runs" --out "$out/grid270" \
 evolora report "$study"/population-s[0-7] "$study"/no_evolution-s[0-7] --out "$out/report" > /dev/null
 python benchmarks/selection_replay.py "$study"/population-s[0-7] --json "$out/selection-replay.json" \
   > "$out/selection-replay.md"
-echo "tables: $out/primary.md, $out/secondary.md, $out/grid270.md (post hoc), $out/selection-replay.md (exploratory); report: $out/report/"
+echo "tables: $out/primary.md, $out/secondary.md (once its 8 runs are in), $out/grid270.md (post hoc), $out/selection-replay.md (exploratory); report: $out/report/"

@@ -29,6 +29,7 @@ import torch
 from evolora.event import exam_cases
 from evolora.operators import REGISTRY, independent_spread, selection_chances, universal_spread
 from evolora.operators.selection import replaced_indices
+from evolora.report.breeding import POSITIVE
 from evolora.report.data import load_run
 
 OPERATORS = ("tournament", "truncation", "rank", "fitness_proportional", "lexicase")
@@ -113,7 +114,7 @@ def replay(run_dirs: list[Path], draws: int, seed: int) -> dict:
         table[name] = {
             signal: {
                 "mean": sum(s) / len(s) if s else None,
-                "positive": sum(v > 1e-9 for v in s),
+                "positive": sum(v / 100 > POSITIVE for v in s),  # s in points
                 "events": len(s),
             }
             for signal, s in rows.items()

@@ -10,15 +10,19 @@
 
 Beside the held-out comparison, the tables say whether selection acted
 (:mod:`evolora.report.selection_tables`): fitness validity, ρ(fitness, birth step) and the events.
+``OUT/stats.json`` holds the same numbers unrounded, and which runs were finished
+(:func:`evolora.report.study_stats.study_stats`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from evolora.report.data import load_run
 from evolora.report.study_figures import write_study_report
+from evolora.report.study_stats import study_stats
 from evolora.report.study_tables import select_runs, study_tables
 from evolora.study import parse_arms, parse_seeds
 
@@ -41,7 +45,14 @@ def main() -> None:
     )
     tables = study_tables(runs, reference=args.reference)
     write_study_report(tables, runs, args.out)
+    stats = study_stats(runs, tables.by_arm, args.reference)
+    (Path(args.out) / "stats.json").write_text(json.dumps(stats, indent=1, default=_plain) + "\n")
     print(tables.markdown)
+
+
+def _plain(value):
+    """numpy scalars as Python numbers for JSON."""
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 if __name__ == "__main__":

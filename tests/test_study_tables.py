@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from evolora.report.data import load_run
 from evolora.report.study_figures import pass_at_k_curves, pass_at_k_figure
 from evolora.report.study_tables import select_runs, study_tables
@@ -138,6 +140,18 @@ def test_study_tables_give_compute_fitness_validity_and_item_intervals(tmp_path)
     assert row.endswith(
         "| +12.5 [+0.0, +37.5] |"
     )  # item × seed bootstrap: the t interval of 3 equal seeds has no width
+    # the same numbers unrounded, with the runs that were left out named
+    from evolora.report.study_stats import study_stats
+
+    unfinished = _fake_run(tmp_path, "population", 7, {"s0": 0.5}, {"s0": 1.0}, {"s0": 0.5})
+    unfinished.summary = None
+    stats = study_stats([*runs, unfinished], study_tables(runs).by_arm, "population")
+    assert stats["runs"]["population"] == {"finished": [0, 1, 2], "unfinished": [7]}
+    (comparison,) = stats["comparisons"]
+    assert comparison["comparison"] == "population − single_agent_total" and comparison["seeds"] == [0, 1, 2]
+    assert comparison["mean"]["mean"] == pytest.approx(0.125) and comparison["bootstrap"]["low"] == pytest.approx(0.0)
+    assert stats["fitness_rho"]["population"]["validation"]["rho"] == pytest.approx(1.0)
+    json.dumps(stats)  # JSON-ready as written
 
 
 def test_an_arm_with_no_seed_in_common_keeps_the_comparison_table_rectangular(tmp_path):

@@ -16,6 +16,10 @@ from pathlib import Path
 from evolora.report.data import RunData
 from evolora.report.plots import _figure, _save
 
+POSITIVE = 1e-9
+"""S counts as positive above this (in the signal's units, fractions for accuracies): a difference of
+means of 68ths in float64 is not exactly 0 when it should be, so a tie never counts as positive."""
+
 SIGNALS = ("fitness", "accuracy", "logprob", "held_out", "rating")
 """The signals of the table, where a run recorded them (the exam's, the audit's, the rating)."""
 
@@ -50,7 +54,7 @@ def breeders_rows(runs: list[RunData], role: str = "student") -> list[dict]:
 
 
 def breeders_summary(rows: list[dict]) -> dict[str, dict]:
-    """Per signal: {"events": events with S, "positive": share of them with S > 0, "S": mean S, "R": mean R
+    """Per signal: {"events": events with S, "positive": share of them with S > :data:`POSITIVE`, "S": mean S, "R": mean R
     over events with a response, "h2": ΣR / ΣS over those events (None when ΣS = 0 or none)}."""
     table = {}
     for signal in SIGNALS:
@@ -65,7 +69,7 @@ def breeders_summary(rows: list[dict]) -> dict[str, dict]:
         total_s = sum(p[0] for p in pairs)
         table[signal] = {
             "events": len(s),
-            "positive": sum(v > 0 for v in s) / len(s),
+            "positive": sum(v > POSITIVE for v in s) / len(s),
             "S": sum(s) / len(s),
             "R": sum(p[1] for p in pairs) / len(pairs) if pairs else None,
             "h2": sum(p[1] for p in pairs) / total_s if pairs and total_s else None,

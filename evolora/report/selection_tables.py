@@ -71,11 +71,9 @@ def _pairs_cell(pooled: dict) -> str:
     return f"{pooled['concordant']} / {pooled['discordant']} / {pooled['tied']}"
 
 
-def fitness_table(runs: list[RunData]) -> list[str]:
-    """Per arm and signal: Spearman's ρ of run-centred final signal against held-out accuracy over the
-    arm's evaluated members and seeds, and the member pairs ordered alike / unlike / tied
-    (:func:`evolora.fitness.pooled_rank_correlation`). The ``fitness`` row is the signal selection
-    used (an exam's score), left out where it only repeats μ − 3σ or dev accuracy."""
+def fitness_correlations(runs: list[RunData]) -> dict[str, dict[str, dict]]:
+    """{arm: {signal: :func:`evolora.fitness.pooled_rank_correlation` of the final members' signal
+    against their held-out accuracy, with "runs"}}: what :func:`fitness_table` shows, unrounded."""
     by_arm: dict[str, dict[str, list]] = {}
     for run in runs:
         members, accuracy = _members(run), held_out_members(run)
@@ -86,26 +84,38 @@ def fitness_table(runs: list[RunData]) -> list[str]:
             values = {m: e.get(signal) for m, e in members.items() if m in accuracy and e.get(signal) is not None}
             if values:
                 by_arm.setdefault(run.mode, {}).setdefault(signal, []).append((values, accuracy))
-    if not by_arm:
+    return {
+        arm: {
+            s: {**pooled_rank_correlation(signals[s]), "runs": len(signals[s])} for s in SIGNAL_LABELS if s in signals
+        }
+        for arm, signals in by_arm.items()
+    }
+
+
+def fitness_table(runs: list[RunData]) -> list[str]:
+    """Per arm and signal: Spearman's ρ of run-centred final signal against held-out accuracy over the
+    arm's evaluated members and seeds, and the member pairs ordered alike / unlike / tied
+    (:func:`evolora.fitness.pooled_rank_correlation`). The ``fitness`` row is the signal selection
+    used (an exam's score), left out where it only repeats μ − 3σ or dev accuracy."""
+    correlations = fitness_correlations(runs)
+    if not correlations:
         return []
     lines = [
         "| arm | fitness signal | runs | members | within-run Spearman ρ | pairs alike / unlike / tied |",
         "|---|---|---|---|---|---|",
     ]
-    for arm, signals in by_arm.items():
-        for signal in (s for s in SIGNAL_LABELS if s in signals):
-            pooled = pooled_rank_correlation(signals[signal])
+    for arm, signals in correlations.items():
+        for signal, pooled in signals.items():
             lines.append(
-                f"| {arm} | {SIGNAL_LABELS[signal]} | {len(signals[signal])} | {pooled['members']} | "
+                f"| {arm} | {SIGNAL_LABELS[signal]} | {pooled['runs']} | {pooled['members']} | "
                 f"{_rho(pooled)} | {_pairs_cell(pooled)} |"
             )
     return lines
 
 
-def birth_table(runs: list[RunData]) -> list[str]:
-    """Per arm and role: within-run Spearman ρ of the final ``fitness`` against the birth step
-    (founders at step 0), pooled over seeds, and the member pairs ordered alike / unlike / tied.
-    A positive ρ: the members born last rank highest."""
+def birth_correlations(runs: list[RunData]) -> dict[tuple[str, str], dict]:
+    """{(arm, role): :func:`evolora.fitness.pooled_rank_correlation` of the final members' ``fitness``
+    against their birth step, with "runs"}: what :func:`birth_table` shows, unrounded."""
     by_key: dict[tuple[str, str], list] = {}
     for run in runs:
         members = _members(run)
@@ -114,16 +124,23 @@ def birth_table(runs: list[RunData]) -> list[str]:
             fitness = {m: e.get("fitness") for m, e in members.items() if e.get("role") == role and m in born}
             if any(v is not None for v in fitness.values()):
                 by_key.setdefault((run.mode, role), []).append((fitness, {m: born[m] for m in fitness}))
-    if not by_key:
+    return {key: {**pooled_rank_correlation(pairs), "runs": len(pairs)} for key, pairs in by_key.items()}
+
+
+def birth_table(runs: list[RunData]) -> list[str]:
+    """Per arm and role: within-run Spearman ρ of the final ``fitness`` against the birth step
+    (founders at step 0), pooled over seeds, and the member pairs ordered alike / unlike / tied.
+    A positive ρ: the members born last rank highest."""
+    correlations = birth_correlations(runs)
+    if not correlations:
         return []
     lines = [
         "| arm | role | runs | members | within-run ρ(fitness, birth step) | pairs alike / unlike / tied |",
         "|---|---|---|---|---|---|",
     ]
-    for (arm, role), pairs in by_key.items():
-        pooled = pooled_rank_correlation(pairs)
+    for (arm, role), pooled in correlations.items():
         lines.append(
-            f"| {arm} | {role} | {len(pairs)} | {pooled['members']} | {_rho(pooled)} | {_pairs_cell(pooled)} |"
+            f"| {arm} | {role} | {pooled['runs']} | {pooled['members']} | {_rho(pooled)} | {_pairs_cell(pooled)} |"
         )
     return lines
 

@@ -18,10 +18,7 @@ import numpy as np
 
 from evolora.report.data import RunData, held_out_groups, held_out_members, run_numbers, t_interval, trend_metric
 from evolora.report.selection_tables import birth_table, events_table, fitness_table, per_event_table
-from evolora.report.stats import bootstrap_difference, paired_difference
-
-BOOTSTRAP_SEED = 0
-"""Seed of the item × seed bootstrap's generator (the tables replay exactly)."""
+from evolora.report.study_stats import paired_comparisons
 
 REFERENCE = "population"
 """The arm every other arm is compared with, unless :func:`study_tables` is given another."""
@@ -172,28 +169,14 @@ def _paired_table(by_arm: dict[str, dict[int, dict]], name: str) -> list[str]:
         "test set), points | member mean, points [95 % item × seed bootstrap] |",
         "|---|---|---|---|---|---|",
     ]
-    reference = by_arm.get(name, {})
-    for arm, seeds in by_arm.items():
-        if arm == name:
+    for row in paired_comparisons(by_arm, name):
+        if not row["seeds"]:
+            lines.append(f"| {row['comparison']} | none in common | – | – | – | – |")
             continue
-        common = sorted(set(seeds) & set(reference))
-        if not common:
-            lines.append(f"| {name} − {arm} | none in common | – | – | – | – |")
-            continue
-        mean = paired_difference([reference[s]["mean"] for s in common], [seeds[s]["mean"] for s in common])
-        best = paired_difference([reference[s]["best"] for s in common], [seeds[s]["best"] for s in common])
-        items_a = {s: reference[s]["items"] for s in common if reference[s]["items"] is not None}
-        items_b = {s: seeds[s]["items"] for s in common if seeds[s]["items"] is not None}
-        crossed = "–"
-        if len(items_a) == len(items_b) == len(common):
-            try:
-                boot = bootstrap_difference(items_a, items_b, generator=np.random.default_rng(BOOTSTRAP_SEED))
-                crossed = _points(boot)
-            except ValueError:  # runs evaluated on different items
-                crossed = "–"
+        crossed = "–" if row["bootstrap"] is None else _points(row["bootstrap"])
         lines.append(
-            f"| {name} − {arm} | {', '.join(map(str, common))} (n = {len(common)}) | "
-            f"{_points(mean)} | {mean['p']:.3f} | {_points(best)} | {crossed} |"
+            f"| {row['comparison']} | {', '.join(map(str, row['seeds']))} (n = {len(row['seeds'])}) | "
+            f"{_points(row['mean'])} | {row['mean']['p']:.3f} | {_points(row['best'])} | {crossed} |"
         )
     return lines
 

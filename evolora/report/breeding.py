@@ -54,8 +54,9 @@ def breeders_rows(runs: list[RunData], role: str = "student") -> list[dict]:
 
 
 def breeders_summary(rows: list[dict]) -> dict[str, dict]:
-    """Per signal: {"events": events with S, "positive": share of them with S > :data:`POSITIVE`, "S": mean S, "R": mean R
-    over events with a response, "h2": ΣR / ΣS over those events (None when ΣS = 0 or none)}."""
+    """Per signal: {"events": events with S, "positive": share of them with S > :data:`POSITIVE`,
+    "S": mean S, "R": mean R over events with a response, "h2": ΣR / ΣS over those events (None
+    when ΣS = 0 or none)}."""
     table = {}
     for signal in SIGNALS:
         s = [row["S"][signal] for row in rows if _finite(row["S"].get(signal))]

@@ -158,29 +158,41 @@ def event_counts(run: RunData) -> tuple[int, float | None]:
     return events, (min(shares) if shares else None)
 
 
+def event_summaries(runs: list[RunData]) -> dict[str, dict]:
+    """{arm with events: {"per_run": {seed: events}, "least_share": the least share of a role replaced
+    at an event (None without shares), "breeding": :func:`~evolora.report.breeding.breeders_summary`
+    of the arm's students}}: what :func:`events_table` shows, unrounded."""
+    summaries = {}
+    for arm in dict.fromkeys(run.mode for run in runs):
+        mine = [run for run in runs if run.mode == arm]
+        counts = [event_counts(run) for run in mine]
+        if not any(events for events, _ in counts):
+            continue
+        shares = [s for _, s in counts if s is not None]
+        summaries[arm] = {
+            "per_run": {run.seed: events for run, (events, _) in zip(mine, counts)},
+            "least_share": min(shares) if shares else None,
+            "breeding": breeders_summary(breeders_rows(mine)),
+        }
+    return summaries
+
+
 def events_table(runs: list[RunData]) -> list[str]:
     """Per arm with events: runs, events per run (fewest–most), the least share of a role replaced at
     an event, and per students' signal (:data:`BREEDING_SIGNALS`) the events with S > 0, mean S and R
     × 100 (points of accuracy for an accuracy signal), and the pooled h² = ΣR / ΣS
     (:func:`evolora.report.breeding.breeders_summary`)."""
     lines = []
-    arms = dict.fromkeys(run.mode for run in runs)
-    for arm in arms:
-        mine = [run for run in runs if run.mode == arm]
-        counts = [event_counts(run) for run in mine]
-        if not any(events for events, _ in counts):
-            continue
-        table = breeders_summary(breeders_rows(mine))
-        events = [e for e, _ in counts]
-        shares = [s for _, s in counts if s is not None]
-        least = f"{min(shares):.2f}" if shares else "–"
+    for arm, summary in event_summaries(runs).items():
+        events = list(summary["per_run"].values())
+        least = "–" if summary["least_share"] is None else f"{summary['least_share']:.2f}"
         for signal, label in BREEDING_SIGNALS.items():
-            row = table.get(signal)
+            row = summary["breeding"].get(signal)
             if row is None:
                 continue
             positive, s, r, h2 = _breeding_cells(row)
             lines.append(
-                f"| {arm} | {len(mine)} | {min(events)}–{max(events)} | {least} | {label} | "
+                f"| {arm} | {len(events)} | {min(events)}–{max(events)} | {least} | {label} | "
                 f"{positive} ({100 * row['positive']:.0f} %) | {s} | {r} | {h2} |"
             )
     if not lines:

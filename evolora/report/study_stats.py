@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from evolora.report.breeding import POSITIVE, breeders_rows, breeders_summary
+from evolora.report.breeding import POSITIVE
 from evolora.report.data import RunData, held_out_members
-from evolora.report.selection_tables import birth_correlations, event_counts, fitness_correlations
+from evolora.report.selection_tables import birth_correlations, event_summaries, fitness_correlations
 from evolora.report.stats import bootstrap_difference, paired_difference
 
 BOOTSTRAP_SEED = 0
@@ -78,8 +78,8 @@ def study_stats(runs: list[RunData], by_arm: dict[str, dict[int, dict]], referen
         {"runs": {arm: {"finished": seeds, "unfinished": seeds}}, "member_mean": {arm: {seed: member-mean
         held-out accuracy}}, "comparisons":
         :func:`paired_comparisons`, "fitness_rho": {arm: {signal: pooled ρ record}}, "birth_rho":
-        {"arm/role": pooled ρ record}, "events": {arm: {"per_run": [events], "least_share",
-        "breeding": {signal: breeders_summary row}}}, "positive_above": the S threshold, and the
+        {"arm/role": pooled ρ record}, "events":
+        :func:`evolora.report.selection_tables.event_summaries`, "positive_above": the S threshold, and the
         bootstrap's "bootstrap_seed" and "bootstrap_replicates"}.
     """
     finished = [run for run in runs if run.summary is not None and held_out_members(run)]
@@ -87,24 +87,13 @@ def study_stats(runs: list[RunData], by_arm: dict[str, dict[int, dict]], referen
     for run in runs:
         state = "finished" if run in finished else "unfinished"
         listed.setdefault(run.mode, {"finished": [], "unfinished": []})[state].append(run.seed)
-    events = {}
-    for arm in dict.fromkeys(run.mode for run in finished):
-        mine = [run for run in finished if run.mode == arm]
-        counts = [event_counts(run) for run in mine]
-        if any(e for e, _ in counts):
-            shares = [s for _, s in counts if s is not None]
-            events[arm] = {
-                "per_run": {run.seed: e for run, (e, _) in zip(mine, counts)},
-                "least_share": min(shares) if shares else None,
-                "breeding": breeders_summary(breeders_rows(mine)),
-            }
     return {
         "runs": {arm: {k: sorted(v) for k, v in states.items()} for arm, states in listed.items()},
         "member_mean": {arm: {seed: n["mean"] for seed, n in seeds.items()} for arm, seeds in by_arm.items()},
         "comparisons": paired_comparisons(by_arm, reference),
         "fitness_rho": fitness_correlations(finished),
         "birth_rho": {f"{arm}/{role}": pooled for (arm, role), pooled in birth_correlations(finished).items()},
-        "events": events,
+        "events": event_summaries(finished),
         "positive_above": POSITIVE,
         "bootstrap_seed": BOOTSTRAP_SEED,
         "bootstrap_replicates": BOOTSTRAP_REPLICATES,

@@ -24,7 +24,7 @@ import torch
 from evolora.bank import Bank
 from evolora.config import EvolutionConfig
 from evolora.config.operator_choice import Operators, resolve_operators
-from evolora.operators import require_exact, selection_chances, universal
+from evolora.operators import universal_selection
 from evolora.operators.selection import replaced_indices
 from evolora.population import Individual, Population
 
@@ -153,9 +153,8 @@ class Scores:
             ValueError: a selection without exact chances (refused when the config loads).
         """
         spec, params = operators.selection
-        require_exact(spec.name)
-        return universal(
-            selection_chances(spec.name, self.fitness, params, self.cases), num, generator=generator
+        return universal_selection(
+            spec.name, self.fitness, num, generator=generator, params=params, cases=self.cases
         ).tolist()
 
 
@@ -182,9 +181,8 @@ class _Litter:
                 self._breed(self.scores.select(self.operators, self._parents(), self.selector)) for _ in range(count)
             ]
         sizes = [self._parents() for _ in range(count)]
-        picks = self.scores.deal(self.operators, sum(sizes), self.selector)
-        starts = [sum(sizes[:i]) for i in range(count)]
-        return [self._breed(picks[start : start + size]) for start, size in zip(starts, sizes)]
+        picks = iter(self.scores.deal(self.operators, sum(sizes), self.selector))
+        return [self._breed([next(picks) for _ in range(size)]) for size in sizes]
 
     def _parents(self) -> int:
         """How many parents the next child has: 2 (crossover) when one uniform draw of ``generator`` is

@@ -28,7 +28,7 @@ from .lowrank import (
 )
 from .mutation import component_mask, gaussian, layer_gaussian, lowrank_gaussian, spectral
 from .registry import KINDS, REGISTRY, DescribeRow, OperatorSpec, Param, Registry, register
-from .sampling import independent_spread, universal, universal_spread
+from .sampling import independent_spread, universal, universal_selection, universal_spread
 from .selection import fitness_proportional, pbt_truncation, rank, rank_order, tournament, truncation
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "register",
     "lexicase",
     "universal",
+    "universal_selection",
     "independent_spread",
     "universal_spread",
     "case_epsilon",

@@ -22,7 +22,10 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["universal", "independent_spread", "universal_spread"]
+from .chances import require_exact, selection_chances
+from .selection import _check_num
+
+__all__ = ["universal", "universal_selection", "independent_spread", "universal_spread"]
 
 
 def _chances(chances: Tensor) -> Tensor:
@@ -65,8 +68,7 @@ def universal(chances: Tensor, num: int, *, generator: torch.Generator) -> Tenso
         Baker, ICGA 1987 (stochastic universal sampling).
     """
     p = _chances(chances)
-    if not isinstance(num, int) or isinstance(num, bool) or num < 0:
-        raise ValueError(f"num must be a non-negative int, got {num!r}")
+    _check_num(num)
     if num == 0:
         return torch.empty(0, dtype=torch.long, device="cpu")
     offset = torch.rand((), generator=generator, device=generator.device).item()
@@ -74,6 +76,23 @@ def universal(chances: Tensor, num: int, *, generator: torch.Generator) -> Tenso
     picks = _pick(p.cumsum(0), pointers)
     order = torch.randperm(num, generator=generator, device=generator.device).cpu()
     return picks[order]
+
+
+def universal_selection(
+    name: str, fitness: Tensor, num: int, *, generator: torch.Generator, params=None, cases: Tensor | None = None
+) -> Tensor:
+    """``num`` parents of selection ``name`` dealt by :func:`universal` over its exact chances
+    (:func:`evolora.operators.selection_chances` with ``params`` and ``cases``), in random order.
+
+    Shapes:
+        fitness: (P,); cases: (P, N) or None → (num,) long indices in [0, P), on the CPU.
+
+    Raises:
+        ValueError: a selection without exact chances (:func:`evolora.operators.require_exact`), or
+            as :func:`selection_chances` and :func:`universal`.
+    """
+    require_exact(name)
+    return universal(selection_chances(name, fitness, params, cases), num, generator=generator)
 
 
 def _distribution(chances: Tensor, values: Tensor, num: int) -> tuple[Tensor, Tensor, float]:

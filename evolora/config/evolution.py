@@ -16,6 +16,9 @@ from pydantic import Field, model_validator
 from evolora.config.fitness import FitnessConfig
 from evolora.config.types import Float, Int, _Section
 
+Sampling = Literal["independent", "universal"]
+"""How an event draws a role's parents (``evolution.sampling``; DEAP's ``make_toolbox(sampling=)``)."""
+
 
 class OperatorChoice(_Section):
     """An operator and its parameters: ``{name: tournament, params: {size: 3}}``, or the bare name
@@ -61,7 +64,7 @@ class EvolutionConfig(_Section):
     """Probability a child comes from crossover (else from mutation)."""
     parent_pool: Literal["role", "survivors"] = "role"
     """Parents are selected from the whole role (before replacement) or from the survivors only."""
-    sampling: Literal["independent", "universal"] = "independent"
+    sampling: Sampling = "independent"
     """How an event draws a role's m parents: ``independent``, each one draw of the selection;
     ``universal``, stochastic universal sampling over each member's exact chance
     (:func:`evolora.operators.universal`), so a member of chance p is a parent ⌊m·p⌋ or ⌈m·p⌉ times

@@ -29,14 +29,15 @@ import copy
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, get_args
 
 import torch
 from deap import base, tools
 
 from evolora.bank import LocalBank
+from evolora.config.evolution import Sampling
 from evolora.integrations.adapters import random_adapter, save_to_bank, write_to_bank
-from evolora.operators import REGISTRY, Adapter, OperatorSpec, require_exact, selection_chances, universal
+from evolora.operators import REGISTRY, Adapter, OperatorSpec, require_exact, universal_selection
 
 __all__ = [
     "FitnessMax",
@@ -184,8 +185,7 @@ def select(
     fitness = torch.tensor([score(ind) for ind in individuals], dtype=torch.float64, device="cpu")
     cases = _cases(individuals) if operator.takes_cases else None
     if sampling == "universal":
-        require_exact(operator.name)
-        index = universal(selection_chances(operator.name, fitness, params, cases), k, generator=generator)
+        index = universal_selection(operator.name, fitness, k, generator=generator, params=params, cases=cases)
     else:
         index = operator.select(fitness, k, generator=generator, cases=cases, **params)
     return [individuals[i] for i in index.tolist()]
@@ -205,7 +205,7 @@ def make_toolbox(
     crossover: OperatorChoice = "svd_merge",
     mutation: OperatorChoice = "lowrank_gaussian",
     selection: OperatorChoice | Callable[..., list] | None = None,
-    sampling: Literal["independent", "universal"] = "independent",
+    sampling: Sampling = "independent",
     toolbox: base.Toolbox | None = None,
 ) -> base.Toolbox:
     """Fill a ``deap.base.Toolbox`` with ``evaluate``, ``mate``, ``mutate``, ``select`` and ``clone``.
@@ -233,8 +233,8 @@ def make_toolbox(
         ValueError: unknown operator or parameter, or a value out of range (the message lists what
             is allowed); ``universal`` sampling without an evolora selection that has exact chances.
     """
-    if sampling not in ("independent", "universal"):
-        raise ValueError(f"sampling must be 'independent' or 'universal', got {sampling!r}")
+    if sampling not in get_args(Sampling):
+        raise ValueError(f"sampling must be {' or '.join(map(repr, get_args(Sampling)))}, got {sampling!r}")
     toolbox = base.Toolbox() if toolbox is None else toolbox
     cross_spec, cross_params = _resolve("crossover", crossover)
     mut_spec, mut_params = _resolve("mutation", mutation)

@@ -16,27 +16,28 @@ from pathlib import Path
 
 import numpy as np
 
-from evolora.report.data import load_run
+from evolora.report.data import held_out_members, load_run
 from evolora.report.study_tables import select_runs
 from evolora.study import parse_arms, parse_seeds
 
 
 def member_spread(runs) -> dict[str, dict]:
     """{arm: {"runs": n, "best", "mean", "worst": accuracy in [0, 1], "groups": {group: member mean}}},
-    each a mean over the arm's finished runs (the base model left out)."""
+    each a mean over the arm's finished runs; members as :func:`evolora.report.data.held_out_members`
+    (students or the agent, the base model left out)."""
     rows: dict[str, dict] = {}
     for run in runs:
-        held = (run.summary or {}).get("held_out") or {}
-        members = {k: v for k, v in held.items() if k != "base" and v}
+        members = held_out_members(run)
         if not members:
             continue
-        accuracy = [v["accuracy"] for v in members.values()]
+        accuracy = list(members.values())
         row = rows.setdefault(run.mode, {"best": [], "mean": [], "worst": [], "groups": {}})
         row["best"].append(max(accuracy))
         row["mean"].append(float(np.mean(accuracy)))
         row["worst"].append(min(accuracy))
-        for group in members[next(iter(members))].get("by_group", {}):
-            rates = [v["by_group"][group]["correct"] / v["by_group"][group]["total"] for v in members.values()]
+        counts = [run.summary["held_out"][member].get("by_group", {}) for member in members]
+        for group in counts[0]:
+            rates = [c[group]["correct"] / c[group]["total"] for c in counts]
             row["groups"].setdefault(group, []).append(float(np.mean(rates)))
     return {
         arm: {

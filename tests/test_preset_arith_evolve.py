@@ -35,7 +35,6 @@ def test_the_preset_is_the_study_arm_that_acted():
 
 
 def test_its_loop_makes_nine_events_each_replacing_half_of_a_role():
-    evolution = load_config("arith_evolve").evolution
-    steps = load_config("arith_evolve").run.steps
-    assert (steps - 1) // evolution.every == 9
-    assert evolution.gamma * 4 == 2
+    config = load_config("arith_evolve")
+    assert (config.run.steps - 1) // config.evolution.every == 9
+    assert config.evolution.gamma * config.population.students == 2
